@@ -1,0 +1,493 @@
+"""Canonical encoding v1: values <-> canonical bytes, and a JSON view for reports.
+
+Every fingerprint in parity is a hash of these bytes, so the same value gives the same bytes on every
+machine, process (whatever ``PYTHONHASHSEED``), runner and release. The format is tagged and
+self-delimiting; one ASCII tag byte starts every value:
+
+    N None   T/F bool   i int   f float64   g float32   s str   b bytes   l list
+    d dict   e set   t datetime   D date   m Decimal
+
+The specification, the versioning rule and worked examples are in ``docs/canonical-encoding.md``;
+``fixtures/canonical/vectors.json`` pins the bytes. Any change of the bytes of any value bumps
+``ENCODING_VERSION``.
+
+Example:
+    >>> encode({"b": 1, "a": [None]}).hex()
+    '64027301616c014e730162690101'
+    >>> decode(encode((1, "a")))
+    [1, 'a']
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import json
+import struct
+from operator import itemgetter
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["ENCODING_VERSION", "decode", "encode", "encode_many", "to_json"]
+
+ENCODING_VERSION = "parity.canonical/1"
+
+_Encoder = Callable[[Any, bytearray], None]
+
+_TAG_F64 = struct.Struct(">Bd").pack
+_TAG_F32 = struct.Struct(">Bf").pack
+_TAG_I64 = struct.Struct(">Bq").pack
+_NAN64 = b"f\x7f\xf8\x00\x00\x00\x00\x00\x00"
+_NAN32 = b"g\x7f\xc0\x00\x00"
+_UTC = _dt.timezone.utc
+_EPOCH_AWARE = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
+_STR_HEADS = [bytes((0x73, n)) for n in range(0x80)]  # tag + one-byte length, the common case
+_INT_HEADS = [bytes((0x69, n)) for n in range(0x80)]
+# Sorted key order of dicts whose keys are all exactly `str`, by the tuple of keys in insertion order:
+# records of one capture share their keys, so sorting once per key layout is enough.
+_KEY_ORDER: dict[tuple, tuple[tuple[str, bytes], ...]] = {}
+_KEY_ORDER_MAX = 4096
+
+
+def _uleb128(n: int, buf: bytearray) -> None:
+    while n >= 0x80:
+        buf.append((n & 0x7F) | 0x80)
+        n >>= 7
+    buf.append(n)
+
+
+def _enc_none(v: Any, buf: bytearray) -> None:
+    buf.append(0x4E)
+
+
+def _enc_bool(v: Any, buf: bytearray) -> None:
+    buf.append(0x54 if v else 0x46)
+
+
+def _int_head(n: int) -> bytes:
+    head = bytearray(b"i")
+    _uleb128(n, head)
+    return bytes(head)
+
+
+def _enc_int(v: int, buf: bytearray) -> None:
+    # Minimal two's complement: one sign bit more than the magnitude needs; 0 is one byte 0x00.
+    n = (v if v >= 0 else ~v).bit_length() // 8 + 1
+    buf += _INT_HEADS[n] if n < 0x80 else _int_head(n)
+    buf += v.to_bytes(n, "big", signed=True)
+
+
+def _enc_int_like(v: Any, buf: bytearray) -> None:
+    # numpy integers and int subclasses (IntFlag's ~ is not the integer ~)
+    _enc_int(int(v), buf)
+
+
+def _enc_float64(v: float, buf: bytearray) -> None:
+    buf += _NAN64 if v != v else _TAG_F64(0x66, v)
+
+
+def _enc_float32(v: Any, buf: bytearray) -> None:
+    # float32 -> Python float is exact, and so is packing it back to 4 bytes (float16 widens exactly).
+    buf += _NAN32 if v != v else _TAG_F32(0x67, v)
+
+
+def _enc_str(v: str, buf: bytearray) -> None:
+    try:
+        b = v.encode()
+    except UnicodeEncodeError:  # lone surrogates: kept, as their 3-byte forms, so every str encodes
+        b = v.encode("utf-8", "surrogatepass")
+    if len(b) < 0x80:
+        buf += _STR_HEADS[len(b)]
+    else:
+        buf.append(0x73)
+        _uleb128(len(b), buf)
+    buf += b
+
+
+def _enc_bytes(v: Any, buf: bytearray) -> None:
+    if type(v) is not bytes:
+        v = bytes(v)
+    buf.append(0x62)
+    _uleb128(len(v), buf)
+    buf += v
+
+
+def _enc_list(v: Any, buf: bytearray) -> None:
+    buf.append(0x6C)
+    _uleb128(len(v), buf)
+    get = _ENCODERS.get
+    for x in v:
+        (get(type(x)) or _resolve(x))(x, buf)
+
+
+def _dict_key_order(v: dict) -> tuple[tuple[Any, bytes], ...] | None:
+    """Keys with their canonical bytes in canonical order; None when two keys share their bytes."""
+    pairs = sorted(((k, encode(k)) for k in v), key=itemgetter(1))
+    for i in range(1, len(pairs)):
+        if pairs[i - 1][1] == pairs[i][1]:  # e.g. two distinct NaN objects as keys
+            return None
+    return tuple(pairs)
+
+
+def _enc_dict(v: dict, buf: bytearray) -> None:
+    buf.append(0x64)
+    _uleb128(len(v), buf)
+    if not v:
+        return
+    layout = tuple(v)
+    order = _KEY_ORDER.get(layout)
+    if order is None:
+        order = _dict_key_order(v)
+        if order is None:
+            # Equal key bytes: order those entries by their value bytes too, so the result stays unique.
+            for kb, vb in sorted((encode(k), encode(x)) for k, x in v.items()):
+                buf += kb
+                buf += vb
+            return
+        if all(type(k) is str for k in layout):
+            if len(_KEY_ORDER) >= _KEY_ORDER_MAX:
+                _KEY_ORDER.clear()
+            _KEY_ORDER[layout] = order
+    get = _ENCODERS.get
+    for k, kb in order:
+        buf += kb
+        x = v[k]
+        t = type(x)
+        # The commonest field types inline: a call per field is most of the cost of a record.
+        if t is str:
+            try:
+                b = x.encode()
+            except UnicodeEncodeError:
+                b = x.encode("utf-8", "surrogatepass")
+            if len(b) < 0x80:
+                buf += _STR_HEADS[len(b)]
+                buf += b
+            else:
+                _enc_str(x, buf)
+        elif t is int:
+            n = (x if x >= 0 else ~x).bit_length() // 8 + 1
+            buf += _INT_HEADS[n] if n < 0x80 else _int_head(n)
+            buf += x.to_bytes(n, "big", signed=True)
+        elif t is float:
+            buf += _NAN64 if x != x else _TAG_F64(0x66, x)
+        else:
+            (get(t) or _resolve(x))(x, buf)
+
+
+def _enc_set(v: Any, buf: bytearray) -> None:
+    buf.append(0x65)
+    _uleb128(len(v), buf)
+    for b in sorted(encode(x) for x in v):
+        buf += b
+
+
+def _datetime_micros(v: _dt.datetime) -> int:
+    if type(v) is not _dt.datetime:  # subclasses (e.g. pandas.Timestamp) subtract to other types
+        v = _dt.datetime(v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.tzinfo,
+                         fold=v.fold)
+    delta = v - (_EPOCH_NAIVE if v.utcoffset() is None else _EPOCH_AWARE)
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _enc_datetime(v: _dt.datetime, buf: bytearray) -> None:
+    buf += _TAG_I64(0x74, _datetime_micros(v))
+
+
+def _enc_date(v: _dt.date, buf: bytearray) -> None:
+    buf += _TAG_I64(0x44, v.toordinal() - _EPOCH_ORDINAL)
+
+
+def _enc_decimal(v: decimal.Decimal, buf: bytearray) -> None:
+    b = str(v).encode("ascii")
+    buf.append(0x6D)
+    _uleb128(len(b), buf)
+    buf += b
+
+
+def _check_dtype(v: np.ndarray) -> None:
+    kind, size = v.dtype.kind, v.dtype.itemsize
+    if kind in "biuUSO" or (kind == "f" and size in (2, 4, 8)):
+        return
+    raise TypeError(f"cannot canonically encode numpy.ndarray of dtype {v.dtype}")
+
+
+def _enc_ndarray(v: np.ndarray, buf: bytearray) -> None:
+    _check_dtype(v)
+    if v.ndim == 0:
+        x = v[()]
+        (_ENCODERS.get(type(x)) or _resolve(x))(x, buf)
+    elif v.dtype.kind == "f" and v.dtype.itemsize < 8:
+        buf.append(0x6C)
+        _uleb128(len(v), buf)
+        if v.ndim > 1:
+            for row in v:
+                _enc_ndarray(row, buf)
+        else:
+            for x in v.tolist():  # exact Python floats of float32/float16 values
+                buf += _NAN32 if x != x else _TAG_F32(0x67, x)
+    else:
+        _enc_list(v.tolist(), buf)  # nested lists of int, float, bool, str, bytes or objects
+
+
+_ENCODERS: dict[type, _Encoder] = {
+    type(None): _enc_none, bool: _enc_bool, np.bool_: _enc_bool, int: _enc_int,
+    float: _enc_float64, np.float64: _enc_float64, np.float32: _enc_float32, np.float16: _enc_float32,
+    str: _enc_str, np.str_: _enc_str, bytes: _enc_bytes, np.bytes_: _enc_bytes, bytearray: _enc_bytes,
+    memoryview: _enc_bytes, list: _enc_list, tuple: _enc_list, dict: _enc_dict, set: _enc_set,
+    frozenset: _enc_set, _dt.datetime: _enc_datetime, _dt.date: _enc_date, decimal.Decimal: _enc_decimal,
+    np.ndarray: _enc_ndarray,
+}
+_ENCODERS.update(dict.fromkeys(
+    (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+     np.intc, np.uintc, np.longlong, np.ulonglong), _enc_int_like))
+
+# Subclasses, in the order that makes the first match right (datetime is a date; bool is an int).
+_FALLBACKS: tuple[tuple[type | tuple[type, ...], _Encoder], ...] = (
+    ((int, np.integer), _enc_int_like), (float, _enc_float64), (str, _enc_str),
+    ((bytes, bytearray, memoryview), _enc_bytes), ((list, tuple), _enc_list), (dict, _enc_dict),
+    ((set, frozenset), _enc_set), (_dt.datetime, _enc_datetime), (_dt.date, _enc_date),
+    (decimal.Decimal, _enc_decimal), (np.ndarray, _enc_ndarray),
+)
+
+
+def _resolve(v: Any) -> _Encoder:
+    """The encoder of a value whose exact type is not in the dispatch table; remembers the type."""
+    t = type(v)
+    for base, enc in _FALLBACKS:
+        if isinstance(v, base):
+            _ENCODERS[t] = enc
+            return enc
+    raise TypeError(f"cannot canonically encode a value of type {t.__module__}.{t.__qualname__}")
+
+
+def encode(value: Any) -> bytes:
+    """The canonical bytes of a value.
+
+    Raises:
+        TypeError: the value, or a value inside it, has a type the encoding does not cover.
+    """
+    buf = bytearray()
+    (_ENCODERS.get(type(value)) or _resolve(value))(value, buf)
+    return bytes(buf)
+
+
+def encode_many(values: list[Any]) -> list[bytes]:
+    """The canonical bytes of each value, in order (one loop; cheaper than calling ``encode``)."""
+    get, resolve, out = _ENCODERS.get, _resolve, []
+    append = out.append
+    for v in values:
+        buf = bytearray()
+        (get(type(v)) or resolve(v))(v, buf)
+        append(bytes(buf))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- decode
+
+
+def _need(data: bytes, end: int) -> None:
+    if end > len(data):
+        raise ValueError(f"canonical bytes truncated: need {end} bytes, have {len(data)}")
+
+
+def _read_uleb128(data: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    start = pos
+    while True:
+        _need(data, pos + 1)
+        byte = data[pos]
+        pos += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            if byte == 0 and pos - start > 1:
+                raise ValueError(f"non-canonical length at offset {start}: uleb128 is not minimal")
+            return n, pos
+
+
+def _read_sized(data: bytes, pos: int) -> tuple[bytes, int]:
+    n, pos = _read_uleb128(data, pos)
+    _need(data, pos + n)
+    return data[pos:pos + n], pos + n
+
+
+def _dec(data: bytes, pos: int, hashable: bool) -> tuple[Any, int]:
+    """Decode the value at ``pos``; ``hashable`` (dict keys, set items) turns lists into tuples."""
+    _need(data, pos + 1)
+    tag = data[pos]
+    pos += 1
+    if tag == 0x4E:
+        return None, pos
+    if tag == 0x54 or tag == 0x46:
+        return tag == 0x54, pos
+    if tag == 0x69:
+        raw, end = _read_sized(data, pos)
+        v = int.from_bytes(raw, "big", signed=True)
+        if len(raw) != (v if v >= 0 else ~v).bit_length() // 8 + 1:
+            raise ValueError(f"non-canonical int at offset {pos - 1}: not minimal two's complement")
+        return v, end
+    if tag == 0x66 or tag == 0x67:
+        size, nan = (8, _NAN64) if tag == 0x66 else (4, _NAN32)
+        _need(data, pos + size)
+        (v,) = struct.unpack_from(">d" if size == 8 else ">f", data, pos)
+        if v != v and data[pos - 1:pos + size] != nan:
+            raise ValueError(f"non-canonical NaN at offset {pos - 1}")
+        return (v if size == 8 else np.float32(v)), pos + size
+    if tag == 0x73:
+        raw, end = _read_sized(data, pos)
+        return raw.decode("utf-8", "surrogatepass"), end
+    if tag == 0x62:
+        return _read_sized(data, pos)
+    if tag == 0x6C:
+        n, pos = _read_uleb128(data, pos)
+        items = []
+        for _ in range(n):
+            x, pos = _dec(data, pos, hashable)
+            items.append(x)
+        return (tuple(items) if hashable else items), pos
+    if tag == 0x64:
+        return _dec_dict(data, pos)
+    if tag == 0x65:
+        return _dec_set(data, pos)
+    if tag == 0x74 or tag == 0x44:
+        _need(data, pos + 8)
+        (n,) = struct.unpack_from(">q", data, pos)
+        try:
+            if tag == 0x74:
+                return _EPOCH_AWARE + _dt.timedelta(microseconds=n), pos + 8
+            return _dt.date.fromordinal(n + _EPOCH_ORDINAL), pos + 8
+        except (OverflowError, ValueError) as exc:
+            raise ValueError(f"date or datetime out of range at offset {pos - 1}: {n}") from exc
+    if tag == 0x6D:
+        raw, end = _read_sized(data, pos)
+        text = raw.decode("ascii", "replace")
+        try:
+            v = decimal.Decimal(text)
+        except decimal.InvalidOperation:
+            v = None
+        if v is None or str(v) != text:
+            raise ValueError(f"non-canonical Decimal at offset {pos - 1}: {text!r}")
+        return v, end
+    raise ValueError(f"unknown canonical tag 0x{tag:02x} at offset {pos - 1}")
+
+
+def _dec_dict(data: bytes, pos: int) -> tuple[dict, int]:
+    start = pos - 1
+    n, pos = _read_uleb128(data, pos)
+    out: dict = {}
+    last: tuple[bytes, bytes] = (b"", b"")
+    for i in range(n):
+        k, kend = _dec(data, pos, True)
+        v, vend = _dec(data, kend, False)
+        entry = (data[pos:kend], data[kend:vend])
+        if i and not (entry[0] > last[0] or (entry[0] == last[0] and entry[1] >= last[1])):
+            raise ValueError(f"non-canonical dict at offset {start}: keys not in canonical order")
+        try:
+            out[k] = v
+        except TypeError as exc:  # a dict inside a key
+            raise ValueError(f"non-canonical dict at offset {start}: unhashable key") from exc
+        last, pos = entry, vend
+    if len(out) != n:
+        raise ValueError(f"non-canonical dict at offset {start}: keys equal in Python")
+    return out, pos
+
+
+def _dec_set(data: bytes, pos: int) -> tuple[frozenset, int]:
+    start = pos - 1
+    n, pos = _read_uleb128(data, pos)
+    items, last = [], b""
+    for i in range(n):
+        x, end = _dec(data, pos, True)
+        if i and data[pos:end] < last:
+            raise ValueError(f"non-canonical set at offset {start}: items not in canonical order")
+        items.append(x)
+        last, pos = data[pos:end], end
+    try:
+        out = frozenset(items)
+    except TypeError as exc:
+        raise ValueError(f"non-canonical set at offset {start}: unhashable item") from exc
+    if len(out) != n:
+        raise ValueError(f"non-canonical set at offset {start}: items equal in Python")
+    return out, pos
+
+
+def decode(data: bytes) -> Any:
+    """The value of canonical bytes: ``encode(decode(b)) == b`` for every ``b`` it accepts.
+
+    Values come back as Python types: tuples as lists (tuples inside dict keys and sets), sets as
+    frozensets, float32 as ``numpy.float32``, datetimes as aware UTC ``datetime``.
+
+    Raises:
+        ValueError: the bytes are truncated, have trailing bytes, or are not canonical.
+    """
+    data = bytes(data)
+    value, pos = _dec(data, 0, False)
+    if pos != len(data):
+        raise ValueError(f"trailing bytes after the canonical value at offset {pos}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------- JSON
+
+
+def _json_float(v: float) -> float | str:
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    return v
+
+
+def _json_key(k: Any) -> str:
+    if isinstance(k, str):
+        return str(k)
+    return json.dumps(to_json(k), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def to_json(value: Any) -> Any:
+    """A deterministic JSON-serialisable view of a value, for reports (lossy; not a second encoding).
+
+    Floats: NaN and +/-inf as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``. Bytes:
+    ``{"$bytes": text}`` when valid UTF-8, else ``{"$base64": ...}``. Dicts in canonical key order, with
+    non-str keys as their compact JSON text; sets as lists in canonical order; datetimes as ISO 8601 in
+    UTC; dates as ISO 8601; Decimals as strings.
+
+    Raises:
+        TypeError: the value has a type the canonical encoding does not cover.
+    """
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return None if value is None else bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.float32, np.float16)):
+        return _json_float(float(value))
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            return {"$bytes": raw.decode("utf-8")}
+        except UnicodeDecodeError:
+            return {"$base64": base64.b64encode(raw).decode("ascii")}
+    if isinstance(value, (list, tuple)):
+        return [to_json(x) for x in value]
+    if isinstance(value, np.ndarray):
+        _check_dtype(value)
+        return to_json(value[()]) if value.ndim == 0 else [to_json(x) for x in value]
+    if isinstance(value, dict):
+        keyed = sorted(((encode(k), k) for k in value), key=itemgetter(0))
+        return {_json_key(k): to_json(value[k]) for _, k in keyed}
+    if isinstance(value, (set, frozenset)):
+        return [to_json(x) for _, x in sorted(((encode(x), x) for x in value), key=itemgetter(0))]
+    if isinstance(value, _dt.datetime):
+        return (_EPOCH_AWARE + _dt.timedelta(microseconds=_datetime_micros(value))).isoformat()
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    t = type(value)
+    raise TypeError(f"cannot canonically encode a value of type {t.__module__}.{t.__qualname__}")

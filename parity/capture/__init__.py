@@ -1,0 +1,182 @@
+"""Readers of captured raw records: jsonl, tfrecord (tf.Example), parquet and csv.
+
+Each reader streams a file as `ReadBatch`es of at most `batch_size` records. A record that cannot be read or
+does not fit the schema is not an error: it is returned as `Quarantined` with its location and the reason, so
+that every record of the file is counted exactly once, either read or quarantined. Errors that concern a file
+as a whole (missing, no schema where one is required, a CSV header that lacks schema columns) raise
+`InputError`.
+
+Locations name the file as the caller displays it (`display_path`) and the record's place in it:
+`capture/trips.jsonl:12` (jsonl, csv: the 1-based line number), `capture/trips.tfrecord:record 12`
+(tfrecord: the 0-based record index; `:offset 1234` for a framing error at that byte),
+`capture/trips.parquet:row 12` (parquet: the 0-based row index).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from parity.errors import InputError
+from parity.schema import FieldType
+
+__all__ = ["FORMATS", "Quarantined", "ReadBatch", "detect_format", "list_capture_files", "read_file"]
+
+FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
+
+_EXTENSIONS = {
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfrecord.gz": "tfrecord",
+    ".tfrecords.gz": "tfrecord",
+    ".parquet": "parquet",
+    ".csv": "csv",
+}
+_NEEDS_SCHEMA = {"tfrecord": "TFRecord", "csv": "CSV"}  # formats whose values carry no types of their own
+_PREVIEW_LIMIT = 120
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A record that could not be read or did not fit the schema.
+
+    Attributes:
+        location: where it is, e.g. `capture/trips.jsonl:12`.
+        reason: why it was quarantined, e.g. `field 'fare': expected float64, got 'abc'`.
+        preview: at most 120 characters of the raw text, or the repr of the raw bytes.
+    """
+
+    location: str
+    reason: str
+    preview: str
+
+
+@dataclass
+class ReadBatch:
+    """Up to `batch_size` records of one file, with their locations, and the entries quarantined meanwhile."""
+
+    records: list[dict] = field(default_factory=list)
+    locations: list[str] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+
+
+# What a format module's `read` yields: a record with its location, or a quarantined entry.
+ReadItem = Union[tuple[dict, str], Quarantined]
+
+
+def list_capture_files(pattern: str, base_dir: str) -> list[str]:
+    """The files a capture `path` names, sorted.
+
+    Args:
+        pattern: a file or a glob (`**` allowed), relative to `base_dir` unless absolute.
+        base_dir: the folder of the config file.
+
+    Raises:
+        InputError: nothing matches; the message names the pattern.
+    """
+    full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
+    if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
+        return [full]
+    if os.path.isdir(full):
+        raise InputError(
+            f"capture path {pattern!r} ({full}) is a folder; "
+            f"give a file or a glob such as {pattern.rstrip('/')}/*.jsonl"
+        )
+    if any(char in full for char in "*?["):
+        matches = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
+        if matches:
+            return matches
+        raise InputError(f"capture path {pattern!r} matches no file (looked for {full})")
+    raise InputError(f"capture path {pattern!r} does not exist (looked for {full})")
+
+
+def detect_format(path: str) -> str:
+    """The capture format a file name's extension implies: jsonl, tfrecord, parquet or csv.
+
+    Raises:
+        InputError: the extension is not one parity knows; the message says to set `capture.format`.
+    """
+    name = os.path.basename(path).lower()
+    for extension, fmt in sorted(_EXTENSIONS.items(), key=lambda item: -len(item[0])):
+        if name.endswith(extension):
+            return fmt
+    known = ", ".join(sorted(_EXTENSIONS))
+    raise InputError(
+        f"cannot tell the format of {path!r} from its extension (known: {known}); "
+        f"set capture.format to one of {', '.join(FORMATS)}"
+    )
+
+
+def read_file(
+    path: str,
+    fmt: str,
+    schema: dict[str, FieldType] | None,
+    batch_size: int,
+    display_path: str,
+) -> Iterator[ReadBatch]:
+    """Stream one capture file as batches of records and quarantined entries.
+
+    Args:
+        path: the file to read.
+        fmt: one of `FORMATS`.
+        schema: field types; required for tfrecord and csv, optional for jsonl and parquet.
+        batch_size: the most records a batch holds (quarantined entries count toward it too).
+        display_path: the file's name in locations, e.g. the path relative to the config file.
+
+    Raises:
+        InputError: the file cannot be opened, or the format needs a schema and has none.
+        ValueError: `fmt` is unknown or `batch_size` is below 1.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown capture format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if schema is None and fmt in _NEEDS_SCHEMA:
+        raise InputError(
+            f"{display_path}: reading {_NEEDS_SCHEMA[fmt]} captures needs field types; add `capture.schema` "
+            "(e.g. {trip_id: int64, fare: float64, zone: string})"
+        )
+    if not os.path.isfile(path):  # checked here, so that the error comes before the first batch is asked for
+        raise InputError(f"cannot read capture file {path}: not an existing file")
+    reader = importlib.import_module(f"parity.capture.{fmt}")
+    items = reader.read(path, schema, display_path, batch_size)
+    return _batches(items, batch_size)
+
+
+def _batches(items: Iterable[ReadItem], batch_size: int) -> Iterator[ReadBatch]:
+    batch = ReadBatch()
+    for item in items:
+        if isinstance(item, Quarantined):
+            batch.quarantined.append(item)
+        else:
+            batch.records.append(item[0])
+            batch.locations.append(item[1])
+        # quarantined entries count too, so that a file of bad records does not pile up in one batch
+        if len(batch.records) + len(batch.quarantined) >= batch_size:
+            yield batch
+            batch = ReadBatch()
+    if batch.records or batch.quarantined:
+        yield batch
+
+
+def preview(raw: Any) -> str:
+    """At most 120 characters showing a raw record: the text itself, or the repr of bytes and other values."""
+    if isinstance(raw, str):
+        text = raw[: _PREVIEW_LIMIT + 1].rstrip("\r\n")
+    else:
+        if isinstance(raw, (bytes, bytearray)):
+            raw = bytes(raw[: _PREVIEW_LIMIT + 1]).rstrip(b"\r\n")
+        text = repr(raw)
+    return text if len(text) <= _PREVIEW_LIMIT else text[: _PREVIEW_LIMIT - 3] + "..."
+
+
+def open_error(path: str, exc: OSError) -> InputError:
+    """The InputError for a capture file that cannot be opened."""
+    return InputError(f"cannot read capture file {path}: {exc.strerror or exc}")

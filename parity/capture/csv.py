@@ -1,0 +1,157 @@
+"""CSV captures: a header row, then one record per row, UTF-8, read with Python's `csv` module.
+
+A schema is required (CSV cells carry no types) and every schema field must be a header column; columns the
+schema lacks are kept as strings. An empty cell is None: CSV cannot tell an empty string from a null. A
+`list<T>` cell holds a JSON array, e.g. `"[1, 2]"`. Blank lines are not records.
+
+A row is quarantined at `<display_path>:<line>` (the 1-based line where the row starts) when it has the wrong
+number of cells (`expected N columns, got M`), is not UTF-8, is malformed CSV (e.g. a stray quote), or does not
+fit the schema.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from parity.capture import Quarantined, ReadItem, open_error, preview
+from parity.errors import InputError
+from parity.schema import FieldType, SchemaMismatch, coerce_record
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class _Lines:
+    """Decodes a binary file line by line for `csv.reader`, remembering the lines of the current row.
+
+    A line that is not UTF-8 is passed on decoded with replacement characters, so that the CSV parser keeps
+    its place, and noted in `bad` so that the row holding it is quarantined.
+    """
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self._handle = handle
+        self.count = 0
+        self.text: list[str] = []
+        self.bad: list[str] = []
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        raw = next(self._handle)
+        self.count += 1
+        if self.count == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.bad.append(f"invalid UTF-8 at line {self.count}, byte {exc.start}: {exc.reason}")
+            text = raw.decode("utf-8", errors="replace")
+        self.text.append(text)
+        return text
+
+    def start_row(self) -> None:
+        self.text = []
+        self.bad = []
+
+
+def read(
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0
+) -> Iterator[ReadItem]:
+    """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row.
+
+    Raises:
+        InputError: no schema was given, the file cannot be opened, or its header is unusable.
+    """
+    del batch_size  # rows are read one at a time
+    if schema is None:
+        raise InputError(
+            f"{display_path}: reading CSV captures needs field types; add `capture.schema` "
+            "(e.g. {trip_id: int64, fare: float64, zone: string})"
+        )
+    try:
+        handle = open(path, "rb")  # bytes, so that one non-UTF-8 line is quarantined rather than fatal
+    except OSError as exc:
+        raise open_error(path, exc) from exc
+    with handle:
+        lines = _Lines(handle)
+        reader = csv.reader(lines, strict=True)
+        header = _header(reader, lines, schema, display_path)
+        if header is None:
+            return
+        while True:
+            first_line = lines.count + 1
+            lines.start_row()
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                reason = f"invalid CSV: {exc}"
+                yield Quarantined(f"{display_path}:{first_line}", reason, preview("".join(lines.text)))
+                if lines.count < first_line:  # nothing consumed: the parser cannot move on
+                    return
+                continue
+            if not row:
+                continue
+            location = f"{display_path}:{first_line}"
+            result = _record(row, header, schema, lines.bad)
+            if isinstance(result, str):
+                yield Quarantined(location, result, preview("".join(lines.text)))
+            else:
+                yield result, location
+
+
+def _header(reader: Any, lines: _Lines, schema: dict[str, FieldType], display_path: str) -> list[str] | None:
+    """The header's column names (None for a file without any row), checked against the schema."""
+    try:
+        header = next((row for row in reader if row), None)
+    except csv.Error as exc:
+        raise InputError(f"{display_path}:{lines.count}: the CSV header is malformed: {exc}") from exc
+    if header is None:
+        return None
+    if lines.bad:
+        raise InputError(f"{display_path}: the CSV header is not UTF-8: {lines.bad[0]}")
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        repeated = ", ".join(map(repr, duplicates))
+        raise InputError(f"{display_path}: the CSV header repeats column(s) {repeated}")
+    missing = [name for name in schema if name not in header]
+    if missing:
+        raise InputError(
+            f"{display_path}: the CSV header lacks schema column(s) {', '.join(map(repr, missing))}; "
+            f"it has {', '.join(map(repr, header))}"
+        )
+    return header
+
+
+def _record(row: list[str], header: list[str], schema: dict[str, FieldType], bad: list[str]) -> dict | str:
+    """The row's record, or the reason it is quarantined."""
+    if bad:
+        return bad[0]
+    if len(row) != len(header):
+        return f"expected {len(header)} columns, got {len(row)}"
+    record: dict[str, Any] = {}
+    for name, cell in zip(header, row):
+        field_type = schema.get(name)
+        if cell == "":
+            record[name] = None
+        elif field_type is not None and field_type.is_list:
+            record[name] = _json_array(cell)
+        else:
+            record[name] = cell
+    try:
+        return coerce_record(record, schema)
+    except SchemaMismatch as exc:
+        return str(exc)
+
+
+def _json_array(cell: str) -> Any:
+    """The JSON array a list cell holds, or the cell itself so that coercion reports it."""
+    try:
+        value = json.loads(cell)
+    except (ValueError, RecursionError):
+        return cell
+    return value if isinstance(value, list) else cell

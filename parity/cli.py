@@ -1,0 +1,154 @@
+"""The `parity` command line: argument parsing, and the one place that prints and exits.
+
+Exit codes: 0 parity, 1 divergence, 2 no verdict (bad usage, config or input), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+EXIT_PARITY, EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+RUNNER_CHOICES = ("DirectRunner", "FlinkRunner")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; say how to get help
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"parity: error: {message}; see `parity {self.prog.split()[-1]} --help`\n")
+        raise SystemExit(EXIT_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="parity", description="Replay captured records through an offline and a production "
+                                                "pipeline and report the first stage where they diverge.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    check = commands.add_parser("check", help="replay both sides, diff them, write every report")
+    check.add_argument("config")
+    check.add_argument("--out", default="parity-out", help="output folder (default: parity-out)")
+    check.add_argument("--runner", default="DirectRunner", choices=RUNNER_CHOICES)
+    check.add_argument("--noise", action="store_true",
+                       help="replay each side twice to find nondeterministic stages")
+
+    replay = commands.add_parser("replay", help="replay one side and write its fingerprint set")
+    replay.add_argument("config")
+    replay.add_argument("--side", required=True)
+    replay.add_argument("--out", required=True)
+    replay.add_argument("--runner", default="DirectRunner", choices=RUNNER_CHOICES)
+    replay.add_argument("--transform-from", default=None,
+                        help="fingerprint set (or TFT output dir) whose exported graph `saved: {from_side}` applies")
+
+    diff = commands.add_parser("diff", help="diff two fingerprint sets and write the reports")
+    diff.add_argument("left")
+    diff.add_argument("right")
+    diff.add_argument("--out", required=True)
+    diff.add_argument("--config", default=None)
+
+    report = commands.add_parser("report", help="render report.json again in another format")
+    report.add_argument("report_json")
+    report.add_argument("--format", required=True, choices=("md", "html", "junit", "json"))
+    report.add_argument("--out", default=None)
+
+    show = commands.add_parser("show", help="one record, stage by stage, both sides")
+    show.add_argument("dir")
+    show.add_argument("key")
+    return parser
+
+
+def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    argv = list(argv)
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1:]
+    return argv, []
+
+
+def _summary(report: dict, out_dir: str) -> str:
+    records = report["records"]
+    lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})",
+             f"  records: {records['paired']} paired, {records['matched']} matched, "
+             f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
+             f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
+             f"{records['quarantined']['left']}/{records['quarantined']['right']}"]
+    first = report.get("first_divergence")
+    if first:
+        lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "
+                     f"cause {first['cause']}: {first['explanation']}")
+    lines.append(f"  report: {os.path.join(out_dir, 'report.html')} (also report.json, report.md, junit.xml)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(own)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return _run(args, beam_args)
+    except KeyboardInterrupt:
+        sys.stderr.write("parity: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the boundary: every error becomes a message and exit 2
+        from parity.errors import ParityError
+
+        if isinstance(exc, ParityError):
+            sys.stderr.write(f"parity: error: {exc}\n")
+            return exc.exit_code
+        raise
+
+
+def _verdict_code(report: dict) -> int:
+    return EXIT_PARITY if report["verdict"] == "parity" else EXIT_DIVERGED
+
+
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from parity import run
+    from parity.config import load_config
+
+    if args.command == "check":
+        if args.noise:
+            beam_args = beam_args  # noise replays arrive with issue 3; the flag is accepted now
+        report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args)
+        print(_summary(report, args.out))
+        return _verdict_code(report)
+    if args.command == "replay":
+        manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
+                              beam_args=beam_args, transform_from=args.transform_from)
+        records = manifest["records"]
+        print(f"parity: replayed side {args.side}: {records['fingerprinted']} records fingerprinted, "
+              f"{records['quarantined']} quarantined -> {args.out}")
+        return EXIT_PARITY
+    if args.command == "diff":
+        config = load_config(args.config) if args.config else None
+        report = run.diff(args.left, args.right, args.out, config=config)
+        print(_summary(report, args.out))
+        return _verdict_code(report)
+    if args.command == "report":
+        from parity.errors import InputError
+        from parity.report import RENDERERS
+
+        try:
+            with open(args.report_json, encoding="utf-8") as handle:
+                report = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{args.report_json}: cannot read a report.json: {exc}") from exc
+        if not isinstance(report, dict) or report.get("format") != "parity.report/1":
+            raise InputError(f"{args.report_json}: not a parity report (format parity.report/1)")
+        text = RENDERERS[args.format](report)
+        if args.out:
+            with open(args.out, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            sys.stdout.write(text)
+        return EXIT_PARITY
+    result = run.show(args.dir, args.key)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return EXIT_PARITY if result["first_divergence"] is None else EXIT_DIVERGED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

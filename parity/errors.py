@@ -1,0 +1,27 @@
+"""One exception tree for parity; each exception carries its process exit code."""
+
+
+class ParityError(Exception):
+    """Base of every error parity raises on purpose; `exit_code` is the process exit code."""
+
+    exit_code = 2
+
+
+class ConfigError(ParityError):
+    """The config file is invalid: the message names file, field path, bad value and what is accepted."""
+
+
+class InputError(ParityError):
+    """Input files are missing or unreadable as a whole."""
+
+
+class UserCodeError(ParityError):
+    """A module:attr reference failed to import, or user code raised."""
+
+
+class FingerprintSetError(ParityError):
+    """A fingerprint set is missing, malformed, or incompatible with the other side."""
+
+
+class RunnerError(ParityError):
+    """The Beam runner could not be set up or the job failed for a reason outside user code."""

@@ -1,0 +1,183 @@
+"""Replays one side as a Beam job and writes its fingerprint set.
+
+The pipeline works on batches of records (`list[Rec]`), never one element per record:
+
+    ReadBatches -> [Lateness] -> [MergeWindows] -> [Aggregates] -> ApplyStages -> Transform -> WriteSet
+
+Stages that need the whole side (lateness in arrival order, session merging, per-(window, key) aggregates,
+TFT analysis) are combines whose results reach the per-batch stages as side inputs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Iterable
+
+import apache_beam as beam
+
+from parity import canonical
+from parity.config import Config, SideConfig, capture_field_types
+from parity.errors import ConfigError, ParityError, UserCodeError
+from parity.records import Rec, side_field_types
+from parity.stages import shard as shard_stage
+from parity.stages import window as window_stage
+from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, WriteBatchFn,
+                                   aggregate_partials, arrival_rows, concat_lists, merge_rows)
+from parity.stages.transform import feature_spec, to_instance
+
+BATCH_SIZE = 2000
+TFT_OUTPUT = "tft_output"
+
+
+class ReplaySide(beam.PTransform):
+    """Replays the captured records of one side through its six stages and writes its fingerprint set.
+
+    Input: the pipeline root. Output: a PCollection of the written part names (one per batch).
+    """
+
+    def __init__(self, config: Config, side: SideConfig, out_dir: str, saved_dir: str | None = None,
+                 batch_size: int = BATCH_SIZE):
+        super().__init__()
+        self.config = config
+        self.side = side
+        self.out_dir = out_dir
+        self.saved_dir = saved_dir
+        self.batch_size = batch_size
+
+    def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
+        side = self.side
+        files = _capture_files(self.config, side)
+        batches = (root
+                   | "CaptureFiles" >> beam.Create(files, reshuffle=False)
+                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, self.batch_size, self.out_dir)))
+        late = self._lateness(batches)
+        merges = self._merges(batches, late)
+        aggregates = self._aggregates(batches, late, merges)
+        staged = batches | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side), late=late, merges=merges,
+                                                       aggregates=aggregates)
+        transformed = self._transform(staged)
+        return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir))
+
+    def _lateness(self, batches: beam.PCollection) -> Any:
+        window = self.side.window
+        if window is None or window.lateness is None:
+            return beam.pvalue.AsSingleton(batches.pipeline | "NoLateness" >> beam.Create([{}]))
+        spec = window.lateness
+        late = (batches
+                | "ArrivalRows" >> beam.Map(arrival_rows)
+                | "AllArrivals" >> beam.CombineGlobally(concat_lists)
+                | "ReplayArrivals" >> beam.Map(lambda rows: window_stage.replay_lateness(spec, rows)))
+        return beam.pvalue.AsSingleton(late)
+
+    def _merges(self, batches: beam.PCollection, late: Any) -> Any:
+        windowfn = window_stage.build_windowfn(self.side.window)
+        if not window_stage.is_merging(windowfn):
+            return beam.pvalue.AsSingleton(batches.pipeline | "NoMerging" >> beam.Create([{}]))
+        merged = (batches
+                  | "ProtoWindows" >> beam.FlatMap(merge_rows, late=late)
+                  | "WindowsPerKey" >> beam.CombinePerKey(_union)
+                  | "MergeWindows" >> beam.Map(lambda kv: (kv[0], window_stage.merge_windows(windowfn, kv[1])))
+                  | "AllMerges" >> beam.combiners.ToDict())
+        return beam.pvalue.AsSingleton(merged)
+
+    def _aggregates(self, batches: beam.PCollection, late: Any, merges: Any) -> Any:
+        shard = self.side.shard
+        if shard is None or not shard.aggregates:
+            return beam.pvalue.AsSingleton(batches.pipeline | "NoAggregates" >> beam.Create([{}]))
+        specs = shard.aggregates
+        groups = (batches
+                  | "AggregatePartials" >> beam.FlatMap(aggregate_partials, self.side, late=late, merges=merges)
+                  | "CombineGroups" >> beam.CombinePerKey(lambda states: _merge_partials(specs, states))
+                  | "FinishGroups" >> beam.Map(lambda kv: (kv[0], shard_stage.finish_group(specs, kv[1])))
+                  | "AllGroups" >> beam.combiners.ToDict())
+        return beam.pvalue.AsSingleton(groups)
+
+    def _transform(self, staged: beam.PCollection) -> beam.PCollection:
+        spec = self.side.transform
+        if spec is None or spec.kind == "python":
+            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None))
+        if spec.kind == "saved":
+            saved = spec.path or self.saved_dir
+            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved))
+        return self._tft(staged)
+
+    def _tft(self, staged: beam.PCollection) -> beam.PCollection:
+        import tensorflow_transform.beam as tft_beam
+        from tensorflow_transform.tf_metadata import dataset_metadata
+
+        side = self.side
+        types = side_field_types(side)
+        if types is None:
+            raise ConfigError(f"{self.config.path}: sides.{side.name}.transform.tft: a TFT transform needs "
+                              f"typed inputs; add capture.schema")
+        metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
+        preprocessing_fn = side.transform.ref.resolve()  # type: ignore[union-attr]
+        output_dir = os.path.join(self.out_dir, TFT_OUTPUT)
+        instances = staged | "TFTInstances" >> beam.FlatMap(_tft_instances, types)
+        with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False):
+            transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
+            written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+        return staged | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir),
+                                                  beam.pvalue.AsSingleton(written))
+
+
+def _union(windows: Iterable[Iterable]) -> set:
+    result: set = set()
+    for group in windows:
+        result.update(group)
+    return result
+
+
+def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
+    states = list(states)
+    return shard_stage.merge_group_states(specs, states) if states else []
+
+
+def _tft_instances(batch: list[Rec], types: dict) -> Iterable[dict]:
+    for rec in batch:
+        if rec.transform_input is not None:
+            try:
+                yield to_instance(rec.transform_input, types)
+            except ValueError as exc:
+                raise UserCodeError(f"record {rec.key_text()}: {exc}") from exc
+
+
+def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str]]:
+    from parity.capture import list_capture_files
+
+    files = list_capture_files(side.capture.path, config.base_dir)
+    return [(index, path, os.path.relpath(path, config.base_dir)) for index, path in enumerate(files)]
+
+
+def prepare_out_dir(out_dir: str) -> None:
+    """Empties a fingerprint-set folder so a replay never mixes with an earlier one's parts."""
+    for name in ("_parts", "values", "_tft_tmp", TFT_OUTPUT):
+        shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+    os.makedirs(out_dir, exist_ok=True)
+
+
+def unwrap_pipeline_error(exc: BaseException) -> ParityError | None:
+    """Finds a ParityError raised inside a DoFn, whatever the runner wrapped it in."""
+    seen = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ParityError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    text = str(exc)
+    for cls in (UserCodeError, ConfigError):
+        marker = f"{cls.__name__}: "
+        if marker in text:
+            message = text.split(marker, 1)[1].split("\n")[0].strip()
+            for suffix in (" [while running", "[while running"):
+                if suffix in message:
+                    message = message.split(suffix)[0].strip()
+            return cls(message)
+    return None
+
+
+def key_text(key: Any) -> str:
+    import json
+
+    return json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True)

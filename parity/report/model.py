@@ -1,0 +1,147 @@
+"""The report model: report.json as an ordered dict, built from a diff outcome (pure, deterministic).
+
+Keys are inserted in CONTRACT section 5 order; additions come after the required fields. Nothing here depends
+on the runner, the wall clock or absolute paths, so the same inputs give byte-identical reports.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Mapping
+
+from parity import canonical
+from parity.causes import CauseContext, classify, explain
+from parity.config import STAGES, ToleranceSpec
+from parity.diff import DiffOutcome, PairOutcome
+
+FORMAT = "parity.report/1"
+
+
+def _json_value(value: Any, redact: bool) -> Any:
+    if redact:
+        from parity.fingerprint import fingerprint
+
+        return {"fingerprint": f"{fingerprint(value):016x}"}
+    return canonical.to_json(value)
+
+
+def _key(outcome: PairOutcome, redact: bool) -> Any:
+    return outcome.key_fp.hex() if redact else json.loads(outcome.key)
+
+
+def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
+                 quarantined: tuple[int, int], quarantine_reasons: tuple[Mapping[str, int], Mapping[str, int]],
+                 tolerance: ToleranceSpec, examples: int, redact: bool, cause_context: CauseContext,
+                 environments: tuple[Mapping[str, Any], Mapping[str, Any]],
+                 feature_names: tuple[list[str], list[str]] = ([], []),
+                 analyzers: list[dict] | None = None) -> dict[str, Any]:
+    """Assembles report.json (a plain dict in contract order)."""
+    causes_of: list[tuple[str, str, str]] = []  # (stage, cause, explanation) per diverged record
+    for m in outcome.mismatches:
+        if m.diverged:
+            cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage),
+                                          cause_context)
+            causes_of.append((m.first_stage, cause, explanation))
+        else:
+            causes_of.append((m.first_stage, "", ""))
+    diverged = [m for m in outcome.mismatches if m.diverged]
+    within = len(outcome.mismatches) - len(diverged)
+    first_counts = Counter(m.first_stage for m in diverged)
+    cause_counts = Counter((stage, cause) for (stage, cause, _), m in zip(causes_of, outcome.mismatches)
+                           if m.diverged)
+    stages = [{"name": s, "diverged": outcome.stage_diverged[s], "first_diverged": first_counts.get(s, 0),
+               "within_tolerance": outcome.stage_within[s]} for s in STAGES]
+    stage_order = {s: i for i, s in enumerate(STAGES)}
+    causes = [{"stage": stage, "cause": cause, "records": count, "explanation": explain(cause, count)}
+              for (stage, cause), count in sorted(cause_counts.items(),
+                                                  key=lambda kv: (stage_order[kv[0][0]], -kv[1], kv[0][1]))]
+    first = None
+    for s in STAGES:
+        if first_counts.get(s):
+            top = max((c for c in causes if c["stage"] == s), key=lambda c: (c["records"], [-ord(x) for x in
+                                                                                        c["cause"]]))
+            first = {"stage": s, "records": first_counts[s], "cause": top["cause"],
+                     "explanation": top["explanation"]}
+            break
+    example_list: list[dict] = []
+    kept: Counter = Counter()
+    for m, (stage, cause, explanation) in zip(outcome.mismatches, causes_of):
+        if not m.diverged or kept[(stage, cause)] >= examples:
+            continue
+        kept[(stage, cause)] += 1
+        example_list.append({"key": _key(m, redact), "stage": stage, "cause": cause,
+                             "left": _json_value(m.left.get(stage), redact),
+                             "right": _json_value(m.right.get(stage), redact),
+                             "explanation": explanation,
+                             "location": {"left": m.left.get("location"), "right": m.right.get("location")}})
+    example_list.sort(key=lambda e: (stage_order[e["stage"]], e["cause"]))
+    left_total = outcome.left_rows + quarantined[0]
+    right_total = outcome.right_rows + quarantined[1]
+    records = {"left": left_total, "right": right_total, "paired": outcome.paired, "matched": outcome.matched,
+               "within_tolerance": within, "diverged": len(diverged), "left_only": outcome.left_only,
+               "right_only": outcome.right_only, "duplicate_keys": outcome.duplicate_keys,
+               "quarantined": {"left": quarantined[0], "right": quarantined[1]},
+               "quarantine_reasons": {"left": dict(sorted(quarantine_reasons[0].items())),
+                                      "right": dict(sorted(quarantine_reasons[1].items()))}}
+    _check_accounting(records)
+    env_left, env_right = environments
+    differences = [{"name": k, "left": env_left.get(k), "right": env_right.get(k)}
+                   for k in sorted(set(env_left) | set(env_right)) if env_left.get(k) != env_right.get(k)]
+    return {
+        "format": FORMAT,
+        "verdict": "parity" if len(diverged) <= tolerance.max_diverged else "diverged",
+        "sides": {"left": sides[0], "right": sides[1]},
+        "records": records,
+        "stages": stages,
+        "first_divergence": first,
+        "causes": causes,
+        "features": _features(outcome, feature_names),
+        "examples": example_list,
+        "analyzers": analyzers or [],
+        "environment": {"left": dict(sorted(env_left.items())), "right": dict(sorted(env_right.items())),
+                        "differences": differences},
+        "name": name,
+        "encoding": canonical.ENCODING_VERSION,
+        "max_diverged": tolerance.max_diverged,
+        "redacted": redact,
+        "unpaired_examples": {"left_only": [_unpaired(k, redact) for k in outcome.left_only_keys[:examples]],
+                              "right_only": [_unpaired(k, redact) for k in outcome.right_only_keys[:examples]]},
+    }
+
+
+def _unpaired(key_text: str, redact: bool) -> Any:
+    if redact:
+        from parity.fingerprint import fingerprint
+
+        return f"{fingerprint(key_text):016x}"
+    return json.loads(key_text)
+
+
+def _features(outcome: DiffOutcome, feature_names: tuple[list[str], list[str]]) -> list[dict]:
+    stats: dict[str, dict[str, Any]] = {}
+    for m in outcome.mismatches:
+        for name, (ok, delta) in m.feature_deltas.items():
+            entry = stats.setdefault(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+            entry["within_tolerance" if ok else "mismatched"] += 1
+            if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
+                entry["max_abs_delta"] = delta
+    left_names, right_names = set(feature_names[0]), set(feature_names[1])
+    names = set(stats) | left_names | right_names
+    features = []
+    for name in sorted(names):
+        entry = stats.get(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+        presence = "both" if (name in left_names) == (name in right_names) else \
+            "left" if name in left_names else "right"
+        features.append({"name": name, "stage": "transform", "mismatched": entry["mismatched"],
+                         "within_tolerance": entry["within_tolerance"], "max_abs_delta": entry["max_abs_delta"],
+                         "presence": presence})
+    return features
+
+
+def _check_accounting(records: dict) -> None:
+    for side in ("left", "right"):
+        total = records["paired"] + records[f"{side}_only"] + records["quarantined"][side]
+        if total != records[side]:
+            raise AssertionError(f"accounting broken on the {side} side: {records}")  # a bug in parity
+    if records["paired"] != records["matched"] + records["within_tolerance"] + records["diverged"]:
+        raise AssertionError(f"accounting broken for pairs: {records}")

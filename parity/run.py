@@ -1,0 +1,206 @@
+"""The commands behind the CLI and the Python API: replay, diff, check and show."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Sequence
+
+import apache_beam as beam
+
+from parity import canonical
+from parity.causes import CauseContext
+from parity.config import STAGES, Config, SideConfig, load_config
+from parity.diff import compare
+from parity.environment import environment_manifest
+from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError
+from parity.fingerprint_set import FingerprintSet, finalize, read_set
+from parity.replay import TFT_OUTPUT, ReplaySide, prepare_out_dir, unwrap_pipeline_error
+from parity.report import RENDERERS
+from parity.report.model import build_report
+from parity.runners import make_options, make_runner
+
+SIDES_DIR = "sides"
+OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
+
+
+def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "DirectRunner",
+           beam_args: Sequence[str] | None = None, transform_from: str | None = None) -> dict[str, Any]:
+    """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest."""
+    side = config.side(side_name)
+    saved_dir = _saved_dir(config, side, out_dir, transform_from)
+    prepare_out_dir(out_dir)
+    started = time.monotonic()
+    pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
+    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir)
+    try:
+        pipeline.run().wait_until_finish()
+    except ParityError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        error = unwrap_pipeline_error(exc)
+        if error is not None:
+            raise error from exc
+        raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    key = list(side.capture.key) if side.capture.key else "input"
+    manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
+                                  "environment": environment_manifest(), "runner": runner})
+    _write_json(os.path.join(out_dir, "timings.json"), {"replay_seconds": round(time.monotonic() - started, 3)})
+    return manifest
+
+
+def _saved_dir(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> str | None:
+    spec = side.transform
+    if spec is None or spec.kind != "saved" or spec.from_side is None:
+        return None
+    candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
+    for path in (os.path.join(candidate, TFT_OUTPUT), candidate):
+        if os.path.isdir(os.path.join(path, "transform_fn")):
+            return path
+    raise ConfigError(f"{config.path}: sides.{side.name}.transform.saved.from_side: no exported transform "
+                      f"graph of side '{spec.from_side}' at {candidate}; replay side '{spec.from_side}' first "
+                      f"(parity check does) or pass --transform-from DIR")
+
+
+def _replay_order(config: Config) -> list[SideConfig]:
+    """Sides whose transform applies the other side's exported graph run second."""
+    return sorted(config.sides, key=lambda s: 1 if s.transform and s.transform.from_side else 0)
+
+
+def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
+          pipeline_options: Sequence[str] | None = None) -> dict[str, Any]:
+    """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict."""
+    config = load_config(config_path)
+    out_dir = out_dir or "parity-out"
+    timings: dict[str, float] = {}
+    for side in _replay_order(config):
+        started = time.monotonic()
+        replay(config, side.name, os.path.join(out_dir, SIDES_DIR, side.name), runner=runner,
+               beam_args=pipeline_options)
+        timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
+    started = time.monotonic()
+    left, right = (os.path.join(out_dir, SIDES_DIR, s.name) for s in config.sides)
+    report = diff(left, right, out_dir, config=config)
+    timings["diff_seconds"] = round(time.monotonic() - started, 3)
+    timings["runner"] = runner  # type: ignore[assignment]
+    _write_json(os.path.join(out_dir, "timings.json"), timings)
+    return report
+
+
+def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet) -> CauseContext:
+    lf, rf = set(left.manifest.get("features", [])), set(right.manifest.get("features", []))
+    kwargs: dict[str, Any] = {
+        "left_env": {k: str(v) for k, v in left.manifest.get("environment", {}).items()},
+        "right_env": {k: str(v) for k, v in right.manifest.get("environment", {}).items()},
+        "left_only_features": frozenset(lf - rf), "right_only_features": frozenset(rf - lf),
+        "left_name": left.side, "right_name": right.side,
+    }
+    if config is not None:
+        ls, rs = config.side(left.side), config.side(right.side)
+        kwargs.update(
+            left_seed=ls.seed.value if ls.seed else None, right_seed=rs.seed.value if rs.seed else None,
+            left_seed_hashes=tuple(sorted({o.hash for o in ls.seed.ops})) if ls.seed else (),
+            right_seed_hashes=tuple(sorted({o.hash for o in rs.seed.ops})) if rs.seed else ())
+    accepted = set(CauseContext.__dataclass_fields__)  # type: ignore[attr-defined]
+    return CauseContext(**{k: v for k, v in kwargs.items() if k in accepted})
+
+
+def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None) -> dict[str, Any]:
+    """Diffs two fingerprint sets and writes the reports; returns report.json's dict."""
+    left, right = read_set(left_dir), read_set(right_dir)
+    if config is not None:
+        names = [s.name for s in config.sides]
+        if left.side not in names or right.side not in names:
+            raise FingerprintSetError(f"the fingerprint sets are of sides '{left.side}' and '{right.side}', but "
+                                      f"{config.path} names {', '.join(names)}")
+    from parity.config import ReportSpec, ToleranceSpec
+
+    tolerance = config.tolerance if config else ToleranceSpec()
+    report_spec = config.report if config else ReportSpec()
+    outcome = compare(left, right, tolerance)
+    report = build_report(
+        name=config.name if config else left.manifest.get("config_name", ""),
+        sides=(left.side, right.side), outcome=outcome,
+        quarantined=(left.manifest["records"]["quarantined"], right.manifest["records"]["quarantined"]),
+        quarantine_reasons=(left.manifest.get("quarantine_reasons", {}), right.manifest.get("quarantine_reasons", {})),
+        tolerance=tolerance, examples=report_spec.examples, redact=report_spec.redact,
+        cause_context=cause_context(config, left, right),
+        environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
+        feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
+    write_reports(report, out_dir)
+    return report
+
+
+def write_reports(report: dict[str, Any], out_dir: str) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    for fmt, name in OUTPUT_FILES.items():
+        with open(os.path.join(out_dir, name), "w", encoding="utf-8") as handle:
+            handle.write(RENDERERS[fmt](report))
+
+
+def _write_json(path: str, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:
+    sides_dir = os.path.join(path, SIDES_DIR)
+    if not os.path.isdir(sides_dir):
+        raise FingerprintSetError(f"{path}: no {SIDES_DIR}/ folder; pass the --out folder of `parity check`")
+    report_path = os.path.join(path, "report.json")
+    names = sorted(os.listdir(sides_dir))
+    if os.path.exists(report_path):
+        with open(report_path, encoding="utf-8") as handle:
+            sides = json.load(handle).get("sides", {})
+        names = [sides.get("left"), sides.get("right")]
+    if len(names) != 2:
+        raise FingerprintSetError(f"{sides_dir}: expected two fingerprint sets, found {names}")
+    return read_set(os.path.join(sides_dir, names[0])), read_set(os.path.join(sides_dir, names[1]))
+
+
+def show(path: str, key: str) -> dict[str, Any]:
+    """One record, stage by stage, on both sides: values, fingerprints, and where they part."""
+    left, right = _find_sets(path)
+    try:
+        key_value = json.loads(key)
+    except ValueError:
+        key_value = key
+    key_json = json.dumps(canonical.to_json(key_value), ensure_ascii=False, sort_keys=True)
+    result: dict[str, Any] = {"key": canonical.to_json(key_value), "sides": [left.side, right.side],
+                              "stages": [], "first_divergence": None}
+    rows = []
+    for fset in (left, right):
+        keys = fset.table.column("key").to_pylist()
+        matches = [i for i, k in enumerate(keys) if k == key_json]
+        rows.append(matches[0] if matches else None)
+    if rows == [None, None]:
+        raise FingerprintSetError(f"key {key} is on neither side of {path}; keys are JSON, e.g. 123 or "
+                                  f"\"abc\" or [1, \"a\"]")
+    values = []
+    for fset, row in zip((left, right), rows):
+        if row is None:
+            values.append(None)
+            continue
+        ref = (fset.table.column("part")[row].as_py(), fset.table.column("row")[row].as_py())
+        values.append((fset.table.slice(row, 1).to_pylist()[0], fset.values([ref])[ref]))
+    for stage in STAGES:
+        entry: dict[str, Any] = {"stage": stage}
+        for label, item in zip(("left", "right"), values):
+            if item is None:
+                entry[label] = None
+                continue
+            fp_row, value_row = item
+            entry[label] = {"fingerprint": f"{fp_row[f'{stage}_fp']:016x}",
+                            "value": canonical.to_json(value_row[stage])}
+        entry["equal"] = bool(entry["left"] and entry["right"] and
+                              entry["left"]["fingerprint"] == entry["right"]["fingerprint"])
+        if not entry["equal"] and result["first_divergence"] is None:
+            result["first_divergence"] = stage
+        result["stages"].append(entry)
+    for label, item in zip(("left_location", "right_location"), values):
+        result[label] = item[1]["location"] if item else None
+    return result

@@ -1,0 +1,179 @@
+"""The `seed` stage: seeded operations (`sample`, `split`, user `function`s) per record.
+
+Every output is a pure function of (the side's seed value, the op's name, the record key's canonical bytes),
+so that two sides with the same seed agree record by record, whatever the runner, process or worker.
+
+**The draw.** Each `sample` and `split` op draws one unsigned integer `u` per record from
+
+    data = repr((seed, op_name)).encode("utf-8") + b"\\x00" + key_bytes
+
+(`repr` keeps an int seed `42` apart from a string seed `"42"`; the NUL ends the text part) with the op's
+`hash`:
+
+| hash | u | range |
+|---|---|---|
+| `xxh3` (default) | `xxhash.xxh3_64_intdigest(data)` | 2^64 |
+| `md5` | first 8 bytes of `md5(data)`, big-endian | 2^64 |
+| `crc32` | `zlib.crc32(data)` | 2^32 |
+| `python` | `hash((seed, op_name, key_bytes)) & (2^64 - 1)` | 2^64 |
+
+`python` is salted per process unless `PYTHONHASHSEED` is fixed: two workers (or two runs) disagree. That
+is on purpose: it models catalogue R1, `hash(user_id) % n` in a Beam partition function.
+
+**sample** `{op: sample, rate: r}`: `u / range < r` -> bool.
+**split** `{op: split, buckets: {train: 8, eval: 2}}`: `u % total_weight` walks the cumulative weights in
+the given bucket order -> the bucket's name.
+**function** `fn(record, rng) -> value`: `rng = random.Random(xxh3_64(data))`, whatever `hash` says.
+
+**Unseeded sides** (`seed.value` null): `sample` and `split` take `u` from `os.urandom` instead of the
+hash, and `function` gets `random.Random()` (seeded from `os.urandom`): outputs change on every call, on
+purpose, to model unseeded TF random ops and `random.random()` samplers (catalogue R4, R5).
+
+Exceptions raised by a user function propagate unchanged; the caller attributes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+SEED_HASHES: tuple[str, ...] = ("xxh3", "md5", "crc32", "python")
+
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class SampleOp:
+    """Keep a record with probability `rate`, decided by the record's draw.
+
+    Raises:
+        ValueError: `rate` outside [0, 1] or an unknown `hash`.
+    """
+
+    rate: float
+    hash: str = "xxh3"
+
+    def __post_init__(self) -> None:
+        _check_hash(self.hash)
+        if isinstance(self.rate, bool) or not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"sample rate must be a number in [0, 1], got {self.rate!r}")
+
+
+@dataclass(frozen=True)
+class SplitOp:
+    """Assign a record to one of `buckets` (name, integer weight), in proportion to the weights.
+
+    Raises:
+        ValueError: no buckets, a duplicate name, a weight that is not a positive int, or an unknown `hash`.
+    """
+
+    buckets: tuple[tuple[str, int], ...]
+    hash: str = "xxh3"
+
+    def __post_init__(self) -> None:
+        _check_hash(self.hash)
+        object.__setattr__(self, "buckets", tuple((str(n), w) for n, w in self.buckets))
+        if not self.buckets:
+            raise ValueError("a split needs at least one bucket")
+        names = [name for name, _ in self.buckets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"split bucket names must be unique, got {names}")
+        for name, weight in self.buckets:
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+                raise ValueError(f"split bucket {name!r}: weight must be a positive integer, got {weight!r}")
+
+
+@dataclass(frozen=True)
+class FunctionOp:
+    """A user function `fn(record, rng) -> value`, `rng` a `random.Random` seeded per record."""
+
+    fn: Callable[[dict[str, Any], random.Random], Any]
+
+
+SeedOp = SampleOp | SplitOp | FunctionOp
+
+
+@dataclass(frozen=True)
+class SeedSpec:
+    """A side's seed: its `value` (None: unseeded) and its named ops, in output order."""
+
+    value: int | str | None
+    ops: tuple[tuple[str, SeedOp], ...]
+
+
+def seed_outputs(spec: SeedSpec, record: dict[str, Any], key_bytes: bytes) -> dict[str, Any]:
+    """The output of each of `spec`'s ops for one record, keyed by op name.
+
+    Args:
+        spec: the side's seed value and ops.
+        record: the record (after the coder stage); only function ops read it.
+        key_bytes: the canonical bytes of the record key.
+
+    Raises:
+        Exception: whatever a user function raises, unchanged.
+    """
+    outputs: dict[str, Any] = {}
+    for name, op in spec.ops:
+        if isinstance(op, FunctionOp):
+            outputs[name] = op.fn(record, _rng(spec.value, name, key_bytes))
+            continue
+        u, size = _draw(op.hash, spec.value, name, key_bytes)
+        if isinstance(op, SampleOp):
+            outputs[name] = u / size < op.rate
+        else:
+            outputs[name] = _bucket(op.buckets, u)
+    return outputs
+
+
+def draw(hash_name: str, seed: int | str, op_name: str, key_bytes: bytes) -> tuple[int, int]:
+    """The seeded draw `(u, range)` of one record for one op: `0 <= u < range` (see the module doc).
+
+    Raises:
+        ValueError: an unknown `hash_name`.
+    """
+    _check_hash(hash_name)
+    if hash_name == "python":
+        return hash((seed, op_name, key_bytes)) & _MASK64, 1 << 64
+    data = _draw_bytes(seed, op_name, key_bytes)
+    if hash_name == "xxh3":
+        return xxhash.xxh3_64_intdigest(data), 1 << 64
+    if hash_name == "md5":
+        return int.from_bytes(hashlib.md5(data).digest()[:8], "big"), 1 << 64
+    return zlib.crc32(data), 1 << 32
+
+
+def _draw(hash_name: str, seed: int | str | None, op_name: str, key_bytes: bytes) -> tuple[int, int]:
+    if seed is None:
+        return int.from_bytes(os.urandom(8), "big"), 1 << 64
+    return draw(hash_name, seed, op_name, key_bytes)
+
+
+def _rng(seed: int | str | None, op_name: str, key_bytes: bytes) -> random.Random:
+    if seed is None:
+        return random.Random()  # seeded from os.urandom: unseeded on purpose
+    return random.Random(xxhash.xxh3_64_intdigest(_draw_bytes(seed, op_name, key_bytes)))
+
+
+def _draw_bytes(seed: int | str, op_name: str, key_bytes: bytes) -> bytes:
+    return repr((seed, op_name)).encode("utf-8") + b"\x00" + key_bytes
+
+
+def _bucket(buckets: tuple[tuple[str, int], ...], u: int) -> str:
+    point = u % sum(weight for _, weight in buckets)
+    for name, weight in buckets:
+        if point < weight:
+            return name
+        point -= weight
+    raise AssertionError("unreachable: point < total weight")
+
+
+def _check_hash(hash_name: str) -> None:
+    if hash_name not in SEED_HASHES:
+        raise ValueError(f"unknown hash {hash_name!r}; expected one of {', '.join(SEED_HASHES)}")

@@ -1,0 +1,77 @@
+"""Event time of a record as integer microseconds since the epoch (the `window` stage's clock).
+
+Conversions follow Beam: integer values are exact; float seconds are truncated toward zero the way
+`apache_beam.utils.timestamp.Timestamp(seconds)` truncates (`int(seconds * 10**6)`), so a record stamped
+here gets the same window as `TimestampedValue(record, seconds)` in a Beam job.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import zoneinfo
+from typing import Any, Callable
+
+from parity.config import TimestampSpec
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_FACTOR = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+class TimestampError(ValueError):
+    """A record's event time is missing or cannot be read; the record is quarantined."""
+
+
+def to_micros(value: Any, unit: str, tz: str = "UTC") -> int:
+    """Converts one raw time value in `unit` to integer microseconds since the epoch."""
+    if value is None:
+        raise TimestampError("is null")
+    if isinstance(value, bool):
+        raise TimestampError(f"is a bool ({value!r}), expected a number")
+    if unit == "iso8601":
+        if not isinstance(value, str):
+            raise TimestampError(f"expected an ISO 8601 string, got {value!r:.60}")
+        try:
+            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise TimestampError(f"is not ISO 8601: {value!r:.60}") from exc
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=zoneinfo.ZoneInfo(tz))
+        return (parsed - _EPOCH) // _dt.timedelta(microseconds=1)
+    if isinstance(value, str):
+        raise TimestampError(f"expected a number in unit '{unit}', got the string {value!r:.60}")
+    if unit == "ns":
+        return value // 1000 if isinstance(value, int) else int(value / 1000)
+    factor = _FACTOR[unit]
+    if isinstance(value, int):
+        return value * factor
+    try:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TimestampError(f"is not finite ({value!r})")
+        return int(value * factor)
+    except TypeError as exc:
+        raise TimestampError(f"expected a number, got {type(value).__name__}") from exc
+
+
+class EventTime:
+    """Reads the event time of records as configured by `sides.<side>.timestamp`."""
+
+    def __init__(self, spec: TimestampSpec | None):
+        self._spec = spec
+        self._fn: Callable | None = spec.function.resolve() if spec and spec.function else None
+
+    @property
+    def configured(self) -> bool:
+        return self._spec is not None
+
+    def micros(self, record: dict) -> int | None:
+        """Event time in µs, or None when the side has no timestamp config (Beam's default)."""
+        spec = self._spec
+        if spec is None:
+            return None
+        if self._fn is not None:
+            return to_micros(self._fn(record), "s")
+        if spec.field not in record:
+            raise TimestampError(f"field '{spec.field}' is missing")
+        try:
+            return to_micros(record[spec.field], spec.unit, spec.tz)
+        except TimestampError as exc:
+            raise TimestampError(f"field '{spec.field}' {exc}") from None

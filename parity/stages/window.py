@@ -1,0 +1,111 @@
+"""The `window` stage: window assignment with Beam's own WindowFns, merging, and lateness replay.
+
+Windows are plain tuples so they hash, sort and pickle cheaply: `(start_us, end_us)` for an interval
+window and `("global",)` for the global window.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from apache_beam.transforms import window as beam_window
+from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
+
+from parity.config import LatenessSpec, WindowSpec
+from parity.errors import UserCodeError
+
+Window = tuple
+GLOBAL: Window = ("global",)
+
+
+def build_windowfn(spec: WindowSpec | None) -> beam_window.WindowFn:
+    """The Beam WindowFn a side's window config denotes (global when the side has none)."""
+    if spec is None or spec.type == "global":
+        return beam_window.GlobalWindows()
+    if spec.type == "fixed":
+        return beam_window.FixedWindows(Duration(micros=spec.size_us), Timestamp(micros=spec.offset_us))
+    if spec.type == "sliding":
+        return beam_window.SlidingWindows(Duration(micros=spec.size_us), Duration(micros=spec.period_us),
+                                          Timestamp(micros=spec.offset_us))
+    if spec.type == "session":
+        return beam_window.Sessions(Duration(micros=spec.gap_us))
+    factory = spec.windowfn.resolve()  # type: ignore[union-attr]
+    try:
+        windowfn = factory()
+    except Exception as exc:
+        raise UserCodeError(f"window.windowfn '{spec.windowfn.text}' raised "  # type: ignore[union-attr]
+                            f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(windowfn, beam_window.WindowFn):
+        raise UserCodeError(f"window.windowfn '{spec.windowfn.text}' returned a "  # type: ignore[union-attr]
+                            f"{type(windowfn).__name__}, expected an apache_beam WindowFn")
+    return windowfn
+
+
+def to_window(beam_win: Any) -> Window:
+    """A Beam window as a plain tuple."""
+    if isinstance(beam_win, beam_window.GlobalWindow):
+        return GLOBAL
+    return (beam_win.start.micros, beam_win.end.micros)
+
+
+def to_beam_window(win: Window) -> Any:
+    if win == GLOBAL:
+        return beam_window.GlobalWindow()
+    return beam_window.IntervalWindow(Timestamp(micros=win[0]), Timestamp(micros=win[1]))
+
+
+def assign(windowfn: beam_window.WindowFn, timestamp_us: int | None, record: dict) -> list[Window]:
+    """The windows Beam's `windowfn` assigns to a record with this event time, sorted."""
+    ts = MIN_TIMESTAMP if timestamp_us is None else Timestamp(micros=timestamp_us)
+    context = beam_window.WindowFn.AssignContext(ts, element=record)
+    return sorted(to_window(w) for w in windowfn.assign(context))
+
+
+def is_merging(windowfn: beam_window.WindowFn) -> bool:
+    return bool(windowfn.is_merging())
+
+
+class _MergeContext(beam_window.WindowFn.MergeContext):
+    def __init__(self, windows: Iterable[Any]):
+        super().__init__(windows)
+        self.merged: dict[Any, Any] = {}
+
+    def merge(self, to_be_merged: Iterable[Any], merge_result: Any) -> None:
+        for win in to_be_merged:
+            self.merged[win] = merge_result
+
+
+def merge_windows(windowfn: beam_window.WindowFn, windows: Iterable[Window]) -> dict[Window, Window]:
+    """Maps each proto-window of one grouping key to the window Beam's `windowfn.merge` makes of it."""
+    beam_windows = [to_beam_window(w) for w in sorted(set(windows))]
+    context = _MergeContext(beam_windows)
+    windowfn.merge(context)
+    return {to_window(w): to_window(context.merged.get(w, w)) for w in beam_windows}
+
+
+def max_timestamp_us(win: Window) -> int:
+    """Beam's `window.max_timestamp()`: the end minus one microsecond (global: +inf)."""
+    return 2**63 - 1 if win == GLOBAL else win[1] - 1
+
+
+def replay_lateness(spec: LatenessSpec,
+                    arrivals: Sequence[tuple[int, int, int, Any, Sequence[Window]]]) -> dict[Any, list[Window]]:
+    """Replays the records in arrival order and finds the windows each record is late for.
+
+    Each arrival is `(arrival_us, event_us, tie_breaker, record_id, windows)`. The watermark after a record
+    arrives is the largest event time seen so far minus `out_of_orderness`; a window is expired for a record
+    when `window.max_timestamp() + allowed < watermark` (Beam's late-data dropping rule). Ties in arrival
+    time are broken by event time and then `tie_breaker` (the input fingerprint), so the result does not
+    depend on the order the records were read in.
+
+    Returns `{record_id: [expired windows]}` for the records with at least one expired window.
+    """
+    late: dict[Any, list[Window]] = {}
+    max_event = None
+    for arrival_us, event_us, _, record_id, windows in sorted(arrivals, key=lambda a: a[:3]):
+        if max_event is None or event_us > max_event:
+            max_event = event_us
+        watermark = max_event - spec.out_of_orderness_us
+        expired = [w for w in windows if max_timestamp_us(w) + spec.allowed_us < watermark]
+        if expired:
+            late[record_id] = expired
+    return late

@@ -1,0 +1,133 @@
+import pytest
+
+from parity.capture import ReadBatch, read_file
+from parity.errors import InputError
+from parity.schema import parse_schema
+
+SCHEMA = parse_schema({"trip_id": "int64", "fare": "float64", "zone": "string", "tags": "list<string>"})
+
+
+def _write(tmp_path, data: bytes, name: str = "trips.jsonl") -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _read(path, schema=None, batch_size=100):
+    batches = list(read_file(path, "jsonl", schema, batch_size, "capture/trips.jsonl"))
+    assert all(isinstance(batch, ReadBatch) for batch in batches)
+    records = [r for b in batches for r in b.records]
+    locations = [loc for b in batches for loc in b.locations]
+    quarantined = [q for b in batches for q in b.quarantined]
+    return records, locations, quarantined
+
+
+def test_records_are_read_with_json_types_and_one_based_line_locations(tmp_path):
+    path = _write(tmp_path, b'{"trip_id": 1, "fare": 2.5}\n{"trip_id": 2, "zone": "JFK", "ok": true}\n')
+    records, locations, quarantined = _read(path)
+    assert records == [{"trip_id": 1, "fare": 2.5}, {"trip_id": 2, "zone": "JFK", "ok": True}]
+    assert locations == ["capture/trips.jsonl:1", "capture/trips.jsonl:2"]
+    assert quarantined == []
+
+
+def test_integers_beyond_two_to_the_53_stay_exact_ints_without_a_schema(tmp_path):
+    path = _write(tmp_path, b'{"id": 9007199254740993}\n')
+    records, _, _ = _read(path)
+    assert records == [{"id": 9007199254740993}]
+    assert type(records[0]["id"]) is int
+
+
+def test_blank_lines_are_skipped_and_do_not_shift_line_numbers(tmp_path):
+    path = _write(tmp_path, b'\n{"trip_id": 1}\n   \n\r\n{"trip_id": 2}\n')
+    records, locations, quarantined = _read(path)
+    assert len(records) == 2 and quarantined == []
+    assert locations == ["capture/trips.jsonl:2", "capture/trips.jsonl:5"]
+
+
+def test_invalid_json_line_is_quarantined_with_its_line_number(tmp_path):
+    path = _write(tmp_path, b'{"trip_id": 1}\n{"fare": }\n{"trip_id": 3}\n')
+    records, locations, quarantined = _read(path)
+    assert [r["trip_id"] for r in records] == [1, 3]
+    assert len(quarantined) == 1
+    entry = quarantined[0]
+    assert entry.location == "capture/trips.jsonl:2"
+    assert entry.reason == "invalid JSON: Expecting value at column 10"
+    assert entry.preview == '{"fare": }'
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"), [(b"[1, 2]", "an array"), (b'"text"', "a string"), (b"42", "a number"), (b"null", "null")]
+)
+def test_a_line_that_is_not_a_json_object_is_quarantined(tmp_path, line, kind):
+    path = _write(tmp_path, line + b"\n")
+    records, _, quarantined = _read(path)
+    assert records == []
+    assert quarantined[0].reason == f"expected a JSON object, got {kind}"
+
+
+def test_a_non_utf8_line_is_quarantined_and_the_rest_of_the_file_is_read(tmp_path):
+    path = _write(tmp_path, b'{"zone": "caf\xe9"}\n{"zone": "ok"}\n')
+    records, locations, quarantined = _read(path)
+    assert records == [{"zone": "ok"}]
+    assert locations == ["capture/trips.jsonl:2"]
+    assert quarantined[0].location == "capture/trips.jsonl:1"
+    assert quarantined[0].reason == "invalid UTF-8 at byte 13: invalid continuation byte"
+    assert quarantined[0].preview == repr(b'{"zone": "caf\xe9"}')
+
+
+def test_a_value_that_does_not_fit_the_schema_is_quarantined_naming_field_type_and_value(tmp_path):
+    path = _write(tmp_path, b'{"trip_id": 1, "fare": "abc"}\n{"trip_id": 2, "tags": ["a", 3]}\n')
+    records, _, quarantined = _read(path, SCHEMA)
+    assert records == []
+    assert [q.reason for q in quarantined] == [
+        "field 'fare': expected float64, got 'abc'",
+        "field 'tags': element 1: expected string, got 3",
+    ]
+
+
+def test_with_a_schema_fields_are_coerced_missing_ones_are_none_and_others_are_kept(tmp_path):
+    path = _write(tmp_path, b'{"extra": {"a": 1}, "trip_id": 7.0, "fare": 3, "tags": []}\n')
+    records, _, _ = _read(path, SCHEMA)
+    assert records == [{"trip_id": 7, "fare": 3.0, "zone": None, "tags": [], "extra": {"a": 1}}]
+    assert type(records[0]["trip_id"]) is int and type(records[0]["fare"]) is float
+
+
+def test_a_utf8_byte_order_mark_on_the_first_line_is_ignored(tmp_path):
+    path = _write(tmp_path, b'\xef\xbb\xbf{"trip_id": 1}\n')
+    records, _, quarantined = _read(path)
+    assert records == [{"trip_id": 1}] and quarantined == []
+
+
+def test_the_last_line_without_a_newline_is_read(tmp_path):
+    path = _write(tmp_path, b'{"trip_id": 1}\n{"trip_id": 2}')
+    records, _, _ = _read(path)
+    assert len(records) == 2
+
+
+def test_batches_hold_at_most_batch_size_records_and_every_line_is_counted_once(tmp_path):
+    lines = []
+    for i in range(53):
+        lines.append(b"not json" if i % 10 == 0 else b'{"trip_id": %d}' % i)
+    path = _write(tmp_path, b"\n".join(lines) + b"\n")
+    batches = list(read_file(path, "jsonl", SCHEMA, 7, "capture/trips.jsonl"))
+    assert all(len(b.records) <= 7 for b in batches)
+    assert all(len(b.records) == len(b.locations) for b in batches)
+    records = sum(len(b.records) for b in batches)
+    quarantined = sum(len(b.quarantined) for b in batches)
+    assert (records, quarantined) == (47, 6)
+    all_locations = [loc for b in batches for loc in b.locations] + [q.location for b in batches for q in b.quarantined]
+    assert sorted(all_locations, key=lambda loc: int(loc.rsplit(":", 1)[1])) == [
+        f"capture/trips.jsonl:{n}" for n in range(1, 54)
+    ]
+
+
+def test_a_missing_file_raises_input_error(tmp_path):
+    with pytest.raises(InputError, match="cannot read capture file"):
+        list(read_file(str(tmp_path / "nope.jsonl"), "jsonl", None, 10, "nope.jsonl"))
+
+
+def test_a_long_line_preview_is_at_most_120_characters(tmp_path):
+    path = _write(tmp_path, b'{"zone": "' + b"x" * 500 + b"\n")
+    _, _, quarantined = _read(path)
+    assert len(quarantined[0].preview) == 120
+    assert quarantined[0].preview.startswith('{"zone": "xxx')

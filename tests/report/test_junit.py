@@ -1,0 +1,70 @@
+"""The JUnit XML: one test case per stage, failing where records first diverge, parsable by any CI."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from sample_reports import IMG, SCRIPT, STAGES, clean_report, diverged_report
+
+from parity.report import render_junit
+
+
+def _suite(report: dict) -> ET.Element:
+    return ET.fromstring(render_junit(report).encode("utf-8"))
+
+
+def test_clean_report_is_a_suite_of_six_passing_stage_cases() -> None:
+    suite = _suite(clean_report())
+    assert suite.tag == "testsuite"
+    assert suite.attrib == {"name": "parity.taxi-hourly", "tests": "6", "failures": "0", "errors": "0",
+                            "skipped": "0"}
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == list(STAGES)
+    assert {c.get("classname") for c in cases} == {"parity.taxi-hourly"}
+    assert suite.find(".//failure") is None
+
+
+def test_stages_where_records_first_diverge_fail_with_their_causes_and_counts() -> None:
+    report = diverged_report()
+    suite = _suite(report)
+    failing = [s["name"] for s in report["stages"] if s["first_diverged"] > 0]
+    assert suite.get("failures") == str(len(failing)) == "2"
+    failed = {c.get("name"): c.find("failure") for c in suite.findall("testcase") if c.find("failure") is not None}
+    assert list(failed) == failing == ["window", "transform"]
+    assert failed["window"].get("message") == (
+        "7 records first diverge at window: window.timestamp_unit (5), window.boundary (2)")
+    assert failed["window"].get("type") == "window.timestamp_unit"
+    assert "window.boundary: 2 records." in failed["window"].text
+    shard = next(c for c in suite.findall("testcase") if c.get("name") == "shard")
+    assert shard.find("failure") is None and "earlier stage" in shard.findtext("system-out")
+
+
+def test_suite_carries_the_verdict_property_and_record_counts_without_failing_on_them() -> None:
+    suite = _suite(diverged_report())
+    properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert properties["verdict"] == "diverged"
+    assert (properties["left"], properties["right"]) == ("offline", "production")
+    out = suite.findtext("system-out")
+    assert "left_only 1" in out and "quarantined: left 0, right 2 (invalid json: 2)" in out
+    assert len(suite.findall("testcase")) == 6
+
+
+def test_hostile_strings_round_trip_through_attributes_and_text() -> None:
+    report = diverged_report()
+    hostile = f"{IMG}\n{SCRIPT} & 'quotes' \x00"
+    report["name"] = hostile
+    report["causes"][1]["cause"] = f"window.{IMG}"
+    report["causes"][1]["explanation"] = hostile
+    suite = _suite(report)
+    expected = f"parity.{IMG}\n{SCRIPT} & 'quotes' \\x00"  # NUL cannot be carried by XML 1.0
+    assert suite.get("name") == expected
+    assert {c.get("classname") for c in suite.findall("testcase")} == {expected}
+    window = suite.find("testcase[@name='window']/failure")
+    assert window.get("message").endswith(f"window.{IMG} (2)")
+    assert f"{IMG}\n{SCRIPT} & 'quotes' \\x00" in window.text
+
+
+def test_output_has_a_declaration_and_is_deterministic() -> None:
+    text = render_junit(diverged_report())
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="parity.taxi-hourly" '
+                           'tests="6" failures="2" errors="0" skipped="0">')
+    assert text == render_junit(diverged_report())

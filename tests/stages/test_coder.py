@@ -1,0 +1,267 @@
+"""The coder stage: each built-in coder loses exactly what its format loses, and failures are reported."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+from apache_beam.coders import Coder, FastPrimitivesCoder
+
+from parity.schema import parse_schema
+from parity.stages.coder import (
+    CODER_TYPES,
+    ArrowRecordCoder,
+    AvroRecordCoder,
+    CoderFailure,
+    CoderSpec,
+    JsonRecordCoder,
+    PickleRecordCoder,
+    TFExampleRecordCoder,
+    build_coder,
+    roundtrip_batch,
+)
+
+BIG_ID = 2**53 + 1  # not representable as a double
+FARE = 12.3  # not representable as a float32
+FARE_AS_FLOAT32 = struct.unpack("<f", struct.pack("<f", FARE))[0]
+
+TAXI_TYPES = parse_schema({
+    "trip_id": "int64", "fare": "float64", "zone": "string", "tip": "float64", "tags": "list<string>",
+    "passengers": "int32", "shared": "bool", "trips_1h": "int64",
+})
+
+
+def taxi_record() -> dict[str, Any]:
+    return {"trip_id": BIG_ID, "fare": FARE, "zone": "Zürich Hbf – 東京 🚕", "tip": None,
+            "tags": ["airport", "night"], "passengers": 2, "shared": False, "trips_1h": 17}
+
+
+def roundtrip(coder: Coder, record: dict[str, Any]) -> dict[str, Any]:
+    (result,) = roundtrip_batch(coder, [record])
+    assert not isinstance(result, CoderFailure), result
+    return result
+
+
+def assert_same_values_and_types(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert actual == expected
+    for name, value in expected.items():
+        assert type(actual[name]) is type(value), name
+
+
+@pytest.mark.parametrize("coder", [
+    JsonRecordCoder(), AvroRecordCoder(TAXI_TYPES), PickleRecordCoder(), ArrowRecordCoder(),
+], ids=["json", "avro", "pickle", "arrow"])
+def test_lossless_coders_round_trip_the_taxi_record_exactly(coder: Coder) -> None:
+    assert_same_values_and_types(roundtrip(coder, taxi_record()), taxi_record())
+
+
+def test_tfexample_rounds_the_fare_to_float32_and_keeps_everything_else() -> None:
+    decoded = roundtrip(TFExampleRecordCoder(TAXI_TYPES), taxi_record())
+
+    assert decoded["fare"] == FARE_AS_FLOAT32 != FARE
+    assert_same_values_and_types(decoded, {**taxi_record(), "fare": FARE_AS_FLOAT32})
+
+
+def test_tfexample_without_types_returns_bytes_and_unwraps_single_values() -> None:
+    record = {"trip_id": BIG_ID, "fare": FARE, "zone": "Zürich", "tip": None, "tags": ["airport", "night"],
+              "one_tag": ["solo"], "flag": True}
+
+    decoded = roundtrip(TFExampleRecordCoder(), record)
+
+    assert decoded == {"trip_id": BIG_ID, "fare": FARE_AS_FLOAT32, "zone": "Zürich".encode(),
+                       "tags": [b"airport", b"night"], "one_tag": b"solo", "flag": 1}
+    assert type(decoded["flag"]) is int
+
+
+def test_tfexample_keeps_empty_lists_apart_from_missing_ones() -> None:
+    decoded = roundtrip(TFExampleRecordCoder(TAXI_TYPES), {**taxi_record(), "tags": []})
+    assert decoded["tags"] == []
+
+    decoded = roundtrip(TFExampleRecordCoder(TAXI_TYPES), {**taxi_record(), "tags": None})
+    assert decoded["tags"] is None
+
+
+def test_tfexample_fills_typed_fields_missing_from_the_record_with_none() -> None:
+    record = taxi_record()
+    del record["zone"]
+
+    assert roundtrip(TFExampleRecordCoder(TAXI_TYPES), record)["zone"] is None
+
+
+def test_avro_float32_field_rounds_the_fare() -> None:
+    types = {**TAXI_TYPES, **parse_schema({"fare": "float32"})}
+
+    decoded = roundtrip(AvroRecordCoder(types), taxi_record())
+
+    assert_same_values_and_types(decoded, {**taxi_record(), "fare": FARE_AS_FLOAT32})
+
+
+def test_avro_field_without_a_type_travels_as_its_string() -> None:
+    record = {**taxi_record(), "fare_mean_1h": 11.5, "note": None}
+
+    decoded = roundtrip(AvroRecordCoder(TAXI_TYPES), record)
+
+    assert decoded == {**taxi_record(), "fare_mean_1h": "11.5", "note": None}
+    assert list(decoded) == sorted(decoded)
+
+
+def test_avro_accepts_field_type_strings() -> None:
+    coder = AvroRecordCoder({"trip_id": "int64", "tags": "list<string>"})
+
+    assert roundtrip(coder, {"trip_id": BIG_ID, "tags": ["a"]}) == {"trip_id": BIG_ID, "tags": ["a"]}
+
+
+def test_json_turns_bytes_into_str() -> None:
+    decoded = roundtrip(JsonRecordCoder(), {"trip_id": 1, "payload": "Zürich".encode()})
+
+    assert decoded == {"trip_id": 1, "payload": "Zürich"}
+
+
+def test_json_writes_numpy_scalars_as_python_values() -> None:
+    decoded = roundtrip(JsonRecordCoder(), {"fare": np.float32(0.1), "n": np.int64(3), "ok": np.bool_(True)})
+
+    assert decoded == {"fare": float(np.float32(0.1)), "n": 3, "ok": True}
+    assert type(decoded["fare"]) is float and type(decoded["ok"]) is bool
+
+
+def test_json_keeps_nan_infinity_and_negative_zero() -> None:
+    decoded = roundtrip(JsonRecordCoder(), {"a": float("nan"), "b": float("-inf"), "c": -0.0})
+
+    assert np.isnan(decoded["a"]) and decoded["b"] == float("-inf")
+    assert str(decoded["c"]) == "-0.0"
+
+
+def test_json_int_as_double_rounds_ids_beyond_two_to_the_53() -> None:
+    coder = build_coder(CoderSpec("json", options={"int_as_double": True}), TAXI_TYPES)
+
+    decoded = roundtrip(coder, taxi_record())
+
+    assert decoded["trip_id"] == 2**53 and type(decoded["trip_id"]) is int
+    assert_same_values_and_types(decoded, {**taxi_record(), "trip_id": 2**53})
+
+
+def test_pickle_keeps_numpy_scalars_as_numpy_scalars() -> None:
+    decoded = roundtrip(PickleRecordCoder(), {"fare": np.float32(0.1)})
+
+    assert type(decoded["fare"]) is np.float32
+
+
+def test_arrow_promotes_a_list_mixing_ints_and_floats_to_floats() -> None:
+    decoded = roundtrip(ArrowRecordCoder(), {"values": [1, 2.5]})
+
+    assert decoded["values"] == [1.0, 2.5] and type(decoded["values"][0]) is float
+
+
+def test_arrow_round_trips_an_empty_record() -> None:
+    assert roundtrip(ArrowRecordCoder(), {}) == {}
+
+
+@pytest.mark.parametrize("record, coder, exception", [
+    ({"trip_id": 2**64}, ArrowRecordCoder(), "OverflowError"),
+    ({"trip_id": "abc"}, AvroRecordCoder(TAXI_TYPES), "ValueError"),
+    ({"payload": b"\xff\xfe"}, JsonRecordCoder(), "UnicodeDecodeError"),
+    ({"nested": {"a": 1}}, TFExampleRecordCoder(), "TypeError"),
+    ({"tags": ["a", None]}, TFExampleRecordCoder(TAXI_TYPES), "TypeError"),
+], ids=["arrow-int-overflow", "avro-str-in-long", "json-invalid-utf8", "tfexample-dict",
+        "tfexample-null-item"])
+def test_a_record_the_format_cannot_hold_becomes_a_coder_failure(
+        record: dict[str, Any], coder: Coder, exception: str) -> None:
+    good = {"trip_id": 7}
+
+    results = roundtrip_batch(coder, [good, record, good])
+
+    assert results[0]["trip_id"] == results[2]["trip_id"] == 7
+    assert isinstance(results[1], CoderFailure)
+    assert results[1].message.startswith("encode: " + exception + ": ")
+
+
+class _UpperCaseStringsCoder(Coder):
+    """A user coder whose sink upper-cases strings."""
+
+    def encode(self, value: dict[str, Any]) -> bytes:
+        return pickle.dumps({k: v.upper() if isinstance(v, str) else v for k, v in value.items()})
+
+    def decode(self, encoded: bytes) -> dict[str, Any]:
+        return pickle.loads(encoded)
+
+
+def test_a_custom_beam_coder_from_a_factory_is_used_as_is() -> None:
+    coder = build_coder(CoderSpec(factory=_UpperCaseStringsCoder), TAXI_TYPES)
+
+    assert roundtrip(coder, {"zone": "midtown", "n": 1}) == {"zone": "MIDTOWN", "n": 1}
+
+
+def test_a_beam_builtin_coder_from_a_factory_round_trips_the_record() -> None:
+    coder = build_coder(CoderSpec(factory=FastPrimitivesCoder), None)
+
+    assert_same_values_and_types(roundtrip(coder, taxi_record()), taxi_record())
+
+
+def test_a_custom_coder_that_decodes_to_a_non_dict_becomes_a_coder_failure() -> None:
+    (result,) = roundtrip_batch(FastPrimitivesCoder(), [[1, 2]])  # type: ignore[list-item]
+
+    assert result == CoderFailure("decode: TypeError: FastPrimitivesCoder decoded a list, expected a dict")
+
+
+def test_a_factory_that_returns_no_coder_is_refused() -> None:
+    with pytest.raises(TypeError, match="expected an apache_beam.coders.Coder"):
+        build_coder(CoderSpec(factory=dict), None)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("json", JsonRecordCoder), ("tfexample", TFExampleRecordCoder), ("avro", AvroRecordCoder),
+    ("pickle", PickleRecordCoder), ("arrow", ArrowRecordCoder),
+])
+def test_build_coder_builds_each_type(kind: str, expected: type) -> None:
+    assert kind in CODER_TYPES
+    assert type(build_coder(CoderSpec(kind), TAXI_TYPES)) is expected
+
+
+def test_coder_spec_takes_options_as_pairs_from_the_config_loader() -> None:
+    assert CoderSpec("json", options=(("int_as_double", True),)).options == {"int_as_double": True}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"type": "pikle"}, "unknown coder 'pikle'; expected one of json, tfexample, avro, pickle, arrow"),
+    ({}, "exactly one of"),
+    ({"type": "json", "factory": JsonRecordCoder}, "exactly one of"),
+    ({"type": "avro", "options": {"int_as_double": True}}, "coder 'avro' has no option 'int_as_double'"),
+    ({"type": "json", "options": {"int_as_double": "yes"}}, "int_as_double must be true or false"),
+])
+def test_invalid_coder_specs_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        CoderSpec(**kwargs)
+
+
+@pytest.mark.parametrize("coder", [
+    JsonRecordCoder(int_as_double=True), TFExampleRecordCoder(TAXI_TYPES), AvroRecordCoder(TAXI_TYPES),
+    PickleRecordCoder(), ArrowRecordCoder(),
+], ids=["json", "tfexample", "avro", "pickle", "arrow"])
+def test_coders_pickle_after_use_and_stay_equal(coder: Coder) -> None:
+    roundtrip(coder, taxi_record())
+
+    clone = pickle.loads(pickle.dumps(coder))
+
+    assert clone == coder
+    assert roundtrip(clone, taxi_record()) == roundtrip(coder, taxi_record())
+
+
+def test_deterministic_coders_say_so() -> None:
+    coders = (JsonRecordCoder(), TFExampleRecordCoder(), AvroRecordCoder(), PickleRecordCoder(),
+              ArrowRecordCoder())
+
+    deterministic = {type(c).__name__: c.is_deterministic() for c in coders}
+
+    assert deterministic == {"JsonRecordCoder": True, "TFExampleRecordCoder": True, "AvroRecordCoder": True,
+                             "PickleRecordCoder": False, "ArrowRecordCoder": True}
+
+
+@pytest.mark.parametrize("kind", ["json", "tfexample", "avro", "arrow"])
+def test_deterministic_coders_encode_equal_records_built_in_different_orders_identically(kind: str) -> None:
+    coder = build_coder(CoderSpec(kind), TAXI_TYPES)
+    record = taxi_record()
+
+    assert coder.encode(record) == coder.encode(dict(reversed(record.items())))
