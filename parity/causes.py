@@ -149,16 +149,13 @@ def _is_float(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return _is_int(v) or _is_float(v)
+    """An int (not a bool) or float that converts to a Python float."""
+    return _is_float(v) or (_is_int(v) and abs(int(v)) < 2 ** 1023)
 
 
 def _floaty(a: Any, b: Any) -> bool:
     """Both numbers (not bools), at least one a float."""
     return _is_number(a) and _is_number(b) and (_is_float(a) or _is_float(b))
-
-
-def _is_nullish(v: Any) -> bool:
-    return v is _MISSING or v is None or (_is_float(v) and math.isnan(v))
 
 
 def _marker(stage: str, left: Any, right: Any, ctx: CauseContext) -> Result | None:
@@ -178,10 +175,9 @@ def classify_input(left: Any, right: Any, ctx: CauseContext) -> Result:
     if _same(left, right):
         return "input.unknown", "the raw records are equal; the input fingerprints differ for another reason"
     action = "check the capture path, format and schema each side reads"
-    if not (isinstance(left, dict) and isinstance(right, dict)):
-        return "input.content", f"the raw records differ; {action}"
     fields = [f for f in sorted(left.keys() | right.keys(), key=str)
-              if not _same(left.get(f, _MISSING), right.get(f, _MISSING))]
+              if not _same(left.get(f, _MISSING), right.get(f, _MISSING))] \
+        if isinstance(left, dict) and isinstance(right, dict) else []
     if not fields:
         return "input.content", f"the raw records differ; {action}"
     first = fields[0]
@@ -194,8 +190,8 @@ def _unit_exponent(a: int, b: int) -> int | None:
     """3, 6 or 9 when the larger of two same-signed timestamps is ~10^k times the smaller (1%)."""
     if a == 0 or b == 0 or (a < 0) != (b < 0):
         return None
-    ratio = max(abs(a), abs(b)) / min(abs(a), abs(b))
-    return next((k for k in (3, 6, 9) if abs(ratio / 10.0 ** k - 1.0) <= 0.01), None)
+    big, small = max(abs(a), abs(b)), min(abs(a), abs(b))  # exact ints: no float overflow
+    return next((k for k in (3, 6, 9) if 100 * abs(big - small * 10 ** k) <= small * 10 ** k), None)
 
 
 def _seconds(us: int) -> str:
@@ -224,26 +220,24 @@ def _shift_hint(lt: int, rt: int, ctx: CauseContext) -> str:
 
 
 def _windows_text(windows: Any, ctx: CauseContext) -> str:
-    if not isinstance(windows, list) or not windows:
-        return _show(windows, ctx)
     if windows == [["global"]]:
         return "the global window"
-    try:
-        sizes = sorted({(end - start) / 1e6 for start, end in windows})
-    except (TypeError, ValueError):
+    if not (isinstance(windows, list) and windows and all(isinstance(w, list) and len(w) == 2
+                                                          and all(map(_is_int, w)) for w in windows)):
         return _show(windows, ctx)
-    size = "/".join(f"{s:g}" for s in sizes)
+    size = "/".join(_seconds(n) for n in sorted({end - start for start, end in windows}))
     if len(windows) == 1 and not ctx.redact:
-        start, end = windows[0]
-        return f"[{_seconds(start)}, {_seconds(end)}) s ({size} s)"
+        return f"[{_seconds(windows[0][0])}, {_seconds(windows[0][1])}) s ({size} s)"
     return f"{len(windows)} window(s) of {size} s"
 
 
 def classify_window(left: Any, right: Any, ctx: CauseContext) -> Result:
     """`window.late_dropped`, `.timestamp_unit`, `.timestamp_shift` or `.boundary`."""
     lname, rname = ctx.left_name, ctx.right_name
+    if marked := _marker("window", left, right, ctx):
+        return marked
     if not (isinstance(left, dict) and isinstance(right, dict)):
-        return _marker("window", left, right, ctx) or ("window.unknown", "a window value is not a dict")
+        return "window.unknown", "a window value is not a dict"
     left_late, right_late = bool(left.get("late")), bool(right.get("late"))
     if left_late != right_late:
         late, kept = (lname, rname) if left_late else (rname, lname)
@@ -333,24 +327,19 @@ def _same_value_other_type(a: Any, b: Any) -> bool:
 
 
 def _int_hop(a: Any, b: Any) -> bool:
+    """One side an int beyond 2^53, the other that int rounded through a float64."""
     for x, y in ((a, b), (b, a)):
-        if _is_int(x) and _is_number(y) and abs(int(x)) > 2 ** 53:
-            try:
-                hopped = float(int(x))
-            except OverflowError:
-                continue
-            y = y.item() if isinstance(y, np.generic) else y
-            if y == hopped and int(x) != y:
-                return True
+        y = y.item() if isinstance(y, np.generic) else y
+        if _is_int(x) and _is_number(y) and 2 ** 53 < abs(int(x)) < 2 ** 1023 and \
+                float(int(x)) == y != int(x):
+            return True
     return False
 
 
 def _float32_equal(a: Any, b: Any) -> bool:
-    if not _floaty(a, b):
-        return False
     try:
-        return struct.pack("<f", float(a)) == struct.pack("<f", float(b)) and math.isfinite(float(a))
-    except OverflowError:
+        return _floaty(a, b) and math.isfinite(a) and struct.pack("<f", a) == struct.pack("<f", b)
+    except OverflowError:  # beyond float32's range
         return False
 
 
@@ -376,7 +365,7 @@ def _pair_kind(a: Any, b: Any) -> str:
         return "float_precision"
     if _string_form(a, b):
         return "string"
-    if _is_nullish(a) or _is_nullish(b):
+    if any(v is _MISSING or v is None or (_is_float(v) and math.isnan(v)) for v in (a, b)):
         return "null"
     return "unknown"
 
@@ -384,27 +373,14 @@ def _pair_kind(a: Any, b: Any) -> str:
 def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
     """Descend into same-shaped lists and dicts to the first unequal pair: (path, a, b)."""
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        i = next((i for i, (x, y) in enumerate(zip(a, b)) if not _same(x, y)), None)
-        if i is None:
-            return path, a, b
-        return _first_difference(a[i], b[i], f"{path}[{i}]")
-    if isinstance(a, dict) and isinstance(b, dict):
-        k = next((k for k in sorted(a.keys() | b.keys(), key=str)
-                  if not _same(a.get(k, _MISSING), b.get(k, _MISSING))), _MISSING)
-        if k is _MISSING:
-            return path, a, b
-        return _first_difference(a.get(k, _MISSING), b.get(k, _MISSING), f"{path}.{k}" if path else str(k))
-    return path, a, b
-
-
-_CODER_ACTION = {
-    "type": "the coders keep different types; compare coder.type and the schema types",
-    "int_precision": "an integer beyond 2^53 went through a float64 (JSON numbers?)",
-    "float_precision": "one coder stores float32 (e.g. tf.Example float_list)",
-    "string": "one side normalizes Unicode or changes case",
-    "null": "the coders map null, NaN, missing and default values differently",
-    "unknown": "no known coder pattern; compare an example with `parity show`",
-}
+        steps = [(f"{path}[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b))]
+    elif isinstance(a, dict) and isinstance(b, dict):
+        steps = [(f"{path}.{k}" if path else str(k), a.get(k, _MISSING), b.get(k, _MISSING))
+                 for k in sorted(a.keys() | b.keys(), key=str)]
+    else:
+        return path, a, b
+    step = next((t for t in steps if not _same(t[1], t[2])), None)
+    return _first_difference(*step[1:], step[0]) if step else (path, a, b)
 
 
 def classify_coder(left: Any, right: Any, ctx: CauseContext) -> Result:
@@ -426,11 +402,14 @@ def classify_coder(left: Any, right: Any, ctx: CauseContext) -> Result:
         what = f"missing on {gone} after the round trip, {_show(value, ctx)} on {kept}"
     else:
         what = f"{_show(a, ctx)} on {lname}, {_show(b, ctx)} on {rname}"
-    return f"coder.{kind}", f"{where}{what}: {_CODER_ACTION[kind]}"
+    action = _AGGREGATE.get(f"coder.{kind}", "no known coder pattern; compare an example with `parity show`")
+    return f"coder.{kind}", f"{where}{what}: {action}"
 
 
 def _hash_seed_note(ctx: CauseContext) -> str:
     lhs, rhs = ctx.left_env.get("PYTHONHASHSEED"), ctx.right_env.get("PYTHONHASHSEED")
+    if not (ctx.left_env or ctx.right_env):  # no manifests: say what to check
+        return "; hash() is salted per process unless PYTHONHASHSEED is fixed on both sides"
     if lhs != rhs or lhs in (None, "", "random"):
         return (f"; PYTHONHASHSEED is {lhs or 'unset'} on {ctx.left_name} and {rhs or 'unset'} on "
                 f"{ctx.right_name}, and hash() is salted per process unless it is fixed")
@@ -460,8 +439,7 @@ def classify_seed(left: Any, right: Any, ctx: CauseContext) -> Result:
     lh, rh = set(ctx.left_seed_hashes), set(ctx.right_seed_hashes)
     if lh and rh and lh != rh:
         note = _hash_seed_note(ctx) if "python" in lh | rh else ""
-        return "seed.hash", (f"{differing}: {lname} hashes with {_names(lh) or 'nothing'}, {rname} with "
-                             f"{_names(rh) or 'nothing'}{note}")
+        return "seed.hash", f"{differing}: {lname} hashes with {_names(lh)}, {rname} with {_names(rh)}{note}"
     if "python" in lh | rh:
         side = "both sides use" if lh == rh else f"{lname if 'python' in lh else rname} uses"
         return "seed.hash", f"{differing}: {side} the python hash{_hash_seed_note(ctx)}"
@@ -474,18 +452,10 @@ def _numbers(v: Any) -> list[float] | None:
     """The finite numbers of a numeric scalar or (nested) list/array, else None."""
     if isinstance(v, np.ndarray):
         v = v.tolist()
-    if _is_number(v):
-        x = float(v)
-        return [x] if math.isfinite(x) else None
     if isinstance(v, (list, tuple)):
-        out: list[float] = []
-        for item in v:
-            part = _numbers(item)
-            if part is None:
-                return None
-            out += part
-        return out
-    return None
+        parts = [_numbers(item) for item in v]
+        return None if any(p is None for p in parts) else [x for p in parts for x in p or ()]
+    return [float(v)] if _is_number(v) and math.isfinite(float(v)) else None
 
 
 def classify_transform(left: Any, right: Any, ctx: CauseContext,
@@ -506,15 +476,17 @@ def classify_transform(left: Any, right: Any, ctx: CauseContext,
                  ((left_only, lname), (right_only, rname)) if names]
         return "transform.feature_set", (f"features differ: {'; '.join(parts)}: compare the transforms' "
                                          "outputs")
-    diff = [f for f in sorted(left, key=str) if not _same(left[f], right[f])]
-    beyond = [f for f in diff if tolerance_ok is None or not tolerance_ok(str(f), left[f], right[f])] or diff
+    pairs = {f: (_numbers(left[f]), _numbers(right[f])) for f in sorted(left, key=str)
+             if not _same(left[f], right[f])}
+    within = {f for f, (x, y) in pairs.items() if tolerance_ok is not None and x is not None and y is not None
+              and tolerance_ok(str(f), left[f], right[f])}
+    beyond = [f for f in pairs if f not in within] or list(pairs)
     if not beyond:
         return "transform.unknown", "all features are equal; the transform fingerprints differ otherwise"
     if ctx.analyzers_differ is True:
         return "transform.analyzer", (f"features {_names(beyond)} differ and the analyzer outputs differ: "
                                       "the sides analyzed different data or versions (see analyzers)")
-    pairs = {f: (_numbers(left[f]), _numbers(right[f])) for f in beyond}
-    if all(x is not None and y is not None and len(x) == len(y) for x, y in pairs.values()):
+    if all(x is not None and y is not None and len(x) == len(y) for x, y in map(pairs.get, beyond)):
         deltas = {f: max((abs(a - b) for a, b in zip(*pairs[f])), default=0.0) for f in beyond}
         worst = max(beyond, key=deltas.__getitem__)  # the first (sorted) of the largest
         if deltas[worst] == 0:

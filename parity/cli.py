@@ -81,7 +81,17 @@ def _summary(report: dict, out_dir: str) -> str:
     return "\n".join(lines)
 
 
+def _quiet_libraries() -> None:
+    # TensorFlow's C++ info/warning lines drown the summary; errors still show.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_libraries()
     own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(own)

@@ -113,6 +113,10 @@ class ReplaySide(beam.PTransform):
         metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
         preprocessing_fn = side.transform.ref.resolve()  # type: ignore[union-attr]
         output_dir = os.path.join(self.out_dir, TFT_OUTPUT)
+        from tensorflow_transform.tf_metadata import metadata_io
+
+        # The raw schema is known before the job runs; serving (and `saved`) reads it from metadata/.
+        metadata_io.write_metadata(metadata, os.path.join(output_dir, "metadata"))
         instances = staged | "TFTInstances" >> beam.FlatMap(_tft_instances, types)
         with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False):
             transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
@@ -133,8 +137,8 @@ def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
     return shard_stage.merge_group_states(specs, states) if states else []
 
 
-def _tft_instances(batch: list[Rec], types: dict) -> Iterable[dict]:
-    for rec in batch:
+def _tft_instances(batch: tuple[str, list[Rec]], types: dict) -> Iterable[dict]:
+    for rec in batch[1]:
         if rec.transform_input is not None:
             try:
                 yield to_instance(rec.transform_input, types)

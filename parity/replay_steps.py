@@ -236,7 +236,7 @@ class ApplyTransformFn(beam.DoFn):
         spec = self._side.transform
         self._python = PythonTransform(spec.ref.resolve(), spec.ref.text) \
             if spec is not None and spec.kind == "python" else None  # type: ignore[union-attr]
-        self._saved = SavedTransform(self._saved_dir) if self._saved_dir else None
+        self._saved = SavedTransform(self._saved_dir, side_field_types(self._side)) if self._saved_dir else None
 
     def process(self, batch, *unused_side_inputs):  # no hints: Beam checks *args hints
         part, recs = batch

@@ -33,7 +33,8 @@ SCRIPT = _load_script()
 def _golden() -> list[dict]:
     path = FIXTURES / "vectors.json"
     if not path.exists():
-        pytest.fail(f"{path} is missing; generate it with PARITY_REGEN_GOLDEN=1 python {FIXTURES / 'make_vectors.py'}")
+        pytest.fail(f"{path} is missing; generate it with "
+                    f"PARITY_REGEN_GOLDEN=1 python {FIXTURES / 'make_vectors.py'}")
     return json.loads(path.read_text(encoding="ascii"))
 
 

@@ -312,6 +312,14 @@ def test_a_noisy_seed_stage_is_seed_nondeterministic_even_with_other_seeds() -> 
     assert classify("seed", {"s": True}, {"s": False}, ctx)[0] == "seed.nondeterministic"
 
 
+def test_python_hash_without_manifests_says_to_fix_pythonhashseed() -> None:
+    ctx = CauseContext(left_seed_hashes=("python",), right_seed_hashes=("python",))
+    cause, text = classify_seed({"bucket": 3}, {"bucket": 5}, ctx)
+    assert cause == "seed.hash"
+    assert text == ("seeded outputs bucket differ: both sides use the python hash; hash() is salted per "
+                    "process unless PYTHONHASHSEED is fixed on both sides")
+
+
 def test_equal_seeds_and_hashes_are_seed_unknown() -> None:
     ctx = CauseContext(left_seed=1, right_seed=1, left_seed_hashes=("xxh3",), right_seed_hashes=("xxh3",))
     assert classify_seed({"s": True}, {"s": False}, ctx)[0] == "seed.unknown"
@@ -355,11 +363,20 @@ def test_numeric_with_unknown_analyzers_says_they_were_not_compared() -> None:
     assert "float32 or batch-size" in text and "analyzers not compared" in text
 
 
-def test_features_within_tolerance_are_left_out_of_the_decision() -> None:
+def test_features_within_tolerance_are_left_out_of_the_explanation() -> None:
+    left, right = {"x": 1.0, "y": 2.0}, {"x": 1.5, "y": 2.0001}
+    cause, text = classify_transform(left, right, CauseContext(analyzers_differ=False),
+                                     tolerance_ok=lambda name, a, b: name == "y")
+    assert (cause, text) == ("transform.numeric", "features x differ numerically, max |delta| 0.5 on x")
+
+
+def test_the_tolerance_callback_only_sees_numeric_pairs() -> None:
+    def numeric_only(name: str, a: object, b: object) -> bool:
+        assert isinstance(a, float) and isinstance(b, float)
+        return True
     left, right = {"x": 1.0, "zone": "a"}, {"x": 1.5, "zone": "b"}
-    ok = lambda name, a, b: name == "zone"  # noqa: E731
-    assert classify_transform(left, right, CTX)[0] == "transform.mapping"
-    assert classify_transform(left, right, CTX, tolerance_ok=ok)[0] == "transform.numeric"
+    cause, text = classify_transform(left, right, CTX, tolerance_ok=numeric_only)
+    assert cause == "transform.mapping" and text.startswith("features zone differ (zone: 'a' on left")
 
 
 def test_a_string_feature_that_differs_is_transform_mapping() -> None:
@@ -419,10 +436,28 @@ def test_a_float32_feature_against_an_equal_double_is_transform_unknown() -> Non
 
 def test_a_sub_second_offset_is_written_in_exact_seconds() -> None:
     cause, text = classify_window(win(T_US), win(T_US - 1500), CTX)
-    assert cause == "window.timestamp_shift" and text.startswith("right's event time is -0.0015 s from left's")
+    assert cause == "window.timestamp_shift"
+    assert text.startswith("right's event time is -0.0015 s from left's")
 
 
 def test_a_boundary_explanation_writes_window_edges_in_whole_seconds() -> None:
     left, right = win(T_US, [T_US - 39_000_000, T_US + 21_000_000]), win(T_US, [T_US, T_US + 60_000_000])
     _, text = classify_window(left, right, CTX)
     assert "left assigns [1700000000, 1700000060) s (60 s) and right [1700000039, 1700000099) s" in text
+
+
+@pytest.mark.parametrize("stage", STAGES[1:])
+def test_a_failed_stage_on_one_side_is_that_stages_unknown(stage: str) -> None:
+    cause, text = classify(stage, {"error": "ValueError: bad"}, {"x": 1}, NAMED)
+    assert (cause, text) == (f"{stage}.unknown", f"the {stage} stage failed on offline: ValueError: bad")
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_values_beyond_float_range_never_crash_a_classifier(stage: str) -> None:
+    huge = 10 ** 400
+    left = {"timestamp_us": huge, "windows": [["global"]]} if stage == "window" else \
+        shard(v=huge) if stage == "shard" else {"v": huge}
+    right = {"timestamp_us": 3, "windows": [["global"]]} if stage == "window" else \
+        shard(v=1.5) if stage == "shard" else {"v": 1.5}
+    cause, _ = classify(stage, left, right, CTX)
+    assert cause.startswith(stage + ".")

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["FieldRow", "MISSING", "field_rows", "render_html", "show_command"]
+__all__ = ["FieldRow", "MISSING", "field_rows", "key_text", "render_html", "show_command", "value_text"]
 
 _VALUE_LIMIT = 2000  # characters of one value shown in a cell; a captured blob must not bloat the page
 
@@ -101,7 +101,7 @@ def key_text(key: Any) -> str:
 
 
 def show_command(out_dir: str, key: Any) -> str:
-    """The shell command that shows one record stage by stage (the key shell-quoted)."""
+    """The shell command that shows one record stage by stage (key shell-quoted; a `<dir>` placeholder kept)."""
     directory = out_dir if out_dir.startswith("<") else shlex.quote(out_dir)
     return f"parity show {directory} {shlex.quote(key_text(key))}"
 

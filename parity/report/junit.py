@@ -64,7 +64,7 @@ def _records_text(report: Mapping[str, Any]) -> str:
     first_text = (f"first divergence: {first.get('stage')}, {first.get('records')} records, {first.get('cause')}: "
                   f"{first.get('explanation', '')}" if first else "first divergence: none")
     sides = report.get("sides", {})
-    return "\n".join([f"parity {report.get('verdict')}: {sides.get('left')} (left) vs {sides.get('right')} (right)",
+    return "\n".join([f"verdict {report.get('verdict')}: {sides.get('left')} (left) vs {sides.get('right')} (right)",
                       f"records: {counts}", f"quarantined: {', '.join(parts)}", first_text])
 
 

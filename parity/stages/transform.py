@@ -33,7 +33,8 @@ def feature_spec(field_types: dict[str, FieldType]) -> dict[str, Any]:
         if ftype.is_list:
             spec[name] = tf.io.VarLenFeature(dtype)
         else:
-            spec[name] = tf.io.FixedLenFeature([], dtype, default_value=_DEFAULT[dtype_name])
+            # TFT schemas refuse defaults: parity fills nulls with the type default itself.
+            spec[name] = tf.io.FixedLenFeature([], dtype)
     return spec
 
 
@@ -64,6 +65,10 @@ def to_instance(record: dict, field_types: dict[str, FieldType]) -> dict[str, An
     return instance
 
 
+def _tf_name(dtype: Any) -> str:
+    return "string" if dtype.name == "string" else "int64" if dtype.is_integer else "float32"
+
+
 def _column(values: list, spec: Any, name: str) -> Any:
     """A batch tensor for one raw feature, built the way tf.Example parsing would build it."""
     import tensorflow as tf
@@ -71,11 +76,11 @@ def _column(values: list, spec: Any, name: str) -> Any:
     dtype = spec.dtype
     if isinstance(spec, tf.io.FixedLenFeature):
         default = spec.default_value
+        if default is None:
+            default = _DEFAULT[_tf_name(dtype)]
         column = []
         for value in values:
             if value is None or isinstance(value, list):
-                if default is None:
-                    raise ValueError(f"feature '{name}' is missing and the graph gives it no default")
                 value = default
             column.append(_tf_value(value))
         if dtype == tf.string:
@@ -119,8 +124,9 @@ def _ragged_rows(tensor: Any) -> list:
 class SavedTransform:
     """Applies an exported TFT output dir to batches of records, as a serving system does."""
 
-    def __init__(self, tft_output_dir: str):
+    def __init__(self, tft_output_dir: str, field_types: dict[str, FieldType] | None = None):
         self.tft_output_dir = tft_output_dir
+        self.field_types = field_types
         self._output: Any = None
         self._spec: dict[str, Any] = {}
 
@@ -129,7 +135,12 @@ class SavedTransform:
 
         try:
             self._output = tft.TFTransformOutput(self.tft_output_dir)
-            self._spec = self._output.raw_feature_spec()
+            try:
+                self._spec = self._output.raw_feature_spec()
+            except OSError:
+                if not self.field_types:  # no raw metadata/ and no schema to type the inputs
+                    raise
+                self._spec = feature_spec(self.field_types)
         except Exception as exc:
             raise ConfigError(f"{self.tft_output_dir}: not a TFT output dir "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "

@@ -46,7 +46,8 @@ def _tag_count(tags: tf.Tensor | tf.RaggedTensor | tf.SparseTensor) -> tf.Tensor
         return tf.cast(tags.row_lengths(), tf.int64)
     if isinstance(tags, tf.SparseTensor):
         ones = tf.SparseTensor(tags.indices, tf.ones_like(tags.values, tf.int64), tags.dense_shape)
-        return tf.sparse.reduce_sum(ones, axis=1)
+        # reshape: reduce_sum of a SparseTensor loses the static rank TFT needs for a FixedLenFeature.
+        return tf.reshape(tf.sparse.reduce_sum(ones, axis=1), [-1])
     # A dense [batch, n] tensor padded with b"".
     return tf.reduce_sum(tf.cast(tf.not_equal(tags, b""), tf.int64), axis=1)
 

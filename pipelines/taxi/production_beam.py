@@ -88,12 +88,17 @@ def drop_late(
 class _ReplayWatermarkFn(beam.DoFn):
     """All trips (one element) -> the on-time ones, stamped with their event time; late ones are counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, out_of_orderness_s: int, allowed_lateness_s: int) -> None:
+        self._out_of_orderness_s = out_of_orderness_s
+        self._allowed_lateness_s = allowed_lateness_s
         self._late = Metrics.counter(_NAMESPACE, "late_dropped")
         self._on_time = Metrics.counter(_NAMESPACE, "on_time")
 
     def process(self, trips: list[dict[str, Any]]):
-        for trip, late in drop_late(trips):
+        replay = drop_late(
+            trips, out_of_orderness_s=self._out_of_orderness_s, allowed_lateness_s=self._allowed_lateness_s
+        )
+        for trip, late in replay:
             if late:
                 self._late.inc()
                 continue
@@ -175,17 +180,25 @@ def _feature_line(element: tuple[dict[str, Any], dict[str, Any]]) -> str:
 class ServeZoneFeatures(beam.PTransform):
     """Raw trips in arrival order -> (trip, features) for the trips the stream keeps."""
 
-    def __init__(self, transform_fn_dir: str) -> None:
+    def __init__(
+        self,
+        transform_fn_dir: str,
+        *,
+        out_of_orderness_s: int = OUT_OF_ORDERNESS_S,
+        allowed_lateness_s: int = ALLOWED_LATENESS_S,
+    ) -> None:
         super().__init__()
         self._transform_fn_dir = transform_fn_dir
+        self._out_of_orderness_s = out_of_orderness_s
+        self._allowed_lateness_s = allowed_lateness_s
 
     def expand(self, trips):
         return (
             trips
             | "CollectStream" >> beam.combiners.ToList()
-            | "ReplayWatermark" >> beam.ParDo(_ReplayWatermarkFn())
+            | "ReplayWatermark" >> beam.ParDo(_ReplayWatermarkFn(self._out_of_orderness_s, self._allowed_lateness_s))
             | "FixedWindows1h" >> beam.WindowInto(
-                window.FixedWindows(WINDOW_SIZE_S), allowed_lateness=ALLOWED_LATENESS_S
+                window.FixedWindows(WINDOW_SIZE_S), allowed_lateness=self._allowed_lateness_s
             )
             | "KeyByZone" >> beam.Map(lambda t: (t["pickup_zone"], t))
             | "GroupByZone" >> beam.GroupByKey()
@@ -196,12 +209,23 @@ class ServeZoneFeatures(beam.PTransform):
         )
 
 
-def build(pipeline: beam.Pipeline, input_path: str, transform_fn_dir: str, output_dir: str) -> None:
+def build(
+    pipeline: beam.Pipeline,
+    input_path: str,
+    transform_fn_dir: str,
+    output_dir: str,
+    *,
+    out_of_orderness_s: int = OUT_OF_ORDERNESS_S,
+    allowed_lateness_s: int = ALLOWED_LATENESS_S,
+) -> None:
+    serve = ServeZoneFeatures(
+        transform_fn_dir, out_of_orderness_s=out_of_orderness_s, allowed_lateness_s=allowed_lateness_s
+    )
     _ = (
         pipeline
         | "ReadLines" >> beam.io.ReadFromText(input_path)
         | "ParseJson" >> beam.Map(parse_trip)
-        | "Serve" >> ServeZoneFeatures(transform_fn_dir)
+        | "Serve" >> serve
         | "ToJson" >> beam.Map(_feature_line)
         | "WriteFeatures" >> beam.io.WriteToText(
             os.path.join(output_dir, "features", "part"), file_name_suffix=".jsonl"
@@ -214,12 +238,28 @@ def run(argv: list[str] | None = None) -> beam.runners.runner.PipelineResult:
     parser.add_argument("--input", required=True, help="JSON Lines file or glob of captured raw trips")
     parser.add_argument("--transform_fn_dir", required=True, help="the offline job's OUTPUT_DIR/transform_fn")
     parser.add_argument("--output_dir", required=True, help="where features/ goes")
+    parser.add_argument(
+        "--out_of_orderness_s", type=int, default=OUT_OF_ORDERNESS_S, help="the source's watermark delay"
+    )
+    parser.add_argument(
+        "--allowed_lateness_s",
+        type=int,
+        default=ALLOWED_LATENESS_S,
+        help="how long a window accepts trips after the watermark passed its end (the fix: a day, 86400)",
+    )
     args, beam_args = parser.parse_known_args(argv)
     options = PipelineOptions(beam_args)
     if options.view_as(StandardOptions).runner is None:
         options.view_as(StandardOptions).runner = "FnApiRunner"
     pipeline = beam.Pipeline(options=options)
-    build(pipeline, args.input, args.transform_fn_dir, args.output_dir)
+    build(
+        pipeline,
+        args.input,
+        args.transform_fn_dir,
+        args.output_dir,
+        out_of_orderness_s=args.out_of_orderness_s,
+        allowed_lateness_s=args.allowed_lateness_s,
+    )
     result = pipeline.run()
     result.wait_until_finish()
     return result

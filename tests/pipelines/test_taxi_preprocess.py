@@ -79,7 +79,7 @@ def analyzed(taxi, tmp_path_factory):
             _ = transform_fn | "Write" >> tft_beam.WriteTransformFn(str(tmp / "out"))
             _ = (
                 transformed
-                | "ToJson" >> beam.Map(lambda row: json.dumps({k: v.item() for k, v in row.items()}))
+                | "ToJson" >> beam.Map(lambda row: json.dumps(row, default=lambda v: v.item()))
                 | "WriteRows" >> beam.io.WriteToText(str(tmp / "rows"), shard_name_template="")
             )
     with open(tmp / "rows", encoding="utf-8") as f:
