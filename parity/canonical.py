@@ -444,7 +444,7 @@ def _json_float(v: float) -> float | str:
 
 def _json_key(k: Any) -> str:
     if isinstance(k, str):
-        return str(k)
+        return str.__str__(k)  # the characters, also of str-mixin Enums (whose str() is "Cls.NAME")
     return json.dumps(to_json(k), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -466,7 +466,7 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (float, np.float32, np.float16)):
         return _json_float(float(value))
     if isinstance(value, str):
-        return str(value)
+        return str.__str__(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         try:

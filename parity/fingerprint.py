@@ -19,7 +19,7 @@ from typing import Any
 
 import xxhash
 
-from parity.canonical import _ENCODERS, _resolve, encode
+from parity.canonical import encode
 
 __all__ = [
     "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "fingerprint", "fingerprint_bytes",
@@ -48,15 +48,9 @@ def fingerprint(value: Any) -> int:
 
 
 def fingerprints(values: list[Any]) -> list[int]:
-    """``[fingerprint(v) for v in values]``, in one loop without per-value call chains."""
-    get, resolve, h = _ENCODERS.get, _resolve, _xxh3_64
-    out: list[int] = []
-    append = out.append
-    for v in values:
-        buf = bytearray()
-        (get(type(v)) or resolve(v))(v, buf)
-        append(h(buf))
-    return out
+    """``[fingerprint(v) for v in values]``: one loop of encode + hash, with both bound locally."""
+    enc, h = encode, _xxh3_64
+    return [h(enc(v)) for v in values]
 
 
 def key_fingerprint(value: Any) -> bytes:

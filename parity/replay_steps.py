@@ -75,9 +75,10 @@ class ReadBatchesFn(beam.DoFn):
         input_fp = xxhash.xxh3_64_intdigest(data)
         key_fields = side.capture.key
         if key_fields:
-            missing = [f for f in key_fields if f not in record]
+            missing = [f for f in key_fields if record.get(f) is None]
             if missing:
-                return None, f"missing key field '{missing[0]}': capture.key names it; the record lacks it"
+                return None, (f"missing key field '{missing[0]}': capture.key names it; the record lacks it "
+                              f"or it is null")
             key: Any = record[key_fields[0]] if len(key_fields) == 1 else [record[f] for f in key_fields]
         else:
             key = input_fp

@@ -173,6 +173,12 @@ def test_unsupported_types_raise_type_error_naming_the_type():
         to_json([object()])
 
 
+def test_str_subclasses_encode_and_render_as_their_characters():
+    color = enum.Enum("Color", {"RED": "r"}, type=str).RED
+    assert encode(color) == encode("r")
+    assert to_json({color: color}) == {"r": "r"}
+
+
 def test_container_subclasses_encode_like_their_base():
     point = collections.namedtuple("Point", "x y")(1, 2)
     assert encode(point) == encode([1, 2])

@@ -72,8 +72,8 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         example_list.append({"key": _key(m, redact), "stage": stage, "cause": cause,
                              "left": _json_value(m.left.get(stage), redact),
                              "right": _json_value(m.right.get(stage), redact),
-                             "explanation": explanation,
-                             "location": {"left": m.left.get("location"), "right": m.right.get("location")}})
+                             "explanation": explanation})
+    # No capture locations here: a reordered capture must give the same bytes (`parity show` has them).
     example_list.sort(key=lambda e: (stage_order[e["stage"]], e["cause"]))
     left_total = outcome.left_rows + quarantined[0]
     right_total = outcome.right_rows + quarantined[1]

@@ -1,0 +1,211 @@
+"""End to end: the replay engine on a small self-contained pair, through the API and the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import parity
+from parity.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+FEATURES = '''
+def features(record):
+    fare = record["fare"] or 0.0
+    return {"fare_x2": fare * 2, "zone": record["zone"], "trips": record["trips"],
+            "bucket": int(fare // 10) if record["zone"] != "c" else int(fare // 10) + OFFSET}
+OFFSET = 0
+'''
+
+CONFIG = '''
+version: 1
+name: engine-test
+capture: {{path: capture.jsonl, key: [id], schema: {{id: int64, t: int64, arr: int64, fare: float64, zone: string}}}}
+sides:
+  offline:
+    capture: {{path: {left_capture}}}
+    timestamp: {{field: t, unit: s}}
+    window: {{type: fixed, size: 1h}}
+    shard: {{key: [zone], count: 4, aggregates: {{trips: {{op: count}}}}}}
+    coder: {{type: json}}
+    seed: {{value: 1, ops: {{keep: {{op: sample, rate: 0.5}}}}}}
+    transform: {{python: {module}:features}}
+  production:
+    timestamp: {{field: t, unit: {right_unit}}}
+    window: {{type: fixed, size: 3600}}
+    shard: {{key: [zone], count: 4, aggregates: {{trips: {{op: count}}}}}}
+    coder: {{type: pickle}}
+    seed: {{value: 1, ops: {{keep: {{op: sample, rate: 0.5}}}}}}
+    transform: {{python: {module}:features}}
+tolerance: {{max_diverged: {max_diverged}}}
+'''
+
+
+def _records(count: int = 60) -> list[dict]:
+    rnd = random.Random(11)
+    return [{"id": 2**55 + i, "t": 1_709_942_400 + i * 61, "arr": 1_709_942_400 + i * 61 + 3,
+             "fare": round(rnd.uniform(2, 60), 2), "zone": rnd.choice("abc")} for i in range(count)]
+
+
+def _write_pair(folder, *, records=None, extra_lines=(), right_unit="s", max_diverged=0, left_capture="capture.jsonl",
+                module="engine_features_a") -> str:
+    records = _records() if records is None else records
+    with open(folder / "capture.jsonl", "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+        for line in extra_lines:
+            handle.write(line + "\n")
+    (folder / f"{module}.py").write_text(FEATURES)
+    config = folder / "parity.yaml"
+    config.write_text(CONFIG.format(right_unit=right_unit, max_diverged=max_diverged, left_capture=left_capture,
+                                    module=module))
+    return str(config)
+
+
+def _accounting_holds(report: dict) -> bool:
+    r = report["records"]
+    return (r["left"] == r["paired"] + r["left_only"] + r["quarantined"]["left"]
+            and r["right"] == r["paired"] + r["right_only"] + r["quarantined"]["right"]
+            and r["paired"] == r["matched"] + r["within_tolerance"] + r["diverged"])
+
+
+def test_equivalent_sides_written_differently_are_at_parity(tmp_path):
+    config = _write_pair(tmp_path, module="engine_features_parity")
+    report = parity.check(config, out_dir=str(tmp_path / "out"))
+    assert report["verdict"] == "parity"
+    assert report["records"]["matched"] == 60
+    assert report["first_divergence"] is None
+    assert [s["diverged"] for s in report["stages"]] == [0] * 6
+
+
+def test_millisecond_timestamps_diverge_first_at_window_for_every_record(tmp_path):
+    config = _write_pair(tmp_path, right_unit="ms", module="engine_features_ms")
+    report = parity.check(config, out_dir=str(tmp_path / "out"))
+    assert report["verdict"] == "diverged"
+    assert report["first_divergence"]["stage"] == "window"
+    assert report["first_divergence"]["records"] == 60
+    assert report["records"]["diverged"] == 60
+
+
+def test_every_record_read_is_counted_once_with_duplicates_one_sided_and_unreadable_records(tmp_path):
+    records = _records(40)
+    records.append(dict(records[3]))            # a duplicate key with identical content
+    records.append(dict(records[5], fare=1.5))   # a duplicate key with different content
+    (tmp_path / "left.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records[:30] + [{"id": 1, "t": 5, "arr": 6, "fare": 1.0,
+                                                               "zone": "z"}]))
+    config = _write_pair(tmp_path, records=records, left_capture="left.jsonl",
+                         extra_lines=["{broken", '{"id": 7, "t": "not a time", "arr": 1, "fare": 1, "zone": "a"}',
+                                      '{"t": 1, "arr": 1, "fare": 1.0, "zone": "a"}'],
+                         module="engine_features_acct")
+    report = parity.check(config, out_dir=str(tmp_path / "out"))
+    r = report["records"]
+    assert _accounting_holds(report)
+    assert r["left"] == 31 and r["right"] == 45
+    assert r["quarantined"] == {"left": 0, "right": 3}
+    assert r["duplicate_keys"] == 2
+    assert r["left_only"] == 1
+    assert r["right_only"] == 45 - 3 - r["paired"]
+
+
+def test_a_repeated_run_and_a_shuffled_capture_give_byte_identical_reports(tmp_path):
+    records = _records(80)
+    first = tmp_path / "first"
+    second = tmp_path / "second"
+    shuffled = tmp_path / "shuffled"
+    for folder in (first, second, shuffled):
+        folder.mkdir()
+    _write_pair(first, records=records, right_unit="ms", module="engine_features_det")
+    _write_pair(second, records=records, right_unit="ms", module="engine_features_det")
+    rnd = random.Random(3)
+    mixed = records[:]
+    rnd.shuffle(mixed)
+    _write_pair(shuffled, records=mixed, right_unit="ms", module="engine_features_det")
+    texts = []
+    for folder in (first, second, shuffled):
+        parity.check(str(folder / "parity.yaml"), out_dir=str(folder / "out"))
+        texts.append((folder / "out" / "report.json").read_bytes())
+    assert texts[0] == texts[1] == texts[2]
+    assert json.loads(texts[0])["records"]["diverged"] == 80
+
+
+def test_cli_exit_codes_are_zero_one_and_two(tmp_path, capsys):
+    good = tmp_path / "good"
+    bad = tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    assert main(["check", _write_pair(good, module="engine_features_cli0"), "--out", str(good / "out")]) == 0
+    assert "parity: parity" in capsys.readouterr().out
+    assert main(["check", _write_pair(bad, right_unit="ms", module="engine_features_cli1"),
+                 "--out", str(bad / "out")]) == 1
+    assert "first divergence: stage window" in capsys.readouterr().out
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("version: 1\ncapture: {path: x.jsonl}\nsides: {a: {coder: {type: pikle}}, b: {}}\n")
+    assert main(["check", str(broken), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "sides.a.coder.type" in err and "'pikle'" in err and "json, tfexample, avro, pickle, arrow" in err
+
+
+def test_max_diverged_turns_a_small_divergence_into_parity(tmp_path):
+    config = _write_pair(tmp_path, right_unit="ms", max_diverged=60, module="engine_features_max")
+    report = parity.check(config, out_dir=str(tmp_path / "out"))
+    assert report["records"]["diverged"] == 60
+    assert report["verdict"] == "parity"
+
+
+def test_replay_then_diff_gives_the_same_report_as_check(tmp_path):
+    config = _write_pair(tmp_path, right_unit="ms", module="engine_features_rd")
+    parity.check(config, out_dir=str(tmp_path / "checked"))
+    for side in ("offline", "production"):
+        assert main(["replay", config, "--side", side, "--out", str(tmp_path / "sets" / side)]) == 0
+    assert main(["diff", str(tmp_path / "sets" / "offline"), str(tmp_path / "sets" / "production"),
+                 "--out", str(tmp_path / "diffed"), "--config", config]) == 1
+    assert (tmp_path / "diffed" / "report.json").read_bytes() == (tmp_path / "checked" / "report.json").read_bytes()
+
+
+def test_show_prints_one_record_stage_by_stage_and_where_the_sides_part(tmp_path, capsys):
+    config = _write_pair(tmp_path, right_unit="ms", module="engine_features_show")
+    parity.check(config, out_dir=str(tmp_path / "out"))
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "out"), str(2**55 + 4)]) == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["first_divergence"] == "window"
+    assert [s["stage"] for s in shown["stages"]] == ["input", "window", "shard", "coder", "seed", "transform"]
+    assert shown["stages"][0]["equal"] is True
+    assert shown["stages"][1]["left"]["value"]["timestamp_us"] == \
+        shown["stages"][1]["right"]["value"]["timestamp_us"] * 1000  # the right side read seconds as ms
+
+
+def test_report_command_renders_the_json_again_in_each_format(tmp_path):
+    config = _write_pair(tmp_path, right_unit="ms", module="engine_features_rep")
+    parity.check(config, out_dir=str(tmp_path / "out"))
+    for fmt, name in (("md", "report.md"), ("html", "report.html"), ("junit", "junit.xml")):
+        target = tmp_path / f"again.{fmt}"
+        assert main(["report", str(tmp_path / "out" / "report.json"), "--format", fmt, "--out", str(target)]) == 0
+        assert target.read_text() == (tmp_path / "out" / name).read_text()
+
+
+def test_python_dash_m_parity_runs_the_cli(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "parity", "report", str(tmp_path / "missing.json"),
+                             "--format", "md"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 2
+    assert "missing.json" in result.stderr
+
+
+def test_a_transform_that_raises_names_the_record_and_exits_two(tmp_path, capsys):
+    config = _write_pair(tmp_path, module="engine_features_raise")
+    (tmp_path / "engine_features_raise.py").write_text(textwrap.dedent('''
+        def features(record):
+            if record["id"] == 2**55 + 7:
+                raise ValueError("bad fare")
+            return {"x": 1}
+    '''))
+    assert main(["check", config, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert str(2**55 + 7) in err and "ValueError: bad fare" in err
