@@ -11,8 +11,12 @@ __all__ = ["check", "ConfigError", "InputError", "ParityError", "UserCodeError",
 
 
 def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
-          pipeline_options: Sequence[str] | None = None) -> dict[str, Any]:
-    """Replays both sides of a config, diffs them, writes the reports; returns report.json as a dict."""
+          pipeline_options: Sequence[str] | None = None, noise: bool | None = None) -> dict[str, Any]:
+    """Replays both sides of a config, diffs them, writes the reports; returns report.json as a dict.
+
+    `noise=True` also replays each side a second time to find nondeterministic stages (`--noise`).
+    """
     from parity import run
 
-    return run.check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options)
+    return run.check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options,
+                     noise=noise)

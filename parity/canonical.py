@@ -442,9 +442,18 @@ def _json_float(v: float) -> float | str:
     return v
 
 
+def _json_str(s: str) -> str:
+    s = str.__str__(s)  # the characters, also of str-mixin Enums (whose str() is "Cls.NAME")
+    try:
+        s.encode()
+    except UnicodeEncodeError:  # lone surrogates as visible escapes, so reports stay writable as UTF-8
+        return s.encode("utf-8", "backslashreplace").decode()
+    return s
+
+
 def _json_key(k: Any) -> str:
     if isinstance(k, str):
-        return str.__str__(k)  # the characters, also of str-mixin Enums (whose str() is "Cls.NAME")
+        return _json_str(k)
     return json.dumps(to_json(k), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -453,7 +462,7 @@ def to_json(value: Any) -> Any:
 
     Floats: NaN and +/-inf as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``. Bytes:
     ``{"$bytes": text}`` when valid UTF-8, else ``{"$base64": ...}``. Dicts in canonical key order, with
-    non-str keys as their compact JSON text; sets as lists in canonical order; datetimes as ISO 8601 in
+    non-str keys as their compact JSON text; lone surrogates in strings as ``\\udXXX`` text; sets as lists in canonical order; datetimes as ISO 8601 in
     UTC; dates as ISO 8601; Decimals as strings.
 
     Raises:
@@ -466,7 +475,7 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (float, np.float32, np.float16)):
         return _json_float(float(value))
     if isinstance(value, str):
-        return str.__str__(value)
+        return _json_str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         try:

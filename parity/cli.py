@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--side", required=True)
     replay.add_argument("--out", required=True)
     replay.add_argument("--runner", default="DirectRunner", choices=RUNNER_CHOICES)
+    replay.add_argument("--reorder", action="store_true", help=argparse.SUPPRESS)  # the noise replay
     replay.add_argument("--transform-from", default=None,
                         help="fingerprint set (or TFT output dir) whose exported graph `saved: {from_side}` applies")
 
@@ -120,14 +121,13 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from parity.config import load_config
 
     if args.command == "check":
-        if args.noise:
-            beam_args = beam_args  # noise replays arrive with issue 3; the flag is accepted now
-        report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args)
+        report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
+                           noise=True if args.noise else None)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":
         manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
-                              beam_args=beam_args, transform_from=args.transform_from)
+                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder)
         records = manifest["records"]
         print(f"parity: replayed side {args.side}: {records['fingerprinted']} records fingerprinted, "
               f"{records['quarantined']} quarantined -> {args.out}")

@@ -36,8 +36,9 @@ class ReplaySide(beam.PTransform):
     """
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, saved_dir: str | None = None,
-                 batch_size: int = BATCH_SIZE):
+                 batch_size: int = BATCH_SIZE, reorder: bool = False):
         super().__init__()
+        self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
         self.config = config
         self.side = side
         self.out_dir = out_dir
@@ -47,9 +48,13 @@ class ReplaySide(beam.PTransform):
     def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
         side = self.side
         files = _capture_files(self.config, side)
+        batch_size = self.batch_size
+        if self.reorder:
+            files = files[::-1]
+            batch_size = max(1, batch_size // 2 - 3)
         batches = (root
                    | "CaptureFiles" >> beam.Create(files, reshuffle=False)
-                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, self.batch_size, self.out_dir)))
+                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder)))
         late = self._lateness(batches)
         merges = self._merges(batches, late)
         aggregates = self._aggregates(batches, late, merges)

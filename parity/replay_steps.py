@@ -35,8 +35,9 @@ def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
 class ReadBatchesFn(beam.DoFn):
     """Reads one capture file into batches; keys, stamps and windows each record; quarantines the rest."""
 
-    def __init__(self, side: SideConfig, batch_size: int, out_dir: str):
+    def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False):
         self._side = side
+        self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
 
@@ -64,6 +65,8 @@ class ReadBatchesFn(beam.DoFn):
                     quarantined.append(_quarantine_entry(location, problem, repr(record)))
                 else:
                     recs.append(rec)
+            if self._reorder:
+                recs.reverse()
             if quarantined:
                 write_quarantine_part(self._out_dir, part, quarantined)
             if recs:

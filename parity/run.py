@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import canonical
+from parity import analyzers, canonical
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import compare
@@ -25,14 +25,15 @@ OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html",
 
 
 def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "DirectRunner",
-           beam_args: Sequence[str] | None = None, transform_from: str | None = None) -> dict[str, Any]:
+           beam_args: Sequence[str] | None = None, transform_from: str | None = None,
+           reorder: bool = False) -> dict[str, Any]:
     """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest."""
     side = config.side(side_name)
     saved_dir = _saved_dir(config, side, out_dir, transform_from)
     prepare_out_dir(out_dir)
     started = time.monotonic()
     pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
-    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir)
+    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder)
     try:
         pipeline.run().wait_until_finish()
     except ParityError:
@@ -48,6 +49,10 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     key = list(side.capture.key) if side.capture.key else "input"
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
                                   "environment": environment_manifest(), "runner": runner})
+    graph_dir = os.path.join(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
+        side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
+    if graph_dir:
+        analyzers.write(out_dir, analyzers.extract(graph_dir))
     _write_json(os.path.join(out_dir, "timings.json"), {"replay_seconds": round(time.monotonic() - started, 3)})
     return manifest
 
@@ -71,28 +76,43 @@ def _replay_order(config: Config) -> list[SideConfig]:
 
 
 def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
-          pipeline_options: Sequence[str] | None = None) -> dict[str, Any]:
-    """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict."""
+          pipeline_options: Sequence[str] | None = None, noise: bool | None = None) -> dict[str, Any]:
+    """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict.
+
+    With `noise` (or `report.noise` in the config) each side is replayed a second time, in another process
+    with another hash salt, other batching and reversed input order; stages that differ between a side's two
+    replays are nondeterministic, and cross-side divergences there get the cause `seed.nondeterministic`.
+    """
     config = load_config(config_path)
     out_dir = out_dir or "parity-out"
+    noise = config.report.noise if noise is None else noise
     timings: dict[str, float] = {}
     for side in _replay_order(config):
         started = time.monotonic()
         replay(config, side.name, os.path.join(out_dir, SIDES_DIR, side.name), runner=runner,
                beam_args=pipeline_options)
         timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
+    noise_result = None
+    if noise:
+        started = time.monotonic()
+        noise_result = noise_baseline(config, out_dir, runner, pipeline_options)
+        timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
     left, right = (os.path.join(out_dir, SIDES_DIR, s.name) for s in config.sides)
-    report = diff(left, right, out_dir, config=config)
+    report = diff(left, right, out_dir, config=config, noise=noise_result)
     timings["diff_seconds"] = round(time.monotonic() - started, 3)
     timings["runner"] = runner  # type: ignore[assignment]
     _write_json(os.path.join(out_dir, "timings.json"), timings)
     return report
 
 
-def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet) -> CauseContext:
+def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet,
+                  analyzer_entries: list[dict], nondeterministic: frozenset[str] = frozenset(),
+                  redact: bool = False) -> CauseContext:
     lf, rf = set(left.manifest.get("features", [])), set(right.manifest.get("features", []))
     kwargs: dict[str, Any] = {
+        "analyzers_differ": (not all(e["equal"] for e in analyzer_entries)) if analyzer_entries else None,
+        "nondeterministic_stages": nondeterministic, "redact": redact,
         "left_env": {k: str(v) for k, v in left.manifest.get("environment", {}).items()},
         "right_env": {k: str(v) for k, v in right.manifest.get("environment", {}).items()},
         "left_only_features": frozenset(lf - rf), "right_only_features": frozenset(rf - lf),
@@ -108,7 +128,42 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
     return CauseContext(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
-def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None) -> dict[str, Any]:
+NOISE_DIR = "noise"
+
+
+def noise_baseline(config: Config, out_dir: str, runner: str,
+                   beam_args: Sequence[str] | None) -> dict[str, dict[str, list[str]]]:
+    """Replays each side again in a subprocess (other hash salt, batching, order) and finds what changed."""
+    import subprocess
+    import sys
+
+    from parity.config import ToleranceSpec
+
+    result: dict[str, dict[str, list[str]]] = {}
+    for side in _replay_order(config):
+        primary = os.path.join(out_dir, SIDES_DIR, side.name)
+        again = os.path.join(out_dir, NOISE_DIR, side.name)
+        command = [sys.executable, "-m", "parity", "replay", config.path, "--side", side.name, "--out", again,
+                   "--runner", runner, "--reorder"]
+        if side.transform and side.transform.from_side:
+            command += ["--transform-from", os.path.join(out_dir, SIDES_DIR, side.transform.from_side)]
+        if beam_args:
+            command += ["--", *beam_args]
+        env = dict(os.environ)
+        seed = os.environ.get("PYTHONHASHSEED")
+        env["PYTHONHASHSEED"] = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {done.returncode}): "
+                              f"{(done.stderr.strip().splitlines() or [''])[-1]}")
+        outcome = compare(read_set(primary), read_set(again), ToleranceSpec())
+        features = sorted({name for m in outcome.mismatches for name in m.feature_deltas})
+        result[side.name] = {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
+    return result
+
+
+def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,
+         noise: dict[str, dict[str, list[str]]] | None = None) -> dict[str, Any]:
     """Diffs two fingerprint sets and writes the reports; returns report.json's dict."""
     left, right = read_set(left_dir), read_set(right_dir)
     if config is not None:
@@ -121,13 +176,17 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     tolerance = config.tolerance if config else ToleranceSpec()
     report_spec = config.report if config else ReportSpec()
     outcome = compare(left, right, tolerance)
+    analyzer_entries = analyzers.compare(analyzers.read(left.path), analyzers.read(right.path))
     report = build_report(
         name=config.name if config else left.manifest.get("config_name", ""),
         sides=(left.side, right.side), outcome=outcome,
         quarantined=(left.manifest["records"]["quarantined"], right.manifest["records"]["quarantined"]),
         quarantine_reasons=(left.manifest.get("quarantine_reasons", {}), right.manifest.get("quarantine_reasons", {})),
         tolerance=tolerance, examples=report_spec.examples, redact=report_spec.redact,
-        cause_context=cause_context(config, left, right),
+        cause_context=cause_context(config, left, right, analyzer_entries, redact=report_spec.redact,
+                                    nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"])),
+        noise=noise,
+        analyzers=analyzer_entries,
         environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
         feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
     write_reports(report, out_dir)

@@ -241,6 +241,12 @@ def test_to_json_orders_dict_keys_canonically_and_renders_other_keys_as_json_tex
     assert list(rendered) == ["null", "5", "[1,\"x\"]", "a", "b"]
 
 
+def test_to_json_strings_are_always_encodable_as_utf_8():
+    rendered = to_json({"\ud800": "x\udfff"})
+    assert rendered == {"\\ud800": "x\\udfff"}
+    json.dumps(rendered, ensure_ascii=False).encode("utf-8")
+
+
 def test_to_json_renders_sets_sorted_and_datetimes_in_iso_8601_utc():
     assert to_json({"b", "a"}) == ["a", "b"]
     local = datetime.datetime(2024, 1, 1, 2, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))

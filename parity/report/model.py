@@ -34,13 +34,18 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                  tolerance: ToleranceSpec, examples: int, redact: bool, cause_context: CauseContext,
                  environments: tuple[Mapping[str, Any], Mapping[str, Any]],
                  feature_names: tuple[list[str], list[str]] = ([], []),
-                 analyzers: list[dict] | None = None) -> dict[str, Any]:
+                 analyzers: list[dict] | None = None,
+                 noise: Mapping[str, Mapping[str, list[str]]] | None = None) -> dict[str, Any]:
     """Assembles report.json (a plain dict in contract order)."""
     causes_of: list[tuple[str, str, str]] = []  # (stage, cause, explanation) per diverged record
     for m in outcome.mismatches:
         if m.diverged:
             cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage),
                                           cause_context)
+            if m.first_stage in cause_context.nondeterministic_stages:
+                cause = "seed.nondeterministic"
+                explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
+                               f"baseline): this difference is nondeterminism, not the other side")
             causes_of.append((m.first_stage, cause, explanation))
         else:
             causes_of.append((m.first_stage, "", ""))
@@ -104,6 +109,8 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         "encoding": canonical.ENCODING_VERSION,
         "max_diverged": tolerance.max_diverged,
         "redacted": redact,
+        "noise": ({side: {"stages": list(v["stages"]), "features": list(v["features"])}
+                   for side, v in noise.items()} if noise is not None else None),
         "unpaired_examples": {"left_only": [_unpaired(k, redact) for k in outcome.left_only_keys[:examples]],
                               "right_only": [_unpaired(k, redact) for k in outcome.right_only_keys[:examples]]},
     }

@@ -1,0 +1,161 @@
+"""Analyzer outputs of an exported TFT transform graph, and their comparison between two sides.
+
+A TFT `transform_fn` carries what its analyzers computed as (a) asset files (vocabularies) and (b) constants
+captured by the serving function (means, variances, quantile boundaries, vocabulary sizes, min/max, ...).
+Constants are named after the argument of the pruned transform function they feed, e.g.
+`scale_to_z_score_sub_y` (the mean) or `bucketize_apply_buckets_1496` (the boundaries); the trailing uid is
+dropped so graphs exported by two runs of the same `preprocessing_fn` line up.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+ANALYZERS_FILE = "analyzers.json"
+_MAX_TOKENS_SHOWN = 5
+_UID = re.compile(r"_\d+$")
+
+
+def extract(tft_output_dir: str) -> dict[str, Any]:
+    """`{name: value}` of a TFT output dir's analyzer outputs (JSON-ready, deterministic)."""
+    transform_fn = os.path.join(tft_output_dir, "transform_fn")
+    result: dict[str, Any] = {}
+    assets = os.path.join(transform_fn, "assets")
+    if os.path.isdir(assets):
+        for name in sorted(os.listdir(assets)):
+            path = os.path.join(assets, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    tokens = [line.rstrip(b"\n").decode("utf-8", "backslashreplace") for line in handle]
+                result[f"vocabulary:{name}"] = tokens
+    result.update(_constants(os.path.join(transform_fn, "saved_model.pb")))
+    return dict(sorted(result.items()))
+
+
+def _constants(saved_model_path: str) -> dict[str, Any]:
+    if not os.path.exists(saved_model_path):
+        return {}
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import tensor_util
+
+    model = saved_model_pb2.SavedModel()
+    with open(saved_model_path, "rb") as handle:
+        model.ParseFromString(handle.read())
+    graph = model.meta_graphs[0].graph_def
+    functions = {f.signature.name: f for f in graph.library.function}
+    consts = {n.name: n for n in graph.node if n.op == "Const"}
+    names: dict[str, str] = {}
+    for node in graph.node:
+        if node.op != "StatefulPartitionedCall" or "signature_wrapper" not in node.attr["f"].func.name:
+            continue
+        wrapper = functions[node.attr["f"].func.name]
+        outer = dict(zip((a.name for a in wrapper.signature.input_arg), node.input))
+        for inner_call in wrapper.node_def:
+            called = inner_call.attr["f"].func.name if "f" in inner_call.attr else ""
+            if called not in functions:
+                continue
+            inner_args = [a.name for a in functions[called].signature.input_arg]
+            for arg_name, source in zip(inner_args, inner_call.input):
+                const_name = outer.get(source.split(":")[0])
+                if const_name in consts and const_name not in names:
+                    names[const_name] = _UID.sub("", arg_name)
+    result: dict[str, Any] = {}
+    for const_name, label in names.items():
+        array = tensor_util.MakeNdarray(consts[const_name].attr["value"].tensor)
+        if array.dtype == object or array.size > 100_000:
+            continue
+        result[f"constant:{label}"] = _plain(array)
+    return result
+
+
+def _plain(array: np.ndarray) -> Any:
+    if array.ndim == 0:
+        return array.item()
+    return array.tolist()
+
+
+def write(set_dir: str, analyzers: dict[str, Any]) -> None:
+    with open(os.path.join(set_dir, ANALYZERS_FILE), "w", encoding="utf-8") as handle:
+        json.dump(analyzers, handle, ensure_ascii=False, sort_keys=True, indent=1)
+        handle.write("\n")
+
+
+def read(set_dir: str) -> dict[str, Any] | None:
+    path = os.path.join(set_dir, ANALYZERS_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    return data if isinstance(data, dict) else None
+
+
+def compare(left: dict[str, Any] | None, right: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One entry per analyzer output on either side: `{name, equal, detail}`, sorted by name."""
+    if left is None or right is None:
+        return []
+    entries = []
+    for name in sorted(set(left) | set(right)):
+        if name not in left or name not in right:
+            side = "right" if name in right else "left"
+            entries.append({"name": name, "equal": False, "detail": f"exported by the {side} side only"})
+            continue
+        a, b = left[name], right[name]
+        if name.startswith("vocabulary:"):
+            entries.append({"name": name, "equal": a == b, "detail": _vocabulary_detail(a, b)})
+        else:
+            entries.append({"name": name, "equal": _same_numbers(a, b), "detail": _constant_detail(a, b)})
+    return entries
+
+
+def _vocabulary_detail(a: list[str], b: list[str]) -> str:
+    if a == b:
+        return f"{len(a)} tokens, same order"
+    only_left = sorted(set(a) - set(b))
+    only_right = sorted(set(b) - set(a))
+    if not only_left and not only_right:
+        moved = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        return (f"same {len(a)} tokens in a different order (first difference at rank {moved}: "
+                f"{a[moved]!r} vs {b[moved]!r}); ties or counts differ")
+    parts = [f"{len(a)} vs {len(b)} tokens"]
+    if only_left:
+        parts.append(f"left only: {_tokens(only_left)}")
+    if only_right:
+        parts.append(f"right only: {_tokens(only_right)}")
+    return "; ".join(parts)
+
+
+def _tokens(tokens: list[str]) -> str:
+    shown = ", ".join(repr(t[:40]) for t in tokens[:_MAX_TOKENS_SHOWN])
+    more = len(tokens) - _MAX_TOKENS_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _flat(value: Any) -> list:
+    if isinstance(value, list):
+        return [x for item in value for x in _flat(item)]
+    return [value]
+
+
+def _same_numbers(a: Any, b: Any) -> bool:
+    fa, fb = _flat(a), _flat(b)
+    if len(fa) != len(fb):
+        return False
+    return all(x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+               for x, y in zip(fa, fb))
+
+
+def _constant_detail(a: Any, b: Any) -> str:
+    fa, fb = _flat(a), _flat(b)
+    if _same_numbers(a, b):
+        return f"{len(fa)} value{'s' if len(fa) != 1 else ''}, equal"
+    if len(fa) != len(fb):
+        return f"{len(fa)} vs {len(fb)} values"
+    diffs = [(i, x, y) for i, (x, y) in enumerate(zip(fa, fb)) if x != y]
+    i, x, y = diffs[0]
+    where = "" if len(fa) == 1 else f" at index {i} ({len(diffs)} of {len(fa)} differ)"
+    return f"{x!r} vs {y!r}{where}"
