@@ -41,8 +41,7 @@ _TAG_F32 = struct.Struct(">Bf").pack
 _TAG_I64 = struct.Struct(">Bq").pack
 _NAN64 = b"f\x7f\xf8\x00\x00\x00\x00\x00\x00"
 _NAN32 = b"g\x7f\xc0\x00\x00"
-_UTC = _dt.timezone.utc
-_EPOCH_AWARE = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_EPOCH_AWARE = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
 _STR_HEADS = [bytes((0x73, n)) for n in range(0x80)]  # tag + one-byte length, the common case
@@ -289,35 +288,29 @@ def encode_many(values: list[Any]) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------- decode
 
 
-def _need(data: bytes, end: int) -> None:
-    if end > len(data):
-        raise ValueError(f"canonical bytes truncated: need {end} bytes, have {len(data)}")
-
-
 def _read_uleb128(data: bytes, pos: int) -> tuple[int, int]:
     n = shift = 0
-    start = pos
     while True:
-        _need(data, pos + 1)
-        byte = data[pos]
+        byte = data[pos]  # IndexError: truncated
         pos += 1
         n |= (byte & 0x7F) << shift
         shift += 7
         if byte < 0x80:
-            if byte == 0 and pos - start > 1:
-                raise ValueError(f"non-canonical length at offset {start}: uleb128 is not minimal")
             return n, pos
 
 
 def _read_sized(data: bytes, pos: int) -> tuple[bytes, int]:
     n, pos = _read_uleb128(data, pos)
-    _need(data, pos + n)
+    if pos + n > len(data):
+        raise IndexError("truncated")
     return data[pos:pos + n], pos + n
 
 
 def _dec(data: bytes, pos: int, hashable: bool) -> tuple[Any, int]:
-    """Decode the value at ``pos``; ``hashable`` (dict keys, set items) turns lists into tuples."""
-    _need(data, pos + 1)
+    """The value at ``pos`` and the offset after it; ``hashable`` (dict keys, set items): lists as tuples.
+
+    Lenient about canonical form: ``decode`` checks that by encoding the result again.
+    """
     tag = data[pos]
     pos += 1
     if tag == 0x4E:
@@ -325,94 +318,39 @@ def _dec(data: bytes, pos: int, hashable: bool) -> tuple[Any, int]:
     if tag == 0x54 or tag == 0x46:
         return tag == 0x54, pos
     if tag == 0x69:
-        raw, end = _read_sized(data, pos)
-        v = int.from_bytes(raw, "big", signed=True)
-        if len(raw) != (v if v >= 0 else ~v).bit_length() // 8 + 1:
-            raise ValueError(f"non-canonical int at offset {pos - 1}: not minimal two's complement")
-        return v, end
-    if tag == 0x66 or tag == 0x67:
-        size, nan = (8, _NAN64) if tag == 0x66 else (4, _NAN32)
-        _need(data, pos + size)
-        (v,) = struct.unpack_from(">d" if size == 8 else ">f", data, pos)
-        if v != v and data[pos - 1:pos + size] != nan:
-            raise ValueError(f"non-canonical NaN at offset {pos - 1}")
-        return (v if size == 8 else np.float32(v)), pos + size
+        raw, pos = _read_sized(data, pos)
+        return int.from_bytes(raw, "big", signed=True), pos
+    if tag == 0x66:
+        return struct.unpack_from(">d", data, pos)[0], pos + 8
+    if tag == 0x67:
+        return np.float32(struct.unpack_from(">f", data, pos)[0]), pos + 4
     if tag == 0x73:
-        raw, end = _read_sized(data, pos)
-        return raw.decode("utf-8", "surrogatepass"), end
+        raw, pos = _read_sized(data, pos)
+        return raw.decode("utf-8", "surrogatepass"), pos
     if tag == 0x62:
         return _read_sized(data, pos)
-    if tag == 0x6C:
+    if tag == 0x6C or tag == 0x65:
         n, pos = _read_uleb128(data, pos)
         items = []
         for _ in range(n):
-            x, pos = _dec(data, pos, hashable)
+            x, pos = _dec(data, pos, hashable or tag == 0x65)
             items.append(x)
-        return (tuple(items) if hashable else items), pos
+        return (frozenset(items) if tag == 0x65 else tuple(items) if hashable else items), pos
     if tag == 0x64:
-        return _dec_dict(data, pos)
-    if tag == 0x65:
-        return _dec_set(data, pos)
-    if tag == 0x74 or tag == 0x44:
-        _need(data, pos + 8)
-        (n,) = struct.unpack_from(">q", data, pos)
-        try:
-            if tag == 0x74:
-                return _EPOCH_AWARE + _dt.timedelta(microseconds=n), pos + 8
-            return _dt.date.fromordinal(n + _EPOCH_ORDINAL), pos + 8
-        except (OverflowError, ValueError) as exc:
-            raise ValueError(f"date or datetime out of range at offset {pos - 1}: {n}") from exc
+        n, pos = _read_uleb128(data, pos)
+        out = {}
+        for _ in range(n):
+            k, pos = _dec(data, pos, True)
+            out[k], pos = _dec(data, pos, False)
+        return out, pos
+    if tag == 0x74:
+        return _EPOCH_AWARE + _dt.timedelta(microseconds=struct.unpack_from(">q", data, pos)[0]), pos + 8
+    if tag == 0x44:
+        return _dt.date.fromordinal(struct.unpack_from(">q", data, pos)[0] + _EPOCH_ORDINAL), pos + 8
     if tag == 0x6D:
-        raw, end = _read_sized(data, pos)
-        text = raw.decode("ascii", "replace")
-        try:
-            v = decimal.Decimal(text)
-        except decimal.InvalidOperation:
-            v = None
-        if v is None or str(v) != text:
-            raise ValueError(f"non-canonical Decimal at offset {pos - 1}: {text!r}")
-        return v, end
+        raw, pos = _read_sized(data, pos)
+        return decimal.Decimal(raw.decode("ascii")), pos
     raise ValueError(f"unknown canonical tag 0x{tag:02x} at offset {pos - 1}")
-
-
-def _dec_dict(data: bytes, pos: int) -> tuple[dict, int]:
-    start = pos - 1
-    n, pos = _read_uleb128(data, pos)
-    out: dict = {}
-    last: tuple[bytes, bytes] = (b"", b"")
-    for i in range(n):
-        k, kend = _dec(data, pos, True)
-        v, vend = _dec(data, kend, False)
-        entry = (data[pos:kend], data[kend:vend])
-        if i and not (entry[0] > last[0] or (entry[0] == last[0] and entry[1] >= last[1])):
-            raise ValueError(f"non-canonical dict at offset {start}: keys not in canonical order")
-        try:
-            out[k] = v
-        except TypeError as exc:  # a dict inside a key
-            raise ValueError(f"non-canonical dict at offset {start}: unhashable key") from exc
-        last, pos = entry, vend
-    if len(out) != n:
-        raise ValueError(f"non-canonical dict at offset {start}: keys equal in Python")
-    return out, pos
-
-
-def _dec_set(data: bytes, pos: int) -> tuple[frozenset, int]:
-    start = pos - 1
-    n, pos = _read_uleb128(data, pos)
-    items, last = [], b""
-    for i in range(n):
-        x, end = _dec(data, pos, True)
-        if i and data[pos:end] < last:
-            raise ValueError(f"non-canonical set at offset {start}: items not in canonical order")
-        items.append(x)
-        last, pos = data[pos:end], end
-    try:
-        out = frozenset(items)
-    except TypeError as exc:
-        raise ValueError(f"non-canonical set at offset {start}: unhashable item") from exc
-    if len(out) != n:
-        raise ValueError(f"non-canonical set at offset {start}: items equal in Python")
-    return out, pos
 
 
 def decode(data: bytes) -> Any:
@@ -422,12 +360,22 @@ def decode(data: bytes) -> Any:
     frozensets, float32 as ``numpy.float32``, datetimes as aware UTC ``datetime``.
 
     Raises:
-        ValueError: the bytes are truncated, have trailing bytes, or are not canonical.
+        ValueError: the bytes are truncated, have trailing bytes, or are not canonical (e.g. a
+            non-minimal int, another NaN, dict keys out of order, keys that are equal in Python).
     """
     data = bytes(data)
-    value, pos = _dec(data, 0, False)
+    try:
+        value, pos = _dec(data, 0, False)
+    except (IndexError, struct.error) as exc:
+        raise ValueError(f"canonical bytes truncated ({len(data)} bytes)") from exc
+    except (TypeError, OverflowError, ArithmeticError) as exc:  # unhashable key, date range, bad Decimal
+        raise ValueError(f"invalid canonical bytes: {exc}") from exc
     if pos != len(data):
         raise ValueError(f"trailing bytes after the canonical value at offset {pos}")
+    again = encode(value)
+    if again != data:
+        at = next((i for i, (a, b) in enumerate(zip(again, data)) if a != b), min(len(again), len(data)))
+        raise ValueError(f"non-canonical bytes: they differ from the canonical encoding at offset {at}")
     return value
 
 
@@ -460,10 +408,10 @@ def _json_key(k: Any) -> str:
 def to_json(value: Any) -> Any:
     """A deterministic JSON-serialisable view of a value, for reports (lossy; not a second encoding).
 
-    Floats: NaN and +/-inf as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``. Bytes:
-    ``{"$bytes": text}`` when valid UTF-8, else ``{"$base64": ...}``. Dicts in canonical key order, with
-    non-str keys as their compact JSON text; lone surrogates in strings as ``\\udXXX`` text; sets as lists in canonical order; datetimes as ISO 8601 in
-    UTC; dates as ISO 8601; Decimals as strings.
+    Floats: NaN and +/-inf as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``. Strings as they
+    are, but lone surrogates as ``\\udXXX`` text. Bytes: ``{"$bytes": text}`` when valid UTF-8, else
+    ``{"$base64": ...}``. Dicts in canonical key order, with non-str keys as their compact JSON text; sets
+    as lists in canonical order; datetimes as ISO 8601 in UTC; dates as ISO 8601; Decimals as strings.
 
     Raises:
         TypeError: the value has a type the canonical encoding does not cover.

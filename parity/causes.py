@@ -458,6 +458,12 @@ def _numbers(v: Any) -> list[float] | None:
     return [float(v)] if _is_number(v) and math.isfinite(float(v)) else None
 
 
+def _has_float(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_has_float(v) for v in value)
+    return isinstance(value, (float, np.floating))
+
+
 def classify_transform(left: Any, right: Any, ctx: CauseContext,
                        tolerance_ok: ToleranceOk | None = None) -> Result:
     """`transform.feature_set`, `.analyzer`, `.numeric` or `.mapping`."""
@@ -486,7 +492,9 @@ def classify_transform(left: Any, right: Any, ctx: CauseContext,
     if ctx.analyzers_differ is True:
         return "transform.analyzer", (f"features {_names(beyond)} differ and the analyzer outputs differ: "
                                       "the sides analyzed different data or versions (see analyzers)")
-    if all(x is not None and y is not None and len(x) == len(y) for x, y in map(pairs.get, beyond)):
+    # Integer features are ids and buckets: a different integer is a mapping difference, not numerics.
+    if all(x is not None and y is not None and len(x) == len(y) and
+           (_has_float(left[f]) or _has_float(right[f])) for f, (x, y) in ((f, pairs[f]) for f in beyond)):
         deltas = {f: max((abs(a - b) for a, b in zip(*pairs[f])), default=0.0) for f in beyond}
         worst = max(beyond, key=deltas.__getitem__)  # the first (sorted) of the largest
         if deltas[worst] == 0:
@@ -498,8 +506,8 @@ def classify_transform(left: Any, right: Any, ctx: CauseContext,
         unknown = "" if ctx.analyzers_differ is False else "; analyzers not compared"
         return "transform.numeric", (f"features {_names(beyond)} differ numerically, max |delta| "
                                      f"{deltas[worst]:.6g} on {worst}{small}{unknown}")
-    first = next(f for f in beyond if pairs[f][0] is None or pairs[f][1] is None
-                 or len(pairs[f][0] or []) != len(pairs[f][1] or []))
+    first = next((f for f in beyond if pairs[f][0] is None or pairs[f][1] is None
+                  or len(pairs[f][0] or []) != len(pairs[f][1] or [])), beyond[0])
     return "transform.mapping", (f"features {_names(beyond)} differ ({first}: {_show(left[first], ctx)} on "
                                  f"{lname}, {_show(right[first], ctx)} on {rname}): the per-record logic "
                                  "differs (OOV handling, bucket rules, string mapping)")

@@ -194,10 +194,16 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
 
 
 def write_reports(report: dict[str, Any], out_dir: str) -> None:
+    """Writes every format; the Markdown and HTML name `out_dir` as given (relative stays relative) in their
+    `parity show` commands, so a fixed command line gives the same bytes."""
+    from parity.report import render_html, render_markdown
+
     os.makedirs(out_dir, exist_ok=True)
     for fmt, name in OUTPUT_FILES.items():
+        text = render_markdown(report, out_dir=out_dir) if fmt == "md" else \
+            render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
         with open(os.path.join(out_dir, name), "w", encoding="utf-8") as handle:
-            handle.write(RENDERERS[fmt](report))
+            handle.write(text)
 
 
 def _write_json(path: str, data: Any) -> None:

@@ -197,14 +197,22 @@ def test_encode_many_equals_encode_of_each_value():
 
 
 @pytest.mark.parametrize("data, reason", [
-    ("", "truncated"), ("4e4e", "trailing"), ("69020001", "minimal"), ("667ff8000000000001", "NaN"),
-    ("6402730162690101730161690102", "order"), ("650269010169010", "truncated"),
-    ("6502690101690101", "equal"),
-    ("6c8000", "uleb128"), ("7a", "unknown canonical tag 0x7a"), ("6d05312e304531", "Decimal"),
-    ("6d0178", "Decimal"), ("6d0331e001", "Decimal"), ("73029fff", "utf-8"),
+    ("", "truncated"), ("4e4e", "trailing"), ("690300", "truncated"), ("66000000", "truncated"),
+    ("69020001", "non-canonical"),                # 1 with a non-minimal length
+    ("667ff8000000000001", "non-canonical"),      # a NaN other than the canonical one
+    ("6402730162690101730161690102", "non-canonical"),  # dict keys out of order
+    ("6502690102690101", "non-canonical"),        # set items out of order
+    ("6502690101690101", "non-canonical"),        # a set with the same item twice
+    ("6c8000", "non-canonical"),                  # a list length as a non-minimal uleb128
+    ("640254690101690101690102", "non-canonical"),  # {True: 1, 1: 2} collapses in Python
+    ("6d05312e304531", "non-canonical"),          # Decimal("1.0E1") prints as "10"
+    ("6d0178", "invalid canonical bytes"), ("6d0331e001", "ascii"), ("73029fff", "utf-8"),
+    ("7a", "unknown canonical tag 0x7a"), ("64016400690101", "invalid canonical bytes"),  # a dict as a key
+    ("64016400", "truncated"),
+    ("747fffffffffffffff", "invalid canonical bytes"), ("447fffffffffffffff", "invalid canonical bytes"),
 ])
 def test_decode_rejects_bytes_that_are_not_canonical(data, reason):
-    raw = bytes.fromhex(data) if len(data) % 2 == 0 else bytes.fromhex(data + "0")[:-1]
+    raw = bytes.fromhex(data)
     with pytest.raises(ValueError, match=reason):
         decode(raw)
 

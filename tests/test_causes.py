@@ -461,3 +461,10 @@ def test_values_beyond_float_range_never_crash_a_classifier(stage: str) -> None:
         shard(v=1.5) if stage == "shard" else {"v": 1.5}
     cause, _ = classify(stage, left, right, CTX)
     assert cause.startswith(stage + ".")
+
+
+def test_a_different_bucket_index_is_a_mapping_difference_not_numerics():
+    from parity.causes import CauseContext, classify_transform
+
+    cause, _ = classify_transform({"bucket": 3, "fare": 1.5}, {"bucket": 4, "fare": 1.5}, CauseContext())
+    assert cause == "transform.mapping"

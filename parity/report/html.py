@@ -2,12 +2,15 @@
 
 The page has no scripts and fetches nothing: a Content-Security-Policy meta forbids both, and every data value
 goes through `_e()` because captured records can hold any string. Markup our own code produces is wrapped in
-`_Html` so table helpers know what is already safe; anything else they are given is escaped.
+`_Html` so table helpers know what is already safe; anything else they are given is escaped. The feature
+distributions are inline SVG drawn from the report's `histograms` numbers (parsed as floats and ints, so no
+report text reaches the drawing except escaped labels).
 """
 from __future__ import annotations
 
 import html
 import json
+import math
 import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -34,8 +37,19 @@ code,.value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fon
 .barcell{width:40%}.bar{height:.9em;background:#cf222e;min-width:0}.bar.zero{background:none}
 tr.differs td{background:#fff8c5}tr.differs td.field{font-weight:700}
 .missing{color:#6e7781;font-style:italic}.muted{color:#6e7781}
-.todo{border:1px dashed #bf8700;background:#fff8c5;padding:.5em 1em}
+.plots{display:flex;flex-wrap:wrap;gap:.8em;margin:.6em 0}
+figure.plot{margin:0;padding:.5em .6em;border:1px solid #d0d7de;border-radius:6px;width:344px}
+figure.plot figcaption{margin-bottom:.2em;overflow-wrap:anywhere}
+.plotlabel{font-size:.85em;color:#57606a;margin:.3em 0 0}
+.swatch{display:inline-block;width:.8em;height:.8em;margin:0 .25em 0 .6em;vertical-align:-.05em;border-radius:2px}
+.swatch.left{background:#0969da}.swatch.right{background:#e16f24}.swatch.delta{background:#8250df}
+svg.hist{display:block}svg.hist text{font:10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#57606a}
+svg.hist .axis{stroke:#8c959f;stroke-width:1}svg.hist .zero{stroke:#1f2328;stroke-width:1;stroke-dasharray:3 2}
 """
+
+_COLOURS = {"left": "#0969da", "right": "#e16f24", "delta": "#8250df"}
+_PLOT_WIDTH, _PLOT_HEIGHT, _PLOT_TOP, _PLOT_LEFT = 320, 80, 14, 10  # the bars' area inside each SVG
+_MAX_PLOTS = 24  # features plotted; a report with thousands of features must stay readable
 
 
 class _Html(str):
@@ -208,7 +222,7 @@ def _causes(causes: Sequence[Mapping[str, Any]]) -> str:
     return _section("causes", "Causes", _table(["stage", "cause", "records", "explanation"], rows))
 
 
-def _features(features: Sequence[Mapping[str, Any]]) -> str:
+def _features(features: Sequence[Mapping[str, Any]], sides: Mapping[str, Any], redacted: bool) -> str:
     if not features:
         return _section("features", "Features", "<p>No features.</p>")
     ordered = sorted(features, key=lambda f: (-(f.get("mismatched") or 0), -(f.get("within_tolerance") or 0),
@@ -219,11 +233,107 @@ def _features(features: Sequence[Mapping[str, Any]]) -> str:
     classes = ["differs" if f.get("mismatched") else "" for f in ordered]
     table = _table(["feature", "stage", "mismatched", "within tolerance", "max |delta|", "present on"], rows,
                    classes)
-    # TODO(issue 4): per-feature delta distributions (left vs right histograms, delta histograms) as inline
-    # SVG or data: images; until then the section says so instead of showing made-up plots.
-    todo = ('<div class="todo" id="distributions"><strong>TODO:</strong> delta-distribution plots per feature '
-            "are not rendered yet.</div>")
-    return _section("features", "Features", table + todo)
+    return _section("features", "Features", table + _distributions(ordered, sides, redacted))
+
+
+def _number(value: Any) -> float | None:
+    """A finite float from the report, or None (the plots read numbers only, never text)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _counts(value: Any, bins: int) -> list[int] | None:
+    if not isinstance(value, list) or len(value) != bins:
+        return None
+    try:
+        counts = [int(c) for c in value]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return counts if all(c >= 0 for c in counts) else None
+
+
+def _histogram_svg(edges: Sequence[float], series: Sequence[tuple[str, str, list[int]]], label: str,
+                   zero_line: bool = False) -> str:
+    """Bars of one or more count series on shared bins (side by side within a bin), with the range below.
+
+    `series` is (css colour key, name, counts); every number is formatted by this function, `label` escaped.
+    """
+    bins, width, height = len(edges) - 1, _PLOT_WIDTH, _PLOT_HEIGHT
+    top, left = _PLOT_TOP, _PLOT_LEFT
+    peak = max((c for _, _, counts in series for c in counts), default=0) or 1
+    slot = width / bins
+    bar = (slot - 2) / len(series)
+    parts = []
+    for i in range(bins):
+        for j, (colour, name, counts) in enumerate(series):
+            if not counts[i]:
+                continue
+            h = counts[i] / peak * height
+            tip = f"[{edges[i]:.6g}, {edges[i + 1]:.6g}{']' if i == bins - 1 else ')'}: {name} {counts[i]}"
+            parts.append(f'<rect x="{left + i * slot + 1 + j * bar:.1f}" y="{top + height - h:.1f}" '
+                         f'width="{bar:.1f}" height="{h:.1f}" fill="{_COLOURS[colour]}">'
+                         f"<title>{_e(tip)}</title></rect>")
+    lo, hi = edges[0], edges[-1]
+    if zero_line and lo < 0 < hi:
+        x = left + (0 - lo) / (hi - lo) * width
+        parts.append(f'<line class="zero" x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{top + height}"/>')
+    base = top + height
+    parts.append(f'<line class="axis" x1="{left}" y1="{base}" x2="{left + width}" y2="{base}"/>')
+    parts.append(f'<text x="{left}" y="{top - 4}">max {peak}</text>')
+    parts.append(f'<text x="{left}" y="{base + 12}">{_e(f"{lo:.6g}")}</text>')
+    parts.append(f'<text x="{left + width}" y="{base + 12}" text-anchor="end">{_e(f"{hi:.6g}")}</text>')
+    total_width, total_height = left * 2 + width, base + 16
+    return (f'<svg class="hist" width="{total_width}" height="{total_height}" '
+            f'viewBox="0 0 {total_width} {total_height}" role="img" aria-label="{_e(label)}">'
+            f'{"".join(parts)}</svg>')
+
+
+def _plot(feature: Mapping[str, Any], sides: Mapping[str, Any]) -> str:
+    """One feature's figure: left vs right values, then the deltas; "" when its histograms are malformed."""
+    hist = feature.get("histograms")
+    if not isinstance(hist, Mapping):
+        return ""
+    values, deltas = hist.get("values") or {}, hist.get("deltas") or {}
+    if not isinstance(values, Mapping) or not isinstance(deltas, Mapping):
+        return ""
+    edges = [_number(x) for x in values.get("edges") or []]
+    delta_edges = [_number(x) for x in deltas.get("edges") or []]
+    if len(edges) < 2 or len(delta_edges) < 2 or None in edges or None in delta_edges:
+        return ""
+    left, right = _counts(values.get("left"), len(edges) - 1), _counts(values.get("right"), len(edges) - 1)
+    counts = _counts(deltas.get("counts"), len(delta_edges) - 1)
+    if left is None or right is None or counts is None:
+        return ""
+    name = str(feature.get("name"))
+    lname, rname = str(sides.get("left", "left")), str(sides.get("right", "right"))
+    value_svg = _histogram_svg(edges, [("left", f"left ({lname})", left), ("right", f"right ({rname})", right)],
+                               f"{name}: values, left ({lname}) vs right ({rname})")
+    delta_svg = _histogram_svg(delta_edges, [("delta", "right - left", counts)],
+                               f"{name}: deltas, right ({rname}) minus left ({lname})", zero_line=True)
+    return (f'<figure class="plot"><figcaption><code>{_e(name)}</code> '
+            f'<span class="muted">{_e(sum(left))} differing pairs</span></figcaption>'
+            f'<p class="plotlabel">values<span class="swatch left"></span>left ({_e(lname)})'
+            f'<span class="swatch right"></span>right ({_e(rname)})</p>{value_svg}'
+            f'<p class="plotlabel">deltas<span class="swatch delta"></span>right - left</p>{delta_svg}</figure>')
+
+
+def _distributions(features: Sequence[Mapping[str, Any]], sides: Mapping[str, Any], redacted: bool) -> str:
+    if redacted:
+        return ('<p class="muted" id="distributions">Distributions are left out of a redacted report (they '
+                "are drawn from raw values).</p>")
+    plots = [p for p in (_plot(f, sides) for f in features) if p]
+    if not plots:
+        return ('<p class="muted" id="distributions">No distributions to plot: no feature has two or more '
+                "numeric differing pairs.</p>")
+    more = len(plots) - _MAX_PLOTS
+    note = (f'<p class="muted">{more} more features have distributions in report.json.</p>' if more > 0 else "")
+    return ('<div id="distributions"><h3>Distributions of the differing pairs</h3><p>Per numeric feature, '
+            "over the pairs whose values differ: the values of both sides on shared bins, and the deltas "
+            "(right - left) with a dashed line at zero. Hover a bar for its bin and count.</p>"
+            f'<div class="plots">{"".join(plots[:_MAX_PLOTS])}</div>{note}</div>')
 
 
 def _location(example: Mapping[str, Any]) -> str:
@@ -311,7 +421,8 @@ def render_html(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str:
               f'{_e(report.get("encoding", ""))}{", redacted" if report.get("redacted") else ""}</p></footer>')
     body = "".join([
         _verdict(report), _funnel(report), _causes(report.get("causes", [])),
-        _features(report.get("features", [])), _examples(report, out_dir), _analyzers(report.get("analyzers", [])),
+        _features(report.get("features", []), sides, bool(report.get("redacted"))), _examples(report, out_dir),
+        _analyzers(report.get("analyzers", [])),
         _environment(report.get("environment", {}), sides), _records(report.get("records", {})),
         _unpaired(report), _reproduce(report, out_dir), footer])
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -6,8 +6,12 @@ on the runner, the wall clock or absolute paths, so the same inputs give byte-id
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections import Counter
 from typing import Any, Mapping
+
+import numpy as np
 
 from parity import canonical
 from parity.causes import CauseContext, classify, explain
@@ -15,6 +19,7 @@ from parity.config import STAGES, ToleranceSpec
 from parity.diff import DiffOutcome, PairOutcome
 
 FORMAT = "parity.report/1"
+HISTOGRAM_BINS = 20
 
 
 def _json_value(value: Any, redact: bool) -> Any:
@@ -100,9 +105,9 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         "stages": stages,
         "first_divergence": first,
         "causes": causes,
-        "features": _features(outcome, feature_names),
+        "features": _features(outcome, feature_names, redact),
         "examples": example_list,
-        "analyzers": analyzers or [],
+        "analyzers": [_redacted_analyzer(a) for a in analyzers or []] if redact else analyzers or [],
         "environment": {"left": dict(sorted(env_left.items())), "right": dict(sorted(env_right.items())),
                         "differences": differences},
         "name": name,
@@ -116,6 +121,26 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     }
 
 
+_COUNTED = re.compile(r"^(?:\d+ tokens, same order|\d+ values?, equal|\d+ vs \d+ values|"
+                      r"exported by the (?:left|right) side only)$")
+_TOKEN_COUNTS = re.compile(r"^(\d+ vs \d+ tokens|same \d+ tokens in a different order)")
+_WHERE = re.compile(r" at index \d+ \(\d+ of \d+ differ\)$")
+
+
+def _redacted_analyzer(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An analyzer comparison with counts only: vocabulary tokens and constants are values of the data."""
+    detail = str(entry.get("detail", ""))
+    if not _COUNTED.match(detail):
+        counts, where = _TOKEN_COUNTS.match(detail), _WHERE.search(detail)
+        if counts:
+            detail = f"{counts.group(1)} (tokens redacted)"
+        elif where:
+            detail = f"values differ{where.group(0)} (values redacted)"
+        else:
+            detail = "differ (values redacted)" if not entry.get("equal") else "equal (values redacted)"
+    return {**entry, "detail": detail}
+
+
 def _unpaired(key_text: str, redact: bool) -> Any:
     if redact:
         from parity.fingerprint import fingerprint
@@ -124,7 +149,8 @@ def _unpaired(key_text: str, redact: bool) -> Any:
     return json.loads(key_text)
 
 
-def _features(outcome: DiffOutcome, feature_names: tuple[list[str], list[str]]) -> list[dict]:
+def _features(outcome: DiffOutcome, feature_names: tuple[list[str], list[str]],
+              redact: bool = False) -> list[dict]:
     stats: dict[str, dict[str, Any]] = {}
     for m in outcome.mismatches:
         for name, (ok, delta) in m.feature_deltas.items():
@@ -134,15 +160,112 @@ def _features(outcome: DiffOutcome, feature_names: tuple[list[str], list[str]]) 
                 entry["max_abs_delta"] = delta
     left_names, right_names = set(feature_names[0]), set(feature_names[1])
     names = set(stats) | left_names | right_names
+    pairs = {} if redact else _numeric_pairs(outcome)
     features = []
     for name in sorted(names):
         entry = stats.get(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
         presence = "both" if (name in left_names) == (name in right_names) else \
             "left" if name in left_names else "right"
-        features.append({"name": name, "stage": "transform", "mismatched": entry["mismatched"],
-                         "within_tolerance": entry["within_tolerance"], "max_abs_delta": entry["max_abs_delta"],
-                         "presence": presence})
+        feature = {"name": name, "stage": "transform", "mismatched": entry["mismatched"],
+                   "within_tolerance": entry["within_tolerance"], "max_abs_delta": entry["max_abs_delta"],
+                   "presence": presence}
+        if not redact:  # histograms are built from raw values: a redacted report has none
+            feature["histograms"] = histograms(pairs.get(name, []))
+        features.append(feature)
     return features
+
+
+def _numbers(value: Any) -> list[float] | None:
+    """The finite numbers of a numeric scalar or (nested) list, in order; None for anything else."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        parts = [_numbers(item) for item in value]
+        return None if any(p is None for p in parts) else [x for p in parts for x in p or ()]
+    if isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range
+        return None
+    return [number] if math.isfinite(number) else None
+
+
+def _numeric_pairs(outcome: DiffOutcome) -> dict[str, list[tuple[float, float]]]:
+    """Per feature, the (left, right) numbers of the pairs whose transform values differ in that feature.
+
+    A list feature contributes one pair per element when both sides hold as many finite numbers.
+    """
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for m in outcome.mismatches:
+        left, right = m.left.get("transform"), m.right.get("transform")
+        if not isinstance(left, dict) or not isinstance(right, dict):
+            continue
+        for name in m.feature_deltas:
+            if name not in left or name not in right:
+                continue
+            a, b = _numbers(left[name]), _numbers(right[name])
+            if a is not None and b is not None and len(a) == len(b):
+                pairs.setdefault(name, []).extend(zip(a, b))
+    return pairs
+
+
+def _edge(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+_MAX_FLOAT = 1.7976931348623157e308
+
+
+def _range(values: list[float]) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    return (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+
+
+def _position(v: float, lo: float, hi: float) -> float:
+    """Where `v` lies in [lo, hi], 0..1 (halved operands when the width overflows a float)."""
+    width = hi - lo
+    if width == 0:  # values so large that +-0.5 did not widen them
+        return 0.0
+    if math.isfinite(width):
+        return (v - lo) / width
+    return (v / 2 - lo / 2) / (hi / 2 - lo / 2)
+
+
+def _histogram(values: list[float], lo: float, hi: float) -> list[int]:
+    """Counts of `values` in HISTOGRAM_BINS equal-width bins over [lo, hi] (the last bin closed)."""
+    counts = [0] * HISTOGRAM_BINS
+    for v in values:
+        index = int(_position(v, lo, hi) * HISTOGRAM_BINS)
+        counts[min(max(index, 0), HISTOGRAM_BINS - 1)] += 1
+    return counts
+
+
+def _edges(lo: float, hi: float) -> list[float]:
+    step = (hi - lo) / HISTOGRAM_BINS
+    if not math.isfinite(step):
+        step = hi / HISTOGRAM_BINS - lo / HISTOGRAM_BINS
+    return [_edge(lo + i * step) for i in range(HISTOGRAM_BINS)] + [_edge(hi)]
+
+
+def histograms(pairs: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """Left vs right values on shared bins, and the deltas (right - left); None under two pairs.
+
+    HISTOGRAM_BINS equal-width bins between the minimum and the maximum (a single value is widened by
+    +-0.5); the edges are rounded to 6 significant digits, the counts use the exact edges. Deterministic.
+    """
+    if len(pairs) < 2:
+        return None
+    left = [a for a, _ in pairs]
+    right = [b for _, b in pairs]
+    deltas = [min(max(b - a, -_MAX_FLOAT), _MAX_FLOAT) for a, b in pairs]  # an overflow is clamped
+    lo, hi = _range(left + right)
+    dlo, dhi = _range(deltas)
+    return {"values": {"edges": _edges(lo, hi), "left": _histogram(left, lo, hi),
+                       "right": _histogram(right, lo, hi)},
+            "deltas": {"edges": _edges(dlo, dhi), "counts": _histogram(deltas, dlo, dhi)}}
 
 
 def _check_accounting(records: dict) -> None:

@@ -1,0 +1,116 @@
+"""The scenario suite: every folder of fixtures/scenarios with a parity.yaml is replayed end to end.
+
+Each scenario plants one divergence from the catalogue (or none, for the clean pairs) and carries an
+`expected.py` oracle that derives the verdict, the first divergent stage, the diverged count and the cause
+from the raw records in plain Python, independently of parity's code.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+import parity
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIOS_DIR = os.path.join(ROOT, "fixtures", "scenarios")
+STAGES = ("input", "window", "shard", "coder", "seed", "transform")
+CATALOGUE_ID = re.compile(r"\b[WGCRTE]\d{1,2}\b")
+
+
+def _scenario_names() -> list[str]:
+    return sorted(name for name in os.listdir(SCENARIOS_DIR)
+                  if os.path.isfile(os.path.join(SCENARIOS_DIR, name, "parity.yaml")))
+
+
+SCENARIOS = _scenario_names()
+
+
+def _raw_records(name: str) -> list[dict]:
+    """The raw records of the scenario's top-level capture, as plain `json.loads` values."""
+    config_path = os.path.join(SCENARIOS_DIR, name, "parity.yaml")
+    with open(config_path, encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)
+    pattern = os.path.join(SCENARIOS_DIR, name, config["capture"]["path"])
+    records = []
+    for path in sorted(glob.glob(pattern)):
+        with open(path, encoding="utf-8") as handle:
+            records.extend(json.loads(line) for line in handle if line.strip())
+    assert records, f"{name}: no records at {pattern}"
+    return records
+
+
+def _oracle(name: str) -> dict:
+    path = os.path.join(SCENARIOS_DIR, name, "expected.py")
+    spec = importlib.util.spec_from_file_location(f"_scenario_expected_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.expected(_raw_records(name))
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_parity_reports_what_the_scenario_oracle_derives_from_the_raw_records(name, tmp_path):
+    want = _oracle(name)
+    report = parity.check(os.path.join(SCENARIOS_DIR, name, "parity.yaml"), out_dir=str(tmp_path))
+    first = report["first_divergence"]
+    got = {
+        "verdict": report["verdict"],
+        "first_stage": first["stage"] if first else None,
+        "diverged": report["records"]["diverged"],
+    }
+    assert got == {k: want[k] for k in ("verdict", "first_stage", "diverged")}, \
+        f"{name}: parity says {got}, the oracle {want}; first_divergence={first}"
+    if want.get("cause") is not None:
+        assert first["cause"] == want["cause"], f"{name}: cause {first['cause']!r}, expected {want['cause']!r}"
+    for field in ("left_only", "right_only", "within_tolerance"):
+        if field in want:
+            assert report["records"][field] == want[field], f"{name}: records.{field}"
+    if "stages_first_diverged" in want:
+        got_stages = {s["name"]: s["first_diverged"] for s in report["stages"] if s["first_diverged"]}
+        want_stages = {s: n for s, n in want["stages_first_diverged"].items() if n}
+        assert got_stages == want_stages, f"{name}: first_diverged per stage"
+    if "causes" in want:
+        got_causes = {c["cause"]: c["records"] for c in report["causes"]}
+        assert got_causes == {c: n for c, n in want["causes"].items() if n}, f"{name}: causes"
+
+
+def test_every_scenario_has_a_readme_naming_its_catalogue_mechanism_stage_and_cause():
+    for name in SCENARIOS:
+        path = os.path.join(SCENARIOS_DIR, name, "README.md")
+        assert os.path.isfile(path), f"{name}: no README.md"
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        assert CATALOGUE_ID.search(text), f"{name}: README.md names no catalogue mechanism id"
+        want = _oracle(name)
+        if want["first_stage"] is None:
+            assert "parity" in text, f"{name}: README.md of a clean scenario should say it expects parity"
+        else:
+            assert f"`{want['first_stage']}`" in text, f"{name}: README.md does not name its stage"
+        if want.get("cause"):
+            assert want["cause"] in text, f"{name}: README.md does not name its cause"
+
+
+def test_scenarios_cover_every_stage_at_least_twice_and_input_at_least_once():
+    assert len(SCENARIOS) >= 12
+    stages = [_oracle(name)["first_stage"] for name in SCENARIOS]
+    counts = {stage: stages.count(stage) for stage in STAGES}
+    assert counts["input"] >= 1, counts
+    assert all(counts[stage] >= 2 for stage in STAGES if stage != "input"), counts
+    assert None in stages, "no clean (parity) scenario"
+
+
+def test_scenario_helper_modules_have_unique_names():
+    seen: dict[str, str] = {}
+    for name in SCENARIOS:
+        for path in glob.glob(os.path.join(SCENARIOS_DIR, name, "*.py")):
+            module = os.path.basename(path)[:-3]
+            if module == "expected":
+                continue
+            assert module not in seen, f"module {module} in both {seen[module]} and {name}"
+            seen[module] = name
