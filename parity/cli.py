@@ -148,7 +148,10 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             raise InputError(f"{args.report_json}: cannot read a report.json: {exc}") from exc
         if not isinstance(report, dict) or report.get("format") != "parity.report/1":
             raise InputError(f"{args.report_json}: not a parity report (format parity.report/1)")
-        text = RENDERERS[args.format](report)
+        if args.format in ("md", "html"):  # name the report's own folder in `parity show` commands
+            text = RENDERERS[args.format](report, out_dir=os.path.dirname(args.report_json) or ".")
+        else:
+            text = RENDERERS[args.format](report)
         if args.out:
             with open(args.out, "w", encoding="utf-8") as handle:
                 handle.write(text)

@@ -228,12 +228,17 @@ def _features(features: Sequence[Mapping[str, Any]], sides: Mapping[str, Any], r
     ordered = sorted(features, key=lambda f: (-(f.get("mismatched") or 0), -(f.get("within_tolerance") or 0),
                                               str(f.get("name"))))
     rows = [[_code(f.get("name")), f.get("stage", ""), _num(f.get("mismatched")),
-             _num(f.get("within_tolerance")), _num(f.get("max_abs_delta")), f.get("presence", "")]
+             _num(f.get("within_tolerance")), _num(_short(f.get("max_abs_delta"))), f.get("presence", "")]
             for f in ordered]
     classes = ["differs" if f.get("mismatched") else "" for f in ordered]
     table = _table(["feature", "stage", "mismatched", "within tolerance", "max |delta|", "present on"], rows,
                    classes)
     return _section("features", "Features", table + _distributions(ordered, sides, redacted))
+
+
+def _short(value: Any) -> Any:
+    """A float shown to 6 significant digits (report.json keeps the exact value); anything else as is."""
+    return f"{value:.6g}" if isinstance(value, float) else value
 
 
 def _number(value: Any) -> float | None:
@@ -271,7 +276,7 @@ def _histogram_svg(edges: Sequence[float], series: Sequence[tuple[str, str, list
         for j, (colour, name, counts) in enumerate(series):
             if not counts[i]:
                 continue
-            h = counts[i] / peak * height
+            h = max(counts[i] / peak * height, 1.5)  # a bin of one record stays visible
             tip = f"[{edges[i]:.6g}, {edges[i + 1]:.6g}{']' if i == bins - 1 else ')'}: {name} {counts[i]}"
             parts.append(f'<rect x="{left + i * slot + 1 + j * bar:.1f}" y="{top + height - h:.1f}" '
                          f'width="{bar:.1f}" height="{h:.1f}" fill="{_COLOURS[colour]}">'

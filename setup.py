@@ -1,0 +1,36 @@
+"""Packaging for parity. `make setup` (scripts/setup.sh) installs it into the project's .venv."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+# apache-beam: no Flink job-server jar of any Beam version >= 2.53 is served by the Maven Central we reach, so the
+# SDK stays at the newest release; scripts/fetch_flink_jar.sh assembles a job server from parts (docs/flink-jar.md).
+BEAM_VERSION = "2.77.0"
+_README = Path(__file__).resolve().parent / "README.md"
+
+setup(
+    name="parity",
+    version="0.1.0",
+    description="Per-stage parity checks between an offline and a production Beam / tensorflow-transform pipeline",
+    long_description=_README.read_text(encoding="utf-8") if _README.exists() else "",
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["parity", "parity.*"]),
+    include_package_data=True,
+    python_requires=">=3.11",
+    install_requires=[
+        f"apache-beam[gcp]=={BEAM_VERSION}",
+        "tensorflow-transform==1.21.0",
+        # What tensorflow-transform 1.21 pulls, pinned to the same release line so that pip does not backtrack.
+        "tensorflow==2.21.*",
+        "tfx-bsl==1.21.*",
+        "tensorflow-metadata==1.21.*",
+        "pyarrow",
+        "xxhash>=3",
+        "PyYAML>=6",
+        "fastavro",
+    ],
+    extras_require={
+        "test": ["pytest", "hypothesis"],
+    },
+    entry_points={"console_scripts": ["parity=parity.cli:main"]},
+)
