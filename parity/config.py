@@ -22,6 +22,7 @@ TIME_UNITS = ("s", "ms", "us", "ns", "iso8601")
 WINDOW_TYPES = ("fixed", "sliding", "session", "global")
 SHARD_HASHES = ("xxh3", "crc32", "md5", "python")
 AGGREGATE_OPS = ("count", "sum", "mean", "min", "max", "distinct_count")
+AGGREGATE_COMBINES = ("exact", "sequential")
 CODER_TYPES = ("json", "tfexample", "avro", "pickle", "arrow")
 SEED_OPS = ("sample", "split")
 SEED_HASHES = ("xxh3", "md5", "crc32", "python")
@@ -99,6 +100,7 @@ class AggregateSpec:
     name: str
     op: str
     field: str | None
+    combine: str = "exact"  # exact | sequential (float sum/mean in event-time order, like a streaming combiner)
 
 
 @dataclass(frozen=True)
@@ -457,13 +459,17 @@ def _shard(ctx: _Ctx, body: Any, path: str) -> ShardSpec | None:
                                              f"got {_show(raw_aggs)}")
     for agg_name, agg in raw_aggs.items():
         agg_path = f"{path}.aggregates.{agg_name}"
-        agg = ctx.mapping(agg, agg_path, ("op", "field"))
+        agg = ctx.mapping(agg, agg_path, ("op", "field", "combine"))
         op = ctx.choice(agg.get("op"), f"{agg_path}.op", AGGREGATE_OPS, "aggregate op")
         fld = agg.get("field")
         if op != "count" and fld is None:
             raise ctx.fail(f"{agg_path}.field", f"missing; op '{op}' needs the field it aggregates")
+        combine = ctx.choice(agg.get("combine", "exact"), f"{agg_path}.combine", AGGREGATE_COMBINES, "combine")
+        if combine == "sequential" and op not in ("sum", "mean"):
+            raise ctx.fail(f"{agg_path}.combine", f"'sequential' applies to sum and mean, not '{op}'")
         aggregates.append(AggregateSpec(str(agg_name), op,
-                                        ctx.string(fld, f"{agg_path}.field") if fld is not None else None))
+                                        ctx.string(fld, f"{agg_path}.field") if fld is not None else None,
+                                        combine))
     return ShardSpec(
         key_fields=key_fields, key_function=key_fn,
         count=ctx.integer(body.get("count", 1), f"{path}.count", minimum=1),

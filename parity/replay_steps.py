@@ -144,7 +144,7 @@ def aggregate_partials(batch: Batch, side: SideConfig, late: dict, merges: dict)
     for rec in batch[1]:
         kept, _ = final_windows(rec, late, merges)
         for win in kept:
-            aggregator.add((win, rec.group_bytes), rec.record)
+            aggregator.add((win, rec.group_bytes), rec.record, (rec.timestamp_us or 0, rec.input_fp))
     yield from aggregator.groups.items()
 
 

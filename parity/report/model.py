@@ -2,6 +2,11 @@
 
 Keys are inserted in CONTRACT section 5 order; additions come after the required fields. Nothing here depends
 on the runner, the wall clock or absolute paths, so the same inputs give byte-identical reports.
+
+Redaction (`report.redact`) leaves field names, hashes and counts: keys and example values become
+fingerprints, analyzer details keep their counts only, features carry no `histograms` and a null
+`max_abs_delta`, and a |delta| in an explanation is shown as its power of ten. A delta can be a raw value
+(a sum that lost one member differs by that member's value), so deltas are not kept exactly.
 """
 from __future__ import annotations
 
@@ -51,6 +56,8 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                 cause = "seed.nondeterministic"
                 explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
                                f"baseline): this difference is nondeterminism, not the other side")
+            if redact:
+                explanation = _DELTA.sub(lambda match: f"|delta| {_magnitude(match.group(1))}", explanation)
             causes_of.append((m.first_stage, cause, explanation))
         else:
             causes_of.append((m.first_stage, "", ""))
@@ -121,6 +128,17 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     }
 
 
+_DELTA = re.compile(r"\|delta\| ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def _magnitude(text: str) -> str:
+    """A delta as the power of ten at or above it: '67.87' -> '<= 1e+02' (the exact value can be raw data)."""
+    value = abs(float(text))
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else text
+    return f"<= 1e{math.ceil(math.log10(value)):+03d}"
+
+
 _COUNTED = re.compile(r"^(?:\d+ tokens, same order|\d+ values?, equal|\d+ vs \d+ values|"
                       r"exported by the (?:left|right) side only)$")
 _TOKEN_COUNTS = re.compile(r"^(\d+ vs \d+ tokens|same \d+ tokens in a different order)")
@@ -167,8 +185,8 @@ def _features(outcome: DiffOutcome, feature_names: tuple[list[str], list[str]],
         presence = "both" if (name in left_names) == (name in right_names) else \
             "left" if name in left_names else "right"
         feature = {"name": name, "stage": "transform", "mismatched": entry["mismatched"],
-                   "within_tolerance": entry["within_tolerance"], "max_abs_delta": entry["max_abs_delta"],
-                   "presence": presence}
+                   "within_tolerance": entry["within_tolerance"],
+                   "max_abs_delta": None if redact else entry["max_abs_delta"], "presence": presence}
         if not redact:  # histograms are built from raw values: a redacted report has none
             feature["histograms"] = histograms(pairs.get(name, []))
         features.append(feature)
