@@ -93,6 +93,9 @@ def _quiet_libraries() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries()
+    from parity import progress
+
+    progress.enable_for_cli()
     own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(own)

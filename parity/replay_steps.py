@@ -10,7 +10,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 
-from parity import canonical
+from parity import canonical, progress
 from parity.capture import detect_format, read_file
 from parity.config import STAGES, SideConfig
 from parity.errors import UserCodeError
@@ -65,6 +65,7 @@ class ReadBatchesFn(beam.DoFn):
                     quarantined.append(_quarantine_entry(location, problem, repr(record)))
                 else:
                     recs.append(rec)
+            progress.records_read(side.name, len(read.records) + len(read.quarantined))
             if self._reorder:
                 recs.reverse()
             if quarantined:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical
+from parity import analyzers, canonical, progress
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import compare
@@ -30,6 +30,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest."""
     side = config.side(side_name)
     saved_dir = _saved_dir(config, side, out_dir, transform_from)
+    progress.event("replay_start", side=side.name, runner=runner)
     prepare_out_dir(out_dir)
     started = time.monotonic()
     pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
@@ -54,6 +55,8 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     if graph_dir:
         analyzers.write(out_dir, analyzers.extract(graph_dir))
     _write_json(os.path.join(out_dir, "timings.json"), {"replay_seconds": round(time.monotonic() - started, 3)})
+    progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
+                   quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
     return manifest
 
 
@@ -190,6 +193,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
         environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
         feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
     write_reports(report, out_dir)
+    progress.event("diff_done", paired=report["records"]["paired"], diverged=report["records"]["diverged"])
     return report
 
 
