@@ -63,6 +63,8 @@ class CaptureSpec:
     key: tuple[str, ...] | None
     schema: tuple[tuple[str, FieldType], ...] | None
     tz: str = "UTC"
+    max_quarantined: float = 0.01      # a side stops (exit 2) when more than this share is quarantined
+    max_record_bytes: int = 16 << 20   # a record whose canonical form is larger is quarantined
 
     @property
     def schema_dict(self) -> dict[str, FieldType] | None:
@@ -326,7 +328,7 @@ def load_config(path: str | os.PathLike) -> Config:
                   report=_report(ctx, doc.get("report")))
 
 
-_CAPTURE_KEYS = ("path", "format", "key", "schema", "tz")
+_CAPTURE_KEYS = ("path", "format", "key", "schema", "tz", "max_quarantined", "max_record_bytes")
 _SIDE_KEYS = ("capture", "timestamp", "window", "shard", "coder", "seed", "transform")
 
 
@@ -354,7 +356,11 @@ def _capture(ctx: _Ctx, top: dict | None, override: Any, path: str) -> CaptureSp
                 raise ctx.fail(f"{where}.schema.{field_name}", str(exc)) from exc
         schema = tuple(parse_schema({str(k): str(v) for k, v in raw.items()}).items())
     tz = ctx.string(merged.get("tz", "UTC"), f"{where}.tz")
-    return CaptureSpec(path=cap_path, format=fmt, key=key, schema=schema, tz=tz)
+    max_quarantined = ctx.number(merged.get("max_quarantined", 0.01), f"{where}.max_quarantined", 0.0, 1.0)
+    max_record_bytes = ctx.integer(merged.get("max_record_bytes", 16 << 20), f"{where}.max_record_bytes",
+                                   minimum=1)
+    return CaptureSpec(path=cap_path, format=fmt, key=key, schema=schema, tz=tz,
+                       max_quarantined=max_quarantined, max_record_bytes=max_record_bytes)
 
 
 def _side(ctx: _Ctx, name: str, body: Any, top_capture: dict | None) -> SideConfig:

@@ -76,6 +76,9 @@ class ReadBatchesFn(beam.DoFn):
     def _rec(self, rid: tuple[int, int], location: str, record: dict) -> tuple[Rec | None, str | None]:
         side = self._side
         data = canonical.encode(record)
+        if len(data) > side.capture.max_record_bytes:
+            return None, (f"record too large: {len(data)} bytes above capture.max_record_bytes "
+                          f"{side.capture.max_record_bytes}")
         input_fp = xxhash.xxh3_64_intdigest(data)
         key_fields = side.capture.key
         if key_fields:

@@ -50,6 +50,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     key = list(side.capture.key) if side.capture.key else "input"
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
                                   "environment": environment_manifest(), "runner": runner})
+    _check_quarantine_share(side, out_dir, manifest)
     graph_dir = os.path.join(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
         side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
     if graph_dir:
@@ -58,6 +59,24 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
     return manifest
+
+
+def _check_quarantine_share(side: SideConfig, out_dir: str, manifest: dict[str, Any]) -> None:
+    """Stops the run (exit 2) when too much of a side's capture could not be read."""
+    from parity.errors import InputError
+
+    records = manifest["records"]
+    if not records["read"]:
+        raise InputError(f"side '{side.name}': the capture {side.capture.path!r} holds no records")
+    share = records["quarantined"] / records["read"]
+    if share > side.capture.max_quarantined:
+        reasons = ", ".join(f"{k} ({v})" for k, v in sorted(manifest["quarantine_reasons"].items(),
+                                                          key=lambda kv: (-kv[1], kv[0]))[:3])
+        raise InputError(
+            f"side '{side.name}': {records['quarantined']} of {records['read']} records ({share:.1%}) were "
+            f"quarantined, above capture.max_quarantined {side.capture.max_quarantined:g}; most common: "
+            f"{reasons}; each is listed with its location in {os.path.join(out_dir, 'quarantine.jsonl')}. "
+            f"Fix the capture or the schema, or raise capture.max_quarantined")
 
 
 def _saved_dir(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> str | None:

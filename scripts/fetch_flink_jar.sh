@@ -59,6 +59,14 @@ for minor in 1.20 1.19; do
     exit 0
   fi
 done
+# An assembled job server from an earlier run for the same pinned Beam version: nothing to do.
+assembled_jar="$JAR_DIR/beam-runners-flink-$ASSEMBLE_FLINK_MINOR-job-server-$ASSEMBLE_RUNNER_VERSION-assembled.jar"
+if [ -s "$assembled_jar" ] && [ -f "${assembled_jar%.jar}-lib/.complete" ] \
+   && grep -qx "beam_python_version=$BEAM_VERSION" "$JAR_DIR/flink-job-server.properties" 2>/dev/null; then
+  log "already present: $assembled_jar"
+  echo "$assembled_jar"
+  exit 0
+fi
 for minor in 1.20 1.19; do
   artifact="org.apache.beam:beam-runners-flink-$minor-job-server:$BEAM_VERSION:jar"
   log "trying $artifact"

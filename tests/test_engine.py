@@ -26,7 +26,8 @@ OFFSET = 0
 CONFIG = '''
 version: 1
 name: engine-test
-capture: {{path: capture.jsonl, key: [id], schema: {{id: int64, t: int64, arr: int64, fare: float64, zone: string}}}}
+capture: {{path: capture.jsonl, key: [id], max_quarantined: 0.1,
+           schema: {{id: int64, t: int64, arr: int64, fare: float64, zone: string}}}}
 sides:
   offline:
     capture: {{path: {left_capture}}}
@@ -209,3 +210,23 @@ def test_a_transform_that_raises_names_the_record_and_exits_two(tmp_path, capsys
     assert main(["check", config, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert str(2**55 + 7) in err and "ValueError: bad fare" in err
+
+
+def test_a_side_with_more_quarantined_records_than_allowed_stops_with_exit_two(tmp_path, capsys):
+    config = _write_pair(tmp_path, records=_records(20), extra_lines=["{broken"] * 3, module="engine_features_q")
+    assert main(["check", config, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "3 of 23 records (13.0%) were quarantined, above capture.max_quarantined 0.1" in err
+    assert "invalid JSON (3)" in err and "quarantine.jsonl" in err
+
+
+def test_a_record_above_the_size_limit_is_quarantined_not_dropped(tmp_path):
+    records = _records(30)
+    records[4]["zone"] = "x" * 5000
+    config = _write_pair(tmp_path, records=records, module="engine_features_big")
+    text = open(config).read().replace("max_quarantined: 0.1,", "max_quarantined: 0.1, max_record_bytes: 1000,")
+    open(config, "w").write(text)
+    report = parity.check(config, out_dir=str(tmp_path / "out"))
+    assert report["records"]["quarantined"] == {"left": 1, "right": 1}
+    assert report["records"]["quarantine_reasons"]["left"] == {"record too large": 1}
+    assert _accounting_holds(report)
