@@ -7,8 +7,26 @@ from typing import Sequence
 
 from parity.errors import RunnerError
 
-FLINK_VERSION = "1.20"
+FLINK_VERSION = "1.19"  # the Flink minor of the job server scripts/fetch_flink_jar.sh assembles
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_JARS = os.path.join(_REPO_ROOT, "vendor", "jars")
+
+
+def jar_properties() -> dict[str, str]:
+    """vendor/jars/flink-job-server.properties: which jar, which Flink minor, which Beam versions."""
+    path = os.path.join(_JARS, "flink-job-server.properties")
+    props: dict[str, str] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if "=" in line and not line.lstrip().startswith("#"):
+                    key, value = line.split("=", 1)
+                    props[key.strip()] = value.strip()
+    return props
+
+
+def flink_version() -> str:
+    return jar_properties().get("flink_version", FLINK_VERSION)
 
 
 def job_server_jar() -> str:
@@ -18,7 +36,10 @@ def job_server_jar() -> str:
         if not os.path.isfile(explicit):
             raise RunnerError(f"PARITY_FLINK_JAR={explicit} does not exist; run scripts/fetch_flink_jar.sh")
         return explicit
-    found = sorted(glob.glob(os.path.join(_REPO_ROOT, "vendor", "jars", "beam-runners-flink-*-job-server-*.jar")))
+    named = jar_properties().get("jar")
+    if named and os.path.isfile(os.path.join(_JARS, named)):
+        return os.path.join(_JARS, named)
+    found = sorted(glob.glob(os.path.join(_JARS, "beam-runners-flink-*-job-server-*.jar")))
     if not found:
         raise RunnerError("no Flink job-server jar found under vendor/jars; run scripts/fetch_flink_jar.sh "
                           "(or make setup) to fetch it through Maven, or set PARITY_FLINK_JAR")
@@ -38,7 +59,7 @@ def flink_defaults(args: Sequence[str]) -> list[str]:
         if not _has(args, "--flink_job_server_jar"):
             args.append(f"--flink_job_server_jar={job_server_jar()}")
     if not _has(args, "--flink_version"):
-        args.append(f"--flink_version={FLINK_VERSION}")
+        args.append(f"--flink_version={flink_version()}")
     if not _has(args, "--environment_type"):
         args.append("--environment_type=LOOPBACK")
     if not _has(args, "--parallelism"):
