@@ -19,6 +19,7 @@ demo: setup
 
 # pytest exits 5 when it collected no test: that fails like any other non-zero exit.
 test: setup
+	bash scripts/install_chromium.sh >&2   # the HTML report's browser test needs Debian's chromium
 	mkdir -p test-results
 	$(PYTHON) -m pytest -q -p no:cacheprovider --junitxml=test-results/junit.xml tests
 

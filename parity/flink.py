@@ -1,15 +1,39 @@
-"""FlinkRunner defaults so that `--runner FlinkRunner` alone runs on an embedded Flink with the bundled jar."""
+"""FlinkRunner defaults so that `--runner FlinkRunner` alone runs on an embedded Flink with the bundled jar.
+
+Unless the user names a job server (`--job_endpoint`), parity starts the Beam Flink job server itself, once per
+parity process and Flink master, waits for it with an upper bound (`PARITY_FLINK_START_TIMEOUT`, default 300 s;
+Beam's own wait has none), passes `--job_endpoint=localhost:<port>` to Beam, and stops the JVM at exit.
+"""
 from __future__ import annotations
 
+import atexit
 import glob
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
 from typing import Sequence
 
 from parity.errors import RunnerError
 
 FLINK_VERSION = "1.19"  # the Flink minor of the job server scripts/fetch_flink_jar.sh assembles
+LOCAL_MASTER = "[local]"
+DEFAULT_START_TIMEOUT = 300.0  # seconds; Beam's own portable tests allow 300 s too (apache/beam#22115)
+ENDPOINT_PROBE_TIMEOUT = 30.0  # seconds a user-given --job_endpoint has to answer
+JVM_OPTIONS = (
+    "-Xmx1536m",
+    # What Beam's flink_runner_test.py passes on Java 17.
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+)
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _JARS = os.path.join(_REPO_ROOT, "vendor", "jars")
+_FETCH_HINT = "run `make setup` (or scripts/fetch_flink_jar.sh) to fetch it through Maven, or set PARITY_FLINK_JAR"
 
 
 def jar_properties() -> dict[str, str]:
@@ -34,34 +58,208 @@ def job_server_jar() -> str:
     explicit = os.environ.get("PARITY_FLINK_JAR")
     if explicit:
         if not os.path.isfile(explicit):
-            raise RunnerError(f"PARITY_FLINK_JAR={explicit} does not exist; run scripts/fetch_flink_jar.sh")
+            raise RunnerError(f"PARITY_FLINK_JAR={explicit} does not exist; {_FETCH_HINT.split(', or')[0]}")
         return explicit
     named = jar_properties().get("jar")
     if named and os.path.isfile(os.path.join(_JARS, named)):
         return os.path.join(_JARS, named)
     found = sorted(glob.glob(os.path.join(_JARS, "beam-runners-flink-*-job-server-*.jar")))
     if not found:
-        raise RunnerError("no Flink job-server jar found under vendor/jars; run scripts/fetch_flink_jar.sh "
-                          "(or make setup) to fetch it through Maven, or set PARITY_FLINK_JAR")
+        raise RunnerError(f"no Flink job-server jar found under {_JARS}; {_FETCH_HINT}")
     return found[-1]
+
+
+def start_timeout() -> float:
+    raw = os.environ.get("PARITY_FLINK_START_TIMEOUT", "")
+    if not raw:
+        return DEFAULT_START_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RunnerError(f"PARITY_FLINK_START_TIMEOUT={raw!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise RunnerError(f"PARITY_FLINK_START_TIMEOUT={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("localhost", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(endpoint: str, timeout: float) -> bool:
+    """True once a Beam job service answers at `endpoint` (anything but UNAVAILABLE), as Beam's tests probe."""
+    import grpc
+    from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
+
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
+        try:
+            stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id="[parity-probe]"), timeout=timeout)
+        except grpc.RpcError as exc:
+            return exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        return True
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec (Linux only)
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - best effort: atexit stops the JVM on an ordinary exit anyway
+        pass
+
+
+class JobServer:
+    """A Beam Flink job server JVM (`java -jar JAR --flink-master ... --job-port P`) that parity runs."""
+
+    def __init__(self, jar: str, flink_master: str = LOCAL_MASTER, *, port: int | None = None,
+                 java: str | None = None, jvm_options: Sequence[str] = JVM_OPTIONS) -> None:
+        self.jar = jar
+        self.flink_master = flink_master
+        self.port = port or _free_port()
+        self.java = java or os.environ.get("PARITY_JAVA") or "java"
+        self.jvm_options = list(jvm_options)
+        self.start_seconds: float | None = None
+        self._process: subprocess.Popen | None = None
+        self._dir: str | None = None
+        self.log_path: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"localhost:{self.port}"
+
+    def command(self, artifacts_dir: str) -> list[str]:
+        return [self.java, *self.jvm_options, "-jar", self.jar, "--flink-master", self.flink_master,
+                "--artifacts-dir", artifacts_dir, "--job-port", str(self.port),
+                "--artifact-port", "0", "--expansion-port", "0"]
+
+    def _log_tail(self, lines: int = 8) -> str:
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+            tail = [line.rstrip() for line in handle.readlines()[-lines:] if line.strip()]
+        return ("; last lines of its log:\n  " + "\n  ".join(tail)) if tail else ""
+
+    def start(self, timeout: float | None = None) -> str:
+        """Starts the JVM and waits until it answers; returns the endpoint. Raises RunnerError (exit 2)."""
+        if self._process is not None and self._process.poll() is None:
+            return self.endpoint
+        timeout = start_timeout() if timeout is None else timeout
+        if shutil.which(self.java) is None:
+            raise RunnerError(f"cannot start the Flink job server: {self.java!r} is not on PATH; install a Java 17 "
+                              f"runtime (Debian: apt-get install openjdk-17-jre-headless) or set PARITY_JAVA")
+        if not os.path.isfile(self.jar):
+            raise RunnerError(f"the Flink job-server jar {self.jar} does not exist; {_FETCH_HINT}")
+        self._dir = tempfile.mkdtemp(prefix="parity-flink-")
+        artifacts = os.path.join(self._dir, "artifacts")
+        os.makedirs(artifacts)
+        self.log_path = os.path.join(self._dir, "job-server.log")
+        started = time.monotonic()
+        main_thread = threading.current_thread() is threading.main_thread()
+        with open(self.log_path, "wb") as log:
+            self._process = subprocess.Popen(  # noqa: S603 - our own command line
+                self.command(artifacts), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if main_thread and os.name == "posix" else None)
+        while True:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._process = None
+                raise RunnerError(f"the Flink job server exited with code {code} while starting "
+                                  f"({self.java} -jar {self.jar}, port {self.port}, log {self.log_path})"
+                                  f"{self._log_tail()}")
+            remaining = timeout - (time.monotonic() - started)
+            if remaining <= 0:
+                self.stop(keep_log=True)
+                raise RunnerError(
+                    f"the Flink job server did not answer within {timeout:g} s ({self.java} -jar {self.jar} "
+                    f"--flink-master {self.flink_master}, job port {self.port}; its log: {self.log_path}). "
+                    f"Check that Java 17 runs the jar and that about 2 GB of memory are free; on a slow machine "
+                    f"raise PARITY_FLINK_START_TIMEOUT (seconds), or start a job server yourself and pass "
+                    f"`-- --job_endpoint=localhost:PORT`{self._log_tail()}")
+            if _answers(self.endpoint, timeout=min(5.0, max(remaining, 0.1))):
+                break
+            time.sleep(min(0.25, max(remaining, 0.0)))
+        self.start_seconds = time.monotonic() - started
+        return self.endpoint
+
+    def stop(self, keep_log: bool = False) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._dir and not keep_log:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> "JobServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_SERVERS: dict[tuple[str, str], JobServer] = {}
+_LOCK = threading.Lock()
+
+
+def shared_job_server(jar: str, flink_master: str = LOCAL_MASTER) -> JobServer:
+    """The job server this parity process started for (jar, master), started on first use, stopped at exit."""
+    with _LOCK:
+        server = _SERVERS.get((jar, flink_master))
+        if server is None:
+            server = JobServer(jar, flink_master)
+            _SERVERS[(jar, flink_master)] = server
+            atexit.register(server.stop)
+        server.start()
+        return server
 
 
 def _has(args: Sequence[str], name: str) -> bool:
     return any(a == name or a.startswith(name + "=") for a in args)
 
 
-def flink_defaults(args: Sequence[str]) -> list[str]:
-    """Adds `[local]`, the jar's Flink version, LOOPBACK and the bundled jar unless given."""
+def _value(args: Sequence[str], name: str) -> str | None:
+    """The last value of `--name=value` or `--name value` in Beam-style arguments."""
+    found = None
+    for index, arg in enumerate(args):
+        if arg.startswith(name + "="):
+            found = arg.split("=", 1)[1]
+        elif arg == name and index + 1 < len(args):
+            found = args[index + 1]
+    return found
+
+
+def flink_defaults(args: Sequence[str], *, start: bool = True) -> list[str]:
+    """The user's Beam arguments plus parity's FlinkRunner defaults; the user's own options win.
+
+    Defaults: the jar's Flink version, LOOPBACK SDK workers, parallelism 1. Without `--job_endpoint`, parity
+    starts the job server (the bundled jar, or `--flink_job_server_jar`) for `--flink_master` (default `[local]`,
+    an embedded Flink MiniCluster) and adds `--job_endpoint`; `start=False` only computes the options. Beam's
+    `--flink_master` is not added: Beam's default `[auto]` makes the job server use the master it was started
+    with (a `[local]` option would override the master of a user's job server). A user's `--job_endpoint` must
+    answer at once.
+    """
     args = list(args)
-    if not _has(args, "--job_endpoint"):
-        if not _has(args, "--flink_master"):
-            args.append("--flink_master=[local]")
-        if not _has(args, "--flink_job_server_jar"):
-            args.append(f"--flink_job_server_jar={job_server_jar()}")
     if not _has(args, "--flink_version"):
         args.append(f"--flink_version={flink_version()}")
     if not _has(args, "--environment_type"):
         args.append("--environment_type=LOOPBACK")
     if not _has(args, "--parallelism"):
         args.append("--parallelism=1")
+    endpoint = _value(args, "--job_endpoint")
+    if endpoint is None:
+        jar = _value(args, "--flink_job_server_jar") or job_server_jar()
+        master = _value(args, "--flink_master") or LOCAL_MASTER
+        if start:
+            args.append(f"--job_endpoint={shared_job_server(jar, master).endpoint}")
+    elif start and endpoint != "embed" and not _answers(endpoint, timeout=ENDPOINT_PROBE_TIMEOUT):
+        raise RunnerError(f"--job_endpoint={endpoint}: no Beam job server answers there; start one (see "
+                          f"docs/flink.md) or leave out --job_endpoint and parity starts the bundled one")
     return args

@@ -24,7 +24,8 @@ from typing import Any, Union
 from parity.errors import InputError
 from parity.schema import FieldType
 
-__all__ = ["FORMATS", "Quarantined", "ReadBatch", "detect_format", "list_capture_files", "read_file"]
+__all__ = ["FORMATS", "MAX_NESTING", "Quarantined", "ReadBatch", "detect_format", "list_capture_files",
+           "read_file", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
@@ -41,6 +42,11 @@ _EXTENSIONS = {
 }
 _NEEDS_SCHEMA = {"tfrecord": "TFRecord", "csv": "CSV"}  # formats whose values carry no types of their own
 _PREVIEW_LIMIT = 120
+# Levels of lists and dicts a record may nest, itself included. Deeper records cannot be replayed: pickling
+# them between Beam stages (and encoding them) exhausts Python's recursion limit at a few hundred levels, which
+# would fail the whole run; so they are quarantined.
+MAX_NESTING = 100
+TOO_DEEP = f"too deeply nested: more than {MAX_NESTING} levels of lists and objects"
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,10 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
         matches = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
         if matches:
             return matches
-        raise InputError(f"capture path {pattern!r} matches no file (looked for {full})")
-    raise InputError(f"capture path {pattern!r} does not exist (looked for {full})")
+        raise InputError(f"capture path {pattern!r} matches no file (looked for {full}); check capture.path "
+                         f"(a relative path starts at the config file's folder, {base_dir})")
+    raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
+                     f"(a relative path starts at the config file's folder, {base_dir})")
 
 
 def detect_format(path: str) -> str:
@@ -164,6 +172,20 @@ def _batches(items: Iterable[ReadItem], batch_size: int) -> Iterator[ReadBatch]:
             batch = ReadBatch()
     if batch.records or batch.quarantined:
         yield batch
+
+
+def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether lists, tuples and dicts nest more than `limit` levels in `value` (iterative: any depth is safe)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
 
 
 def preview(raw: Any) -> str:

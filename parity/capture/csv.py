@@ -6,7 +6,8 @@ schema lacks are kept as strings. An empty cell is None: CSV cannot tell an empt
 
 A row is quarantined at `<display_path>:<line>` (the 1-based line where the row starts) when it has the wrong
 number of cells (`expected N columns, got M`), is not UTF-8, is malformed CSV (e.g. a stray quote), or does not
-fit the schema.
+fit the schema. An unterminated quote makes the rest of the file one malformed row; its reason names the lines
+it spans (`invalid CSV: unexpected end of data (lines 3-9 read as one row)`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def read(
                 return
             except csv.Error as exc:
                 reason = f"invalid CSV: {exc}"
+                if lines.count > first_line:  # e.g. an unterminated quote swallowed the lines after it
+                    reason += f" (lines {first_line}-{lines.count} read as one row)"
                 yield Quarantined(f"{display_path}:{first_line}", reason, preview("".join(lines.text)))
                 if lines.count < first_line:  # nothing consumed: the parser cannot move on
                     return

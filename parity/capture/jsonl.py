@@ -1,7 +1,8 @@
 """JSON Lines captures: one JSON object per line.
 
-Blank lines are not records. A line that is not UTF-8, not JSON, not an object, or does not fit the schema is
-quarantined at `<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads` gives
+Blank lines are not records. A line that is not UTF-8, not JSON, not an object, nested more than
+`MAX_NESTING` (100) levels of arrays and objects, or does not fit the schema is quarantined at
+`<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads` gives
 them (integers of any size stay `int`). With a schema, schema fields are coerced (missing ones become None)
 and other fields are kept as they are.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from parity.capture import Quarantined, ReadItem, open_error, preview
+from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview, too_deep
 from parity.schema import FieldType, SchemaMismatch, coerce_record
 
 _BOM = b"\xef\xbb\xbf"
@@ -60,6 +61,9 @@ def _parse_line(raw: bytes, schema: dict[str, FieldType] | None) -> dict | str:
         return "invalid JSON: nested too deeply"
     if not isinstance(value, dict):
         return f"expected a JSON object, got {_json_kind(value)}"
+    # counting brackets is a C-speed upper bound on the depth: only lines that might be too deep are walked
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and too_deep(value):
+        return TOO_DEEP
     if schema is None:
         return value
     try:

@@ -10,9 +10,12 @@ Values are what `pyarrow` `to_pylist()` gives, except types without a plain JSON
 | `date32`, `date64` | ISO date string, e.g. `"2024-01-31"` |
 | `time32`, `time64` | ISO time string, e.g. `"13:45:00.250000"` |
 | `map` | list of `[key, value]` lists |
+| `uuid` (extension type) | the UUID's string form, e.g. `"1b4e28ba-2fa1-11d2-883f-0016d3cca427"` |
+| other extension types | the value of their storage type |
 
 With a schema, schema fields are coerced (missing columns give None) and other columns are kept.
-A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based). A file that cannot
+A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based); so is every row
+of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs. A file that cannot
 be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown); a file
 that breaks after some rows quarantines the rest as one entry at `<display_path>:row <first unread row>`.
 """
@@ -21,13 +24,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parity.capture import Quarantined, ReadItem, open_error, preview
+from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
 from parity.schema import FieldType, SchemaMismatch, coerce_record
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -45,14 +49,16 @@ def read(
     """
     try:
         parquet_file = pq.ParquetFile(path)
+        columns = parquet_file.schema_arrow
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others for a file that is not Parquet
         yield Quarantined(display_path, f"cannot read Parquet file: {_first_line(exc)}", _head(path))
         return
     row = 0
+    too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
     with parquet_file:
-        batches = parquet_file.iter_batches(batch_size=max(batch_size, 1))
+        batches = _batches(parquet_file, max(batch_size, 1))
         while True:
             try:
                 batch = next(batches, None)
@@ -65,6 +71,11 @@ def read(
                 return
             if batch is None:
                 return
+            if too_deep:  # never materialized: converting them is what would recurse too deeply
+                for _ in range(batch.num_rows):
+                    yield Quarantined(f"{display_path}:row {row}", TOO_DEEP, "")
+                    row += 1
+                continue
             for record in _rows(batch):
                 location = f"{display_path}:row {row}"
                 row += 1
@@ -75,6 +86,13 @@ def read(
                     yield coerce_record(record, schema), location
                 except SchemaMismatch as exc:
                     yield Quarantined(location, str(exc), preview(record))
+
+
+def _batches(parquet_file: pq.ParquetFile, batch_size: int) -> Iterator[pa.RecordBatch]:
+    """The file's batches, one row group at a time: a batch never spans two row groups, so that a corrupt row
+    group cannot take the rows of the groups before it down with it."""
+    for group in range(parquet_file.num_row_groups):
+        yield from parquet_file.iter_batches(batch_size=batch_size, row_groups=[group])
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
@@ -101,7 +119,20 @@ def _column_values(column: pa.Array) -> list[Any]:
     return values
 
 
+def _type_depth(arrow_type: pa.DataType) -> int:
+    """Levels of lists and dicts a value of this type converts to (0 for a scalar)."""
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        return _type_depth(arrow_type.storage_type)
+    if pa.types.is_dictionary(arrow_type):
+        return _type_depth(arrow_type.value_type)
+    if arrow_type.num_fields == 0:
+        return 0
+    return 1 + max(_type_depth(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
 def _needs_conversion(arrow_type: pa.DataType) -> bool:
+    if isinstance(arrow_type, pa.BaseExtensionType):  # e.g. uuid, whose values are uuid.UUID objects
+        return True
     if (
         pa.types.is_timestamp(arrow_type)
         or pa.types.is_duration(arrow_type)
@@ -124,6 +155,8 @@ def _convert(value: Any) -> Any:
     if isinstance(value, datetime.timedelta):
         return value // _ONE_US
     if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()

@@ -38,12 +38,14 @@ code,.value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fon
 tr.differs td{background:#fff8c5}tr.differs td.field{font-weight:700}
 .missing{color:#6e7781;font-style:italic}.muted{color:#6e7781}
 .plots{display:flex;flex-wrap:wrap;gap:.8em;margin:.6em 0}
-figure.plot{margin:0;padding:.5em .6em;border:1px solid #d0d7de;border-radius:6px;width:344px}
+figure.plot{margin:0;padding:.5em .6em;border:1px solid #d0d7de;border-radius:6px;box-sizing:border-box;
+width:calc((100% - 1.6em) / 3);min-width:250px;max-width:360px}
 figure.plot figcaption{margin-bottom:.2em;overflow-wrap:anywhere}
 .plotlabel{font-size:.85em;color:#57606a;margin:.3em 0 0}
 .swatch{display:inline-block;width:.8em;height:.8em;margin:0 .25em 0 .6em;vertical-align:-.05em;border-radius:2px}
 .swatch.left{background:#0969da}.swatch.right{background:#e16f24}.swatch.delta{background:#8250df}
-svg.hist{display:block}svg.hist text{font:10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#57606a}
+svg.hist{display:block;width:100%;height:auto}
+svg.hist text{font:10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#57606a}
 svg.hist .axis{stroke:#8c959f;stroke-width:1}svg.hist .zero{stroke:#1f2328;stroke-width:1;stroke-dasharray:3 2}
 """
 
@@ -211,7 +213,8 @@ def _funnel(report: Mapping[str, Any]) -> str:
                      _num(stage.get("first_diverged", 0)), _num(stage.get("within_tolerance", 0)), _num(still)])
     note = "<p>Bars are diverged records as a share of the paired records; each stage sees all paired records.</p>"
     return _section("funnel", "Stage funnel", note + _table(
-        ["stage", "diverged", "", "first diverged here", "within tolerance", "still matching after"], rows))
+        ["stage", "share diverged", "diverged", "first diverged here", "within tolerance", "still matching after"],
+        rows))
 
 
 def _causes(causes: Sequence[Mapping[str, Any]]) -> str:
@@ -407,8 +410,11 @@ def _reproduce(report: Mapping[str, Any], out_dir: str) -> str:
     keys = [e.get("key") for e in report.get("examples", [])][:3]
     commands = [show_command(out_dir, k) for k in keys] or [show_command(out_dir, "KEY")]
     lines = "".join(f"<li><code>{_e(c)}</code></li>" for c in commands)
+    redacted = ('<p class="muted">This report is redacted: its keys are key fingerprints, and '
+                "<code>parity show</code> takes a record's key as captured.</p>" if report.get("redacted") else "")
     return _section("reproduce", "How to reproduce",
                     f"<p>Show one record stage by stage, both sides, and where they part:</p><ul>{lines}</ul>"
+                    f"{redacted}"
                     f"<p>Render this report again: <code>{_e(f'parity report {out_dir}/report.json')} "
                     "--format html</code></p>")
 

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# A standalone Flink session cluster on localhost (one JobManager + one TaskManager, 2 slots, small memory),
+# for submitting parity replays to a real cluster: `--runner FlinkRunner -- --flink_master=localhost:8081`.
+#
+#   scripts/flink_cluster.sh install   only install Flink (idempotent)
+#   scripts/flink_cluster.sh start     install if needed, start, wait until the REST API answers (idempotent)
+#   scripts/flink_cluster.sh status    exit 0 and print the overview if the cluster answers, else exit 3
+#   scripts/flink_cluster.sh stop      stop both processes (idempotent)
+#
+# Flink comes from PyPI: `apache-flink` (bin/ and conf/) and `apache-flink-libraries` (lib/, opt/, plugins/;
+# an sdist of about 200 MB) of the same version, installed --no-deps into a separate venv (they pin an older
+# apache-beam than parity's). Together, site-packages/pyflink is a FLINK_HOME. The Flink minor must equal the job
+# server's (vendor/jars/flink-job-server.properties: 1.19). Configuration, logs and pid files live under
+# $PARITY_FLINK_VENV/cluster/, never in the installed package.
+#
+# Environment:
+#   PARITY_FLINK_VENV=DIR              the venv (default: .flink-venv in the repo; gitignored)
+#   PARITY_FLINK_CLUSTER_VERSION=X.Y.Z the Flink release (default 1.19.3, the newest 1.19 on PyPI)
+#   PARITY_FLINK_REST_PORT=N           the REST port (default 8081)
+#   PARITY_FLINK_CLUSTER_TIMEOUT=S     seconds `start` waits for the REST API and a free slot (default 180)
+#   PARITY_PYTHON=EXE                  the interpreter that creates the venv (default python3)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${PARITY_FLINK_VENV:-.flink-venv}"
+case "$VENV" in /*) ;; *) VENV="$ROOT/$VENV" ;; esac
+VERSION="${PARITY_FLINK_CLUSTER_VERSION:-1.19.3}"
+PORT="${PARITY_FLINK_REST_PORT:-8081}"
+TIMEOUT="${PARITY_FLINK_CLUSTER_TIMEOUT:-180}"
+PYTHON="${PARITY_PYTHON:-python3}"
+RUN_DIR="$VENV/cluster"
+
+log() { echo "flink_cluster: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+flink_home() {
+  "$VENV/bin/python" - <<'PY'
+import importlib.util, os
+spec = importlib.util.find_spec("pyflink")
+print(os.path.dirname(spec.origin) if spec and spec.origin else "")
+PY
+}
+
+install() {
+  local stamp="$VENV/.parity-flink-stamp" started
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$VERSION" ] && [ -d "$(flink_home)/lib" ]; then
+    return 0
+  fi
+  command -v java >/dev/null 2>&1 || die "java is not on PATH; install a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless)"
+  started=$(date +%s)
+  if [ ! -x "$VENV/bin/python" ]; then
+    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found"
+    "$PYTHON" -m venv "$VENV" || die "$PYTHON -m venv failed (Debian: apt-get install python3-venv)"
+  fi
+  log "installing Flink $VERSION from PyPI into $VENV (apache-flink-libraries is about 200 MB)"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$VENV/bin/python" -m pip install -q --no-deps \
+    "apache-flink==$VERSION" "apache-flink-libraries==$VERSION" \
+    || die "pip could not install apache-flink==$VERSION and apache-flink-libraries==$VERSION"
+  local home
+  home="$(flink_home)"
+  [ -d "$home/lib" ] && [ -d "$home/bin" ] || die "no lib/ or bin/ under $home after the install"
+  ls "$home"/lib/flink-dist*.jar >/dev/null 2>&1 || die "no flink-dist jar under $home/lib"
+  chmod +x "$home"/bin/*
+  echo "$VERSION" >"$stamp"
+  log "installed Flink $VERSION in $(( $(date +%s) - started )) s: FLINK_HOME=$home"
+}
+
+# A copy of conf/ with localhost binds, 2 slots and small memory: the installed package stays untouched.
+configure() {
+  local home="$1" conf="$RUN_DIR/conf"
+  mkdir -p "$RUN_DIR/log" "$RUN_DIR/pid" "$RUN_DIR/tmp"
+  rm -rf "$conf"
+  cp -r "$home/conf" "$conf"
+  rm -f "$conf/config.yaml" "$conf/flink-conf.yaml"
+  # Flink 1.19 reads conf/config.yaml (standard YAML, flat keys accepted) and falls back to flink-conf.yaml.
+  cat >"$conf/config.yaml" <<EOF
+# Written by scripts/flink_cluster.sh: a small local session cluster.
+jobmanager.rpc.address: localhost
+jobmanager.rpc.port: 6123
+jobmanager.bind-host: localhost
+taskmanager.bind-host: localhost
+taskmanager.host: localhost
+rest.address: localhost
+rest.bind-address: localhost
+rest.port: $PORT
+taskmanager.numberOfTaskSlots: 2
+parallelism.default: 1
+jobmanager.memory.process.size: 1024m
+taskmanager.memory.process.size: 1536m
+io.tmp.dirs: $RUN_DIR/tmp
+env.pid.dir: $RUN_DIR/pid
+env.log.dir: $RUN_DIR/log
+EOF
+}
+
+overview() { curl -fsS --max-time 5 "http://localhost:$PORT/overview" 2>/dev/null; }
+
+status() {
+  local body
+  if body="$(overview)"; then
+    echo "$body"
+    return 0
+  fi
+  log "no Flink cluster answers at http://localhost:$PORT"
+  return 3
+}
+
+flink_env() {  # the environment bin/*.sh run with
+  export FLINK_HOME="$1" FLINK_CONF_DIR="$RUN_DIR/conf" FLINK_LOG_DIR="$RUN_DIR/log" FLINK_PID_DIR="$RUN_DIR/pid"
+}
+
+start() {
+  install
+  local home body started
+  home="$(flink_home)"
+  if body="$(overview)"; then
+    log "already running at http://localhost:$PORT"
+    echo "$body"
+    return 0
+  fi
+  configure "$home"
+  flink_env "$home"
+  started=$(date +%s)
+  "$home/bin/jobmanager.sh" start >&2
+  "$home/bin/taskmanager.sh" start >&2
+  while :; do
+    # Ready when a TaskManager has registered its slots.
+    if body="$(overview)" && [[ "$body" =~ \"slots-total\":[1-9] ]]; then
+      log "running at http://localhost:$PORT after $(( $(date +%s) - started )) s (logs: $RUN_DIR/log)"
+      echo "$body"
+      return 0
+    fi
+    if [ $(( $(date +%s) - started )) -ge "$TIMEOUT" ]; then
+      log "error: the cluster did not answer with a TaskManager slot within $TIMEOUT s; logs in $RUN_DIR/log:"
+      tail -n 20 "$RUN_DIR"/log/*.log >&2 2>/dev/null || true
+      stop
+      exit 1
+    fi
+    sleep 1
+  done
+}
+
+stop() {
+  [ -x "$VENV/bin/python" ] || { log "not installed: nothing to stop"; return 0; }
+  local home
+  home="$(flink_home)"
+  [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || { log "never started: nothing to stop"; return 0; }
+  flink_env "$home"
+  "$home/bin/taskmanager.sh" stop >&2 || true
+  "$home/bin/jobmanager.sh" stop >&2 || true
+  for _ in $(seq 1 30); do
+    overview >/dev/null || { log "stopped"; return 0; }
+    sleep 1
+  done
+  log "warning: http://localhost:$PORT still answers 30 s after stop"
+  return 1
+}
+
+case "${1:-}" in
+  install) install; log "FLINK_HOME=$(flink_home)" ;;
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+esac
