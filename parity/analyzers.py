@@ -94,22 +94,47 @@ def read(set_dir: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def kind_of(name: str) -> str:
+    """`vocabulary` and `statistic` are analyzer outputs; `lookup` constants parameterise a mapping
+    (table sizes with OOV buckets, default values), so they tell mapping differences, not analyzer ones."""
+    if name.startswith("vocabulary:"):
+        return "vocabulary"
+    label = name.split(":", 1)[-1].lower()
+    if "lookup" in label or "vocab" in label or label.endswith("default_value"):
+        return "lookup"
+    return "statistic"
+
+
 def compare(left: dict[str, Any] | None, right: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """One entry per analyzer output on either side: `{name, equal, detail}`, sorted by name."""
+    """One entry per analyzer output on either side: `{name, equal, detail, kind}`, sorted by name.
+
+    A constant exported by one side only is graph structure (`kind: graph`), not an analyzer difference.
+    """
     if left is None or right is None:
         return []
     entries = []
     for name in sorted(set(left) | set(right)):
         if name not in left or name not in right:
             side = "right" if name in right else "left"
-            entries.append({"name": name, "equal": False, "detail": f"exported by the {side} side only"})
+            kind = "vocabulary" if name.startswith("vocabulary:") else "graph"
+            entries.append({"name": name, "equal": False, "detail": f"exported by the {side} side only",
+                            "kind": kind})
             continue
         a, b = left[name], right[name]
         if name.startswith("vocabulary:"):
-            entries.append({"name": name, "equal": a == b, "detail": _vocabulary_detail(a, b)})
+            entries.append({"name": name, "equal": a == b, "detail": _vocabulary_detail(a, b),
+                            "kind": "vocabulary"})
         else:
-            entries.append({"name": name, "equal": _same_numbers(a, b), "detail": _constant_detail(a, b)})
+            entries.append({"name": name, "equal": _same_numbers(a, b), "detail": _constant_detail(a, b),
+                            "kind": kind_of(name)})
     return entries
+
+
+def analyzers_differ(entries: list[dict[str, Any]]) -> bool | None:
+    """True when a real analyzer output (vocabulary or statistic) differs; None when nothing was compared."""
+    if not entries:
+        return None
+    return any(not e["equal"] and e.get("kind", "statistic") in ("vocabulary", "statistic") for e in entries)
 
 
 def _vocabulary_detail(a: list[str], b: list[str]) -> str:

@@ -98,8 +98,14 @@ def values_within(a: Any, b: Any, tol_for: Callable[[str | None], Tolerance], na
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(values_within(x, y, tol_for, name) for x, y in zip(a, b))
     if _is_number(a) and _is_number(b):
+        if _is_integer(a) != _is_integer(b):  # int vs float is a type change (coder.type), not numerics
+            return False
         return numeric_within(a, b, tol_for(name))[0]
     return type(a) is type(b) and a == b
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer))
 
 
 def compare(left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec) -> DiffOutcome:

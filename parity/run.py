@@ -133,7 +133,7 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
                   redact: bool = False) -> CauseContext:
     lf, rf = set(left.manifest.get("features", [])), set(right.manifest.get("features", []))
     kwargs: dict[str, Any] = {
-        "analyzers_differ": (not all(e["equal"] for e in analyzer_entries)) if analyzer_entries else None,
+        "analyzers_differ": analyzers.analyzers_differ(analyzer_entries),
         "nondeterministic_stages": nondeterministic, "redact": redact,
         "left_env": {k: str(v) for k, v in left.manifest.get("environment", {}).items()},
         "right_env": {k: str(v) for k, v in right.manifest.get("environment", {}).items()},

@@ -62,7 +62,8 @@ def _oracle(name: str) -> dict:
     for path in sorted(glob.glob(pattern)):
         with open(path, encoding="utf-8") as handle:
             records.extend(json.loads(line) for line in handle if line.strip())
-    spec = importlib.util.spec_from_file_location(f"_causes_expected_{name}", os.path.join(folder, "expected.py"))
+    spec = importlib.util.spec_from_file_location(f"_causes_expected_{name}",
+                                                  os.path.join(folder, "expected.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
