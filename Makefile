@@ -28,4 +28,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) vendor/jars
+	rm -rf $(VENV) vendor/jars .flink-venv

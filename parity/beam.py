@@ -14,9 +14,11 @@ for that stage (docs/design.md, "Stage values"), so a tapped set diffs cleanly a
 | stage | default value of an element |
 |---|---|
 | `input` | the element (a record dict) |
-| `window` | `{"timestamp_us": the element's timestamp in µs, "windows": [[start_us, end_us], ...]}` read from Beam's own `TimestampParam` and `WindowParam` (global window: `[["global"]]`; no timestamp: `null`); with `late=True`: `{"timestamp_us", "late": true, "windows"}` |
+| `window` | `{"timestamp_us": µs, "windows": [[start_us, end_us], ...]}` from Beam's own `TimestampParam` and |
+|          | `WindowParam` (global window: `[["global"]]`; no timestamp: null); `late=True` adds `"late": true` |
 | `shard`, `coder`, `seed` | the element (pass `value_fn` to shape it as the replay does) |
-| `transform` | the element, a dict of features: one fingerprint per feature, and the stage's fingerprint is that of `{feature: fingerprint}` |
+| `transform` | the element, a dict of features: one fingerprint per feature; the stage's fingerprint is |
+|             | that of `{feature: fingerprint}` |
 
 `value_fn(element) -> value` replaces the default at any stage, and `key_fn(element) -> key` replaces
 `key_fields` (one field: its value; several: the list of their values, as `capture.key` keys a replay).
@@ -47,6 +49,7 @@ from parity.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNT
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
 
 _LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
+_MIN_US = MIN_TIMESTAMP.micros
 
 
 def finalize(set_dir: str, **kwargs: Any) -> dict[str, Any]:
@@ -173,6 +176,9 @@ class _TapFn(beam.DoFn):
         try:
             if self._key_fn is not None:
                 key = self._key_fn(element)
+                if key is None:
+                    self._quarantine(element, "missing key: key_fn returned None")
+                    return None
             else:
                 fields = self._key_fields
                 if not isinstance(element, dict):
@@ -257,10 +263,9 @@ class _TapFn(beam.DoFn):
         part = f"{self._stage}-{self._label}-{digest.hexdigest()}"
         column = f"{self._stage}_fp"
         fp_rows, value_rows = [], []
-        for index, (key_fp, key, key_bytes, fp, features, data) in enumerate(rows):
-            text = json.dumps(key_fp.hex()) if self._redact else \
-                json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True)
-            fp_rows.append({"key_fp": key_fp, "key": text, column: fp, "features": features})
+        for index, (key_fp, _key, key_bytes, fp, features, data) in enumerate(rows):
+            # The key's JSON text is left to finalize: once per record there, not once per tap here.
+            fp_rows.append({"key_fp": key_fp, "key": None, column: fp, "features": features})
             value_rows.append({"key_bytes": b"" if self._redact else key_bytes, "location": "",
                                self._stage: data if index in kept else None})
         write_part(self._folder, part, PartRows(fp_rows, value_rows))
@@ -284,16 +289,19 @@ class _WindowTapFn(_TapFn):
                 window=beam.DoFn.WindowParam) -> Iterator[Any]:
         win = ["global"] if isinstance(window, beam_window.GlobalWindow) else \
             [window.start.micros, window.end.micros]
-        ts = None if timestamp is None or timestamp <= MIN_TIMESTAMP else timestamp.micros
+        ts = timestamp.micros if timestamp is not None else _MIN_US
+        if ts <= _MIN_US:
+            ts = None
         last = self._last
-        if last is not None and last[0] is element and last[1] == ts and self._rows and self._rows[-1] is last[2]:
-            last[2][5]["windows"].append(win)
+        if last is not None and last[0] is element and last[1] == ts:  # another window of the same element
+            if last[2] is not None:
+                last[2][5]["windows"].append(win)
             return
         if len(self._rows) >= self._batch_size:  # only between elements: an element's windows stay together
             self._flush()
         keyed = self._key(element)
-        if keyed is None:
-            self._last = None
+        if keyed is None:  # quarantined or outside the sample: once, not once per window
+            self._last = (element, ts, None)
             return
         value: dict[str, Any] = {"timestamp_us": ts, "windows": [win]}
         if self._late:

@@ -11,6 +11,7 @@ import sys
 from typing import Sequence
 
 EXIT_PARITY, EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+_REPORT_FIELDS = {"verdict": str, "sides": dict, "records": dict, "stages": list}  # what every renderer reads
 RUNNER_CHOICES = ("DirectRunner", "FlinkRunner")
 
 
@@ -151,10 +152,18 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             raise InputError(f"{args.report_json}: cannot read a report.json: {exc}") from exc
         if not isinstance(report, dict) or report.get("format") != "parity.report/1":
             raise InputError(f"{args.report_json}: not a parity report (format parity.report/1)")
-        if args.format in ("md", "html"):  # name the report's own folder in `parity show` commands
-            text = RENDERERS[args.format](report, out_dir=os.path.dirname(args.report_json) or ".")
-        else:
-            text = RENDERERS[args.format](report)
+        for name, kind in _REPORT_FIELDS.items():
+            if not isinstance(report.get(name), kind):
+                raise InputError(f"{args.report_json}: field '{name}' is missing or not a {kind.__name__}; "
+                                 f"not a complete parity report: write it again with `parity check` or `parity diff`")
+        try:
+            if args.format in ("md", "html"):  # name the report's own folder in `parity show` commands
+                text = RENDERERS[args.format](report, out_dir=os.path.dirname(args.report_json) or ".")
+            else:
+                text = RENDERERS[args.format](report)
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+            raise InputError(f"{args.report_json}: not a complete parity report ({type(exc).__name__}: {exc}); "
+                             f"write it again with `parity check` or `parity diff`") from exc
         if args.out:
             with open(args.out, "w", encoding="utf-8") as handle:
                 handle.write(text)

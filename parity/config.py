@@ -31,6 +31,30 @@ _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
 _DURATION_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
                 "d": 86_400_000_000}
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# Side names become folder names under --out (sides/<name>, noise/<name>): nothing that could leave it.
+_SIDE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, refusing a key repeated in one mapping (PyYAML would keep the last one silently)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            repeated = key in seen
+        except TypeError:  # an unhashable key: construct_mapping reports it
+            break
+        if repeated:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1}); keep one", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 @dataclass(frozen=True)
@@ -292,7 +316,7 @@ def load_config(path: str | os.PathLike) -> Config:
     path = os.fspath(path)
     try:
         with open(path, "rb") as handle:
-            document = yaml.safe_load(handle)
+            document = yaml.load(handle, Loader=_UniqueKeyLoader)  # a SafeLoader: no object construction
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such config file; pass the path of a parity YAML config") from exc
     except yaml.YAMLError as exc:
@@ -314,6 +338,11 @@ def load_config(path: str | os.PathLike) -> Config:
     if not isinstance(sides_doc, dict) or len(sides_doc) != 2:
         raise ctx.fail("sides", f"expected exactly two named sides (e.g. offline, production), "
                                 f"got {_show(sides_doc)}")
+    for side_name in sides_doc:
+        if not isinstance(side_name, str) or not _SIDE_NAME.match(side_name):
+            raise ctx.fail(f"sides.{side_name}", f"bad side name {_show(side_name)}; side names are folder names "
+                                                 f"under --out: letters, digits, '_', '-', '.' (not first), "
+                                                 f"at most 64, e.g. offline, production")
     sides = tuple(_side(ctx, str(n), body, top_capture) for n, body in sides_doc.items())
     side_names = [s.name for s in sides]
     for side in sides:

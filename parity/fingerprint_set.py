@@ -146,6 +146,9 @@ class FingerprintSet:
             by_part.setdefault(part, []).append(row)
         result: dict[tuple[str, int], dict[str, Any]] = {}
         for part, rows in sorted(by_part.items()):
+            if not part or os.path.basename(part) != part or part in (".", ".."):
+                raise FingerprintSetError(f"{self.path}/{FINGERPRINTS}: part {part!r} is not a file name; the set "
+                                          f"is damaged: replay the side again")
             path = os.path.join(self.path, VALUES_DIR, f"{part}.parquet")
             try:
                 table = pq.read_table(path, schema=VALUE_SCHEMA).take(pa.array(sorted(set(rows))))
@@ -155,7 +158,12 @@ class FingerprintSet:
                 decoded: dict[str, Any] = {"location": record["location"], "key_bytes": record["key_bytes"]}
                 for stage in STAGES:
                     data = record[stage]
-                    decoded[stage] = canonical.decode(data) if data is not None else None
+                    try:
+                        decoded[stage] = canonical.decode(data) if data is not None else None
+                    except ValueError as exc:  # data only: anything but canonical bytes is refused, never run
+                        raise FingerprintSetError(
+                            f"{path}: row {row}, stage {stage}: the value is not canonical bytes "
+                            f"({exc}); the set is damaged or was not written by parity: replay the side again") from exc
                 result[(part, row)] = decoded
         return result
 
@@ -179,6 +187,14 @@ def read_set(path: str) -> FingerprintSet:
         raise FingerprintSetError(f"{manifest_path}: canonical encoding {manifest.get('encoding')!r} is not "
                                   f"{canonical.ENCODING_VERSION!r}; fingerprints of different encodings cannot "
                                   f"be compared: replay both sides with the same parity version")
+    records = manifest.get("records")
+    if not isinstance(records, dict) or not all(isinstance(records.get(k), int) and not isinstance(records.get(k), bool)
+                                                for k in ("read", "fingerprinted", "quarantined")):
+        raise FingerprintSetError(f"{manifest_path}: field 'records' must hold the integers read, fingerprinted and "
+                                  f"quarantined, got {str(records)[:80]}; the set is damaged: replay the side again")
+    if not isinstance(manifest.get("side", ""), str) or not isinstance(manifest.get("quarantine_reasons", {}), dict):
+        raise FingerprintSetError(f"{manifest_path}: fields 'side' (a string) and 'quarantine_reasons' (a mapping) "
+                                  f"are malformed; the set is damaged: replay the side again")
     try:
         table = pq.read_table(os.path.join(path, FINGERPRINTS), schema=FP_SCHEMA)
     except (OSError, pa.ArrowException) as exc:

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import atexit
 import glob
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from parity.errors import RunnerError
 
@@ -102,13 +104,24 @@ def _answers(endpoint: str, timeout: float) -> bool:
         return True
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec (Linux only)
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the JVM get SIGTERM when parity dies (Linux PR_SET_PDEATHSIG), or None.
+
+    libc is loaded here, in the parent: the child between fork and exec only makes the one call. Only from the
+    main thread, because the signal follows the thread that forked."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort: atexit stops the JVM on an ordinary exit anyway
-        pass
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):  # best effort: atexit stops the JVM on an ordinary exit anyway
+        return None
+
+    def preexec() -> None:
+        prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+    return preexec
 
 
 class JobServer:
@@ -142,7 +155,13 @@ class JobServer:
             tail = [line.rstrip() for line in handle.readlines()[-lines:] if line.strip()]
         return ("; last lines of its log:\n  " + "\n  ".join(tail)) if tail else ""
 
-    def start(self, timeout: float | None = None) -> str:
+    def _port_taken(self) -> bool:
+        if not self.log_path or not os.path.exists(self.log_path):
+            return False
+        with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+            return "Address already in use" in handle.read()
+
+    def start(self, timeout: float | None = None, retry_port: bool = True) -> str:
         """Starts the JVM and waits until it answers; returns the endpoint. Raises RunnerError (exit 2)."""
         if self._process is not None and self._process.poll() is None:
             return self.endpoint
@@ -157,21 +176,26 @@ class JobServer:
         os.makedirs(artifacts)
         self.log_path = os.path.join(self._dir, "job-server.log")
         started = time.monotonic()
-        main_thread = threading.current_thread() is threading.main_thread()
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(  # noqa: S603 - our own command line
                 self.command(artifacts), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if main_thread and os.name == "posix" else None)
+                preexec_fn=_die_with_parent())
         while True:
             if self._process.poll() is not None:
                 code = self._process.returncode
                 self._process = None
+                if self._port_taken() and retry_port:  # another process took the free port we picked
+                    self.stop()
+                    self.port = _free_port()
+                    return self.start(timeout=max(timeout - (time.monotonic() - started), 1.0), retry_port=False)
+                self._dir = None  # keep the log the message names
                 raise RunnerError(f"the Flink job server exited with code {code} while starting "
                                   f"({self.java} -jar {self.jar}, port {self.port}, log {self.log_path})"
                                   f"{self._log_tail()}")
             remaining = timeout - (time.monotonic() - started)
             if remaining <= 0:
                 self.stop(keep_log=True)
+                self._dir = None  # keep the log the message names
                 raise RunnerError(
                     f"the Flink job server did not answer within {timeout:g} s ({self.java} -jar {self.jar} "
                     f"--flink-master {self.flink_master}, job port {self.port}; its log: {self.log_path}). "
@@ -207,18 +231,60 @@ class JobServer:
 
 _SERVERS: dict[tuple[str, str], JobServer] = {}
 _LOCK = threading.Lock()
+# Endpoints of the job servers this process (or its parent parity process) started, by "jar|master": the
+# noise replays of `parity check --noise` run in child processes and reuse the parent's job server.
+_INHERITED = "PARITY_FLINK_JOB_SERVERS"
 
 
-def shared_job_server(jar: str, flink_master: str = LOCAL_MASTER) -> JobServer:
-    """The job server this parity process started for (jar, master), started on first use, stopped at exit."""
+def _inherited_endpoint(jar: str, flink_master: str) -> str | None:
+    try:
+        known = json.loads(os.environ.get(_INHERITED, "") or "{}")
+    except ValueError:
+        return None
+    endpoint = known.get(f"{jar}|{flink_master}") if isinstance(known, dict) else None
+    return endpoint if isinstance(endpoint, str) and _answers(endpoint, timeout=5.0) else None
+
+
+def _publish(jar: str, flink_master: str, endpoint: str) -> None:
+    try:
+        known = json.loads(os.environ.get(_INHERITED, "") or "{}")
+    except ValueError:
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    known[f"{jar}|{flink_master}"] = endpoint
+    os.environ[_INHERITED] = json.dumps(known, sort_keys=True)
+
+
+def shared_job_endpoint(jar: str, flink_master: str = LOCAL_MASTER) -> str:
+    """The endpoint of a job server for (jar, master): one a parent parity process started, or one this process
+    starts on first use (and stops at exit)."""
     with _LOCK:
         server = _SERVERS.get((jar, flink_master))
         if server is None:
+            inherited = _inherited_endpoint(jar, flink_master)
+            if inherited:
+                return inherited
             server = JobServer(jar, flink_master)
             _SERVERS[(jar, flink_master)] = server
             atexit.register(server.stop)
-        server.start()
-        return server
+        fresh = server.start_seconds is None
+        endpoint = server.start()
+        if fresh:
+            from parity import progress
+
+            progress.event("flink_job_server_started", endpoint=endpoint, flink_master=flink_master,
+                           seconds=round(server.start_seconds or 0.0, 1))
+        _publish(jar, flink_master, endpoint)
+        return endpoint
+
+
+def stop_job_servers() -> None:
+    """Stops every job server this process started (atexit does it too)."""
+    with _LOCK:
+        for server in _SERVERS.values():
+            server.stop()
+        _SERVERS.clear()
+        os.environ.pop(_INHERITED, None)
 
 
 def _has(args: Sequence[str], name: str) -> bool:
@@ -258,7 +324,7 @@ def flink_defaults(args: Sequence[str], *, start: bool = True) -> list[str]:
         jar = _value(args, "--flink_job_server_jar") or job_server_jar()
         master = _value(args, "--flink_master") or LOCAL_MASTER
         if start:
-            args.append(f"--job_endpoint={shared_job_server(jar, master).endpoint}")
+            args.append(f"--job_endpoint={shared_job_endpoint(jar, master)}")
     elif start and endpoint != "embed" and not _answers(endpoint, timeout=ENDPOINT_PROBE_TIMEOUT):
         raise RunnerError(f"--job_endpoint={endpoint}: no Beam job server answers there; start one (see "
                           f"docs/flink.md) or leave out --job_endpoint and parity starts the bundled one")

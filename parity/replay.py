@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from parity import canonical
 from parity.config import Config, SideConfig, capture_field_types
-from parity.errors import ConfigError, ParityError, UserCodeError
+from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
 from parity.records import Rec, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
@@ -171,19 +171,22 @@ def unwrap_pipeline_error(exc: BaseException) -> ParityError | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, ParityError):
-            return current
+            return type(current)(_without_beam_suffix(str(current)))
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     text = str(exc)
-    for cls in (UserCodeError, ConfigError):
+    # a worker process (multi_processing, Flink) sends the traceback as text: find the last ParityError in it
+    for cls in (UserCodeError, ConfigError, InputError, FingerprintSetError):
         marker = f"{cls.__name__}: "
         if marker in text:
-            message = text.split(marker, 1)[1].split("\n")[0].strip()
-            for suffix in (" [while running", "[while running"):
-                if suffix in message:
-                    message = message.split(suffix)[0].strip()
-            return cls(message)
+            message = text.rsplit(marker, 1)[1].split("\n")[0].strip()
+            return cls(_without_beam_suffix(message))
     return None
+
+
+def _without_beam_suffix(message: str) -> str:
+    """The message without the ` [while running 'Replay[x]/Step']` Beam appends to errors raised in a DoFn."""
+    return message.split(" [while running", 1)[0].split("[while running", 1)[0].strip()
 
 
 def key_text(key: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator
 import apache_beam as beam
 
 from parity import canonical, progress
-from parity.capture import detect_format, read_file
+from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
 from parity.errors import UserCodeError
 from parity.fingerprint_set import PartRows, write_part, write_quarantine_part
@@ -28,8 +28,7 @@ Batch = tuple[str, list[Rec]]
 
 
 def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
-    kind = reason.split(":", 1)[0].strip()[:80]
-    return {"location": location, "reason": reason, "reason_kind": kind, "preview": preview[:120]}
+    return {"location": location, "reason": reason, "reason_kind": reason_kind(reason), "preview": preview[:120]}
 
 
 class ReadBatchesFn(beam.DoFn):
@@ -75,7 +74,10 @@ class ReadBatchesFn(beam.DoFn):
 
     def _rec(self, rid: tuple[int, int], location: str, record: dict) -> tuple[Rec | None, str | None]:
         side = self._side
-        data = canonical.encode(record)
+        try:
+            data = canonical.encode(record)
+        except TypeError as exc:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
+            return None, f"unsupported value: {exc}"
         if len(data) > side.capture.max_record_bytes:
             return None, (f"record too large: {len(data)} bytes above capture.max_record_bytes "
                           f"{side.capture.max_record_bytes}")
@@ -256,8 +258,8 @@ class ApplyTransformFn(beam.DoFn):
             for rec in todo:
                 try:
                     outputs.append(self._python.apply_one(rec.transform_input))  # type: ignore[arg-type]
-                except UserCodeError:
-                    raise
+                except UserCodeError as exc:
+                    raise UserCodeError(f"record {rec.key_text()}: {exc}") from exc
                 except Exception as exc:
                     raise UserCodeError(f"record {rec.key_text()}: transform.python "
                                         f"'{self._side.transform.ref.text}' raised "  # type: ignore[union-attr]
@@ -286,6 +288,20 @@ class ApplyTransformFn(beam.DoFn):
                                 f"{type(batch_exc).__name__}: {batch_exc}") from batch_exc
 
 
+def _unencodable(rec: Rec, stage: str, value: Any, exc: TypeError) -> str:
+    """Names the record, the stage and (for dict values) the field whose value cannot be fingerprinted."""
+    where = ""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            try:
+                canonical.encode(item)
+            except TypeError:
+                where = f" field {name!r}"
+                break
+    return (f"record {rec.key_text()}: the {stage} stage value{where} cannot be fingerprinted: {exc}; return "
+            f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
+
+
 class WriteBatchFn(beam.DoFn):
     """Fingerprints every stage value of a batch and writes the batch's part of the fingerprint set."""
 
@@ -303,7 +319,10 @@ class WriteBatchFn(beam.DoFn):
             value_row: dict[str, Any] = {"key_bytes": rec.key_bytes, "location": rec.location}
             for stage in STAGES:
                 value = rec.values.get(stage)
-                data = encode(value)
+                try:
+                    data = encode(value)
+                except TypeError as exc:  # user code produced a value with no canonical encoding
+                    raise UserCodeError(_unencodable(rec, stage, value, exc)) from exc
                 value_row[stage] = data
                 if stage == "transform" and rec.transform_input is not None:
                     features = {name: hash64(encode(v)) for name, v in value.items()}

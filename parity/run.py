@@ -45,8 +45,10 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
         error = unwrap_pipeline_error(exc)
         if error is not None:
             raise error from exc
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
         raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+                          f"{last}") from exc  # a worker's traceback text ends with the real error
     key = list(side.capture.key) if side.capture.key else "input"
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
                                   "environment": environment_manifest(), "runner": runner})
@@ -67,7 +69,8 @@ def _check_quarantine_share(side: SideConfig, out_dir: str, manifest: dict[str, 
 
     records = manifest["records"]
     if not records["read"]:
-        raise InputError(f"side '{side.name}': the capture {side.capture.path!r} holds no records")
+        raise InputError(f"side '{side.name}': the capture {side.capture.path!r} holds no records (its files are "
+                         f"empty or blank); point capture.path at the captured records")
     share = records["quarantined"] / records["read"]
     if share > side.capture.max_quarantined:
         reasons = ", ".join(f"{k} ({v})" for k, v in sorted(manifest["quarantine_reasons"].items(),

@@ -38,7 +38,6 @@ import json
 import math
 import os
 import shutil
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
@@ -51,8 +50,7 @@ from parity import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
 from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, QUARANTINE, VALUE_SCHEMA, VALUES_DIR,
-                                    FingerprintSet, PartRows, finalize, read_set, write_part,
-                                    write_quarantine_part)
+                                    FingerprintSet, finalize, read_set, write_quarantine_part)
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -67,6 +65,8 @@ PART_ROWS = 50_000  # records per values part of a finalized tap set
 
 _hash64 = xxhash.xxh3_64_intdigest
 UNTAPPED_FP = _hash64(canonical.encode(UNTAPPED))
+NOT_SEEN_FP = _hash64(canonical.encode(NOT_SEEN))
+DROPPED_LATE_FP = _hash64(canonical.encode(DROPPED_LATE))
 
 
 def sample_threshold(rate: float) -> int:
@@ -106,6 +106,17 @@ def not_kept(fp: int) -> dict[str, str]:
     tolerance tier never mistakes two unknown values for equal ones (shown cut to 40 characters).
     """
     return {"error": f"not kept by the tap (fp {fp:016x})"}
+
+
+def _not_kept_bytes() -> tuple[bytes, bytes]:
+    """The canonical bytes of `not_kept(fp)` around the 16 hex digits, to build many of them quickly."""
+    sample = canonical.encode(not_kept(0))
+    head, tail = sample[:-17], sample[-1:]
+    assert head + b"%016x" % 0xFEDCBA9876543210 + tail == canonical.encode(not_kept(0xFEDCBA9876543210))
+    return head, tail
+
+
+_NOT_KEPT_BYTES = _not_kept_bytes()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -157,19 +168,6 @@ def _write_json_atomic(path: str, data: Any) -> None:
         json.dump(data, handle, indent=2, sort_keys=True, ensure_ascii=False)
         handle.write("\n")
     os.replace(tmp, path)
-
-
-@dataclass
-class _Entry:
-    """One fingerprint row a tap wrote: where it is, what it says."""
-
-    fp: int
-    features: list
-    key: str
-    late: bool
-    folder: str
-    part: str
-    row: int
 
 
 def _read_taps(set_dir: str) -> list[dict[str, Any]]:
@@ -267,11 +265,11 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
     if late_stages:
         raise FingerprintSetError(f"{set_dir}: late=True taps must tap the window stage, found {late_stages}")
 
-    entries, quarantined = _load_entries(taps)
-    records = _assemble(entries, found)
-    kept = _kept_keys(records, keep_values)
+    merged = _merge(taps, found)
+    kept = merged.kept(keep_values)
+    quarantined = _quarantine_entries(taps, later=False)
     _reset_outputs(set_dir)
-    _write_records(set_dir, records, kept, entries, redact)
+    _write_merged(set_dir, merged, kept, redact)
     if quarantined:
         write_quarantine_part(set_dir, "tap", quarantined)
 
@@ -282,7 +280,7 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
         "runner": _agree(taps, "runner") if len({t.get("runner") for t in taps}) == 1 else "mixed",
         "tap_format": TAP_FORMAT, "writer": "parity.beam.TapStage",
         "stages_tapped": found, "sample_rate": rate, "sample_rule": SAMPLE_RULE,
-        "values": {"kept": len(kept) if keep_values is None or keep_values > 0 else 0,
+        "values": {"kept": merged.kept_keys(kept),
                    "keep_values": keep_values, "redacted": redact, "rule": VALUES_RULE},
         "taps": [{k: t.get(k) for k in ("stage", "label", "late", "key", "sample_rate", "keep_values",
                                         "redact", "side")} for t in taps],
@@ -335,118 +333,226 @@ def _worker_environments(taps: list[dict]) -> list[dict]:
     return [seen[k] for k in sorted(seen)]
 
 
-def _load_entries(taps: list[dict]) -> tuple[dict[str, dict[bytes, list[_Entry]]], list[dict]]:
-    """Per stage, per key fingerprint, the rows the stage's taps wrote (sorted: duplicates pair by fp)."""
-    entries: dict[str, dict[bytes, list[_Entry]]] = {s: {} for s in STAGES}
+class _Merged:
+    """The records of a tap set, one per (key_fp, ordinal), with each stage's fingerprint and its source.
+
+    Arrays are aligned by record, sorted by (key_fp bytes, ordinal); `src[s][i]` / `row[s][i]` locate record
+    i's row in stage s's tap parts (`sources[src]`), -1 when stage s has none.
+    """
+
+    def __init__(self, keys: np.ndarray, fps: dict[str, np.ndarray], src: dict[str, np.ndarray],
+                 row: dict[str, np.ndarray], features: list, fillers: dict[str, np.ndarray],
+                 sources: list[tuple[str, str, str]]):
+        self.keys, self.fps, self.src, self.row = keys, fps, src, row
+        self.features, self.fillers, self.sources = features, fillers, sources
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def kept(self, keep_values: int | None) -> np.ndarray:
+        """Mask of the records whose values are kept: those of the `keep_values` smallest key fingerprints."""
+        n = len(self)
+        if keep_values is None:
+            return np.ones(n, dtype=bool)
+        starts = np.flatnonzero(_group_starts(self.keys))  # records are sorted by key_fp
+        bound = n if keep_values >= len(starts) else int(starts[keep_values])
+        return np.arange(n) < bound
+
+    def kept_keys(self, kept: np.ndarray) -> int:
+        return int((_group_starts(self.keys) & kept).sum())
+
+
+def _group_starts(keys: np.ndarray) -> np.ndarray:
+    """True where a run of equal key fingerprints starts (`keys`: an (n, 16) uint8 array, sorted)."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=bool)
+    return np.concatenate([[True], (keys[1:] != keys[:-1]).any(axis=1)])
+
+
+def _fixed16(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8) if len(array) else np.zeros(0, dtype=np.uint8)
+    return raw[array.offset * 16:(array.offset + len(array)) * 16].reshape(-1, 16)
+
+
+def _record_ids(keys: np.ndarray, ordinals: np.ndarray) -> np.ndarray:
+    """(key_fp, ordinal) as 20-byte void scalars: numpy sorts and compares them bytewise."""
+    combined = np.empty((len(keys), 20), dtype=np.uint8)
+    combined[:, :16] = keys
+    combined[:, 16:] = ordinals.astype(">u4").view(np.uint8).reshape(-1, 4)
+    return combined.view("V20").ravel()
+
+
+def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]]) -> pa.Table:
+    """Every row the taps of one stage wrote, sorted by (key_fp, fp, source), with its source and row."""
+    column = f"{stage}_fp"
+    columns = ["key_fp", column] + (["features"] if stage == "transform" else [])
+    tables = []
     for tap in taps:
-        stage, late = tap["stage"], bool(tap.get("late"))
-        column = f"{stage}_fp"
+        if tap["stage"] != stage:
+            continue
         for path in sorted(glob.glob(os.path.join(tap["dir"], "_parts", "*.parquet"))):
-            part = os.path.basename(path)[:-len(".parquet")]
             try:
-                table = pq.read_table(path, schema=FP_SCHEMA, columns=["key_fp", "key", column, "features"])
+                table = pq.read_table(path, schema=FP_SCHEMA, columns=columns)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read a tap part: {exc}") from exc
-            keys = table.column("key_fp").to_pylist()
-            texts = table.column("key").to_pylist()
-            fps = table.column(column).to_pylist()
-            features = table.column("features").to_pylist()
-            by_key = entries[stage]
-            for row, (key_fp, text, fp, feats) in enumerate(zip(keys, texts, fps, features)):
-                by_key.setdefault(key_fp, []).append(_Entry(fp, feats or [], text, late, tap["dir"], part, row))
-    for by_key in entries.values():
-        for rows in by_key.values():
-            rows.sort(key=lambda e: (e.fp, e.features, e.folder, e.part, e.row))
-    return entries, _quarantine_entries(taps, later=False) if taps else []
+            n = table.num_rows
+            table = table.append_column("src", pa.array(np.full(n, len(sources), dtype=np.int32)))
+            table = table.append_column("row", pa.array(np.arange(n, dtype=np.int32)))
+            table = table.append_column("late", pa.array(np.full(n, bool(tap.get("late")))))
+            sources.append((tap["dir"], os.path.basename(path)[:-len(".parquet")], tap["label"]))
+            tables.append(table)
+    if not tables:
+        fields = [FP_SCHEMA.field(c) for c in columns] + [pa.field("src", pa.int32()), pa.field("row", pa.int32()),
+                                                         pa.field("late", pa.bool_())]
+        return pa.schema(fields).empty_table()
+    table = pa.concat_tables(tables)
+    return table.sort_by([("key_fp", "ascending"), (column, "ascending"), ("src", "ascending"),
+                          ("row", "ascending")])
 
 
-@dataclass
-class _Record:
-    key_fp: bytes
-    key: str
-    ordinal: int
-    stages: dict[str, Any]  # stage -> _Entry, or a sentinel dict
+def _merge(taps: list[dict], tapped: list[str]) -> _Merged:
+    """Pairs the stages' rows into records: the i-th row of a key at one stage with the i-th at the others
+    (rows of a key are ordered by fingerprint, so duplicates pair deterministically)."""
+    sources: list[tuple[str, str, str]] = []
+    tables = {s: _stage_rows(taps, s, sources) for s in tapped}
+    ids = {}
+    for stage, table in tables.items():
+        keys = _fixed16(table.column("key_fp"))
+        starts = _group_starts(keys)
+        index = np.arange(len(keys))
+        ordinals = index - np.maximum.accumulate(np.where(starts, index, 0)) if len(keys) else index
+        ids[stage] = _record_ids(keys, ordinals)
+    all_ids = np.unique(np.concatenate(list(ids.values()))) if ids else np.zeros(0, dtype="V20")
+    n = len(all_ids)
+    record_keys = all_ids.view(np.uint8).reshape(-1, 20)[:, :16] if n else np.zeros((0, 16), dtype=np.uint8)
+    late = np.zeros(n, dtype=bool)
+    fps: dict[str, np.ndarray] = {}
+    src: dict[str, np.ndarray] = {}
+    row: dict[str, np.ndarray] = {}
+    features: list = [[] for _ in range(n)]
+    positions = {s: np.searchsorted(all_ids, ids[s]) for s in tapped}
+    fillers: dict[str, np.ndarray] = {}
+    for stage in STAGES:
+        fps[stage] = np.full(n, UNTAPPED_FP, dtype=np.uint64)
+        src[stage] = np.full(n, -1, dtype=np.int64)
+        row[stage] = np.full(n, -1, dtype=np.int64)
+        if stage not in tables:
+            fillers[stage] = np.zeros(n, dtype=np.int8)  # 0: untapped
+            continue
+        table, pos = tables[stage], positions[stage]
+        present = np.zeros(n, dtype=bool)
+        present[pos] = True
+        # 1: not seen by this stage's tap; 2: dropped as late at an earlier stage; -1: the tap's own value
+        filler = np.where(late, 2, 1).astype(np.int8)
+        filler[present] = -1
+        fillers[stage] = filler
+        fps[stage][~present] = np.where(late[~present], DROPPED_LATE_FP, NOT_SEEN_FP)
+        fps[stage][pos] = table.column(f"{stage}_fp").to_numpy()
+        src[stage][pos] = table.column("src").to_numpy()
+        row[stage][pos] = table.column("row").to_numpy()
+        if stage == "transform":
+            for p, feats in zip(pos.tolist(), table.column("features").to_pylist()):
+                features[p] = feats or []
+        late[pos] |= table.column("late").to_numpy(zero_copy_only=False)
+    return _Merged(record_keys, fps, src, row, features, fillers, sources)
 
 
-def _assemble(entries: dict[str, dict[bytes, list[_Entry]]], tapped: list[str]) -> list[_Record]:
-    keys = sorted({k for s in tapped for k in entries[s]})
-    records = []
-    for key_fp in keys:
-        lists = {s: entries[s].get(key_fp, []) for s in tapped}
-        count = max(len(rows) for rows in lists.values())
-        text = next(rows[0].key for rows in lists.values() if rows)
-        for ordinal in range(count):
-            late = False
-            stages: dict[str, Any] = {}
-            for stage in STAGES:
-                if stage not in lists:
-                    stages[stage] = UNTAPPED
-                elif ordinal < len(lists[stage]):
-                    entry = lists[stage][ordinal]
-                    stages[stage] = entry
-                    late = late or entry.late
-                else:
-                    stages[stage] = DROPPED_LATE if late else NOT_SEEN
-            records.append(_Record(key_fp, text, ordinal, stages))
-    return records
+_FILLERS = {0: UNTAPPED, 1: NOT_SEEN, 2: DROPPED_LATE}
 
 
-def _kept_keys(records: list[_Record], keep_values: int | None) -> set[bytes]:
-    keys = sorted({r.key_fp for r in records})
-    return set(keys if keep_values is None else keys[:max(0, keep_values)])
-
-
-def _write_records(set_dir: str, records: list[_Record], kept: set[bytes],
-                   entries: dict[str, dict[bytes, list[_Entry]]], redact: bool) -> None:
-    encode = canonical.encode
-    needed: dict[tuple[str, str], set[int]] = {}
-    for record in records:
-        for value in record.stages.values():
-            if isinstance(value, _Entry) and (record.key_fp in kept or not redact):
-                needed.setdefault((value.folder, value.part), set()).add(value.row)
-    loaded = _load_values(needed)
-    for start in range(0, len(records), PART_ROWS):
-        fp_rows, value_rows = [], []
-        for record in records[start:start + PART_ROWS]:
-            fp_row: dict[str, Any] = {"key_fp": record.key_fp, "key": record.key, "features": []}
-            value_row: dict[str, Any] = {"key_bytes": b"", "location": ""}
-            keep = record.key_fp in kept
-            for stage in STAGES:
-                value = record.stages[stage]
-                if isinstance(value, _Entry):
-                    fp_row[f"{stage}_fp"] = value.fp
-                    if stage == "transform":
-                        fp_row["features"] = value.features
-                    stored = loaded.get((value.folder, value.part, value.row))
-                    if stored is not None:
-                        if not value_row["key_bytes"] and stored["key_bytes"]:
-                            value_row["key_bytes"] = stored["key_bytes"]
-                        if not value_row["location"]:
-                            value_row["location"] = f"tap {stage}/{os.path.basename(value.folder)}/" \
-                                                    f"{value.part}:{value.row}"
-                    data = stored.get(stage) if keep and stored is not None else None
-                    value_row[stage] = data if data is not None else encode(not_kept(value.fp))
-                else:
-                    data = encode(value)
-                    fp_row[f"{stage}_fp"] = _hash64(data)
-                    value_row[stage] = data if keep else encode(not_kept(fp_row[f"{stage}_fp"]))
-            fp_rows.append(fp_row)
-            value_rows.append(value_row)
-        write_part(set_dir, f"tap-{start // PART_ROWS:05d}", PartRows(fp_rows, value_rows))
-
-
-def _load_values(needed: dict[tuple[str, str], set[int]]) -> dict[tuple[str, str, int], dict]:
-    loaded: dict[tuple[str, str, int], dict] = {}
-    for (folder, part), rows in sorted(needed.items()):
+def _read_values(sources: list[tuple[str, str, str]], wanted: dict[int, np.ndarray],
+                 columns: list[str]) -> dict[int, pa.Table]:
+    """The rows `wanted[src]` of each source part's values, in that order."""
+    result = {}
+    for index, rows in sorted(wanted.items()):
+        folder, part, _ = sources[index]
         path = os.path.join(folder, VALUES_DIR, f"{part}.parquet")
         try:
-            table = pq.read_table(path, schema=VALUE_SCHEMA)
+            table = pq.read_table(path, schema=VALUE_SCHEMA, columns=columns)
         except (OSError, pa.ArrowException) as exc:
             raise FingerprintSetError(f"{path}: cannot read a tap's values: {exc}") from exc
-        ordered = sorted(rows)
-        for row, values in zip(ordered, table.take(pa.array(ordered, type=pa.int64())).to_pylist()):
-            loaded[(folder, part, row)] = values
-    return loaded
+        result[index] = table.take(pa.array(rows, type=pa.int64()))
+    return result
+
+
+def _gather(merged: _Merged, stage: str, mask: np.ndarray, column: str, into: np.ndarray) -> None:
+    """Copies `column` of the values rows stage `stage` wrote into `into[i]` for the records in `mask`."""
+    records = np.flatnonzero(mask & (merged.src[stage] >= 0))
+    if not len(records):
+        return
+    srcs, rows = merged.src[stage][records], merged.row[stage][records]
+    wanted = {int(s): rows[srcs == s] for s in np.unique(srcs)}
+    for index, table in _read_values(merged.sources, wanted, [column]).items():
+        into[records[srcs == index]] = np.array(table.column(column).to_pylist() + [None], dtype=object)[:-1]
+
+
+def _marker_bytes(fps: np.ndarray) -> list[bytes]:
+    head, tail = _NOT_KEPT_BYTES
+    return [head + b"%016x" % fp + tail for fp in fps.tolist()]
+
+
+def _key_texts(merged: _Merged, key_bytes: np.ndarray, redact: bool) -> list[str]:
+    """The `key` column: the key as JSON, decoded from its canonical bytes (redacted: its fingerprint)."""
+    texts = []
+    flat = merged.keys
+    for i, data in enumerate(key_bytes.tolist()):
+        if redact or not data:
+            texts.append(json.dumps(flat[i].tobytes().hex()))
+        else:
+            key = canonical.decode(data)
+            texts.append(json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True))
+    return texts
+
+
+def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool) -> None:
+    """Writes the records as the batch parts of a standard set (`_parts/`, `values/`), for `finalize`."""
+    n = len(merged)
+    key_bytes = np.full(n, b"", dtype=object)
+    location = np.full(n, "", dtype=object)
+    values: dict[str, np.ndarray] = {}
+    if not redact:
+        missing = np.ones(n, dtype=bool)
+        for stage in STAGES:  # from the earliest stage that has the record
+            _gather(merged, stage, missing, "key_bytes", key_bytes)
+            for i in np.flatnonzero(missing & kept & (merged.src[stage] >= 0)).tolist():
+                folder, part, label = merged.sources[merged.src[stage][i]]
+                location[i] = f"tap {stage}/{label}/{part}:{merged.row[stage][i]}"
+            missing &= merged.src[stage] < 0
+    texts = _key_texts(merged, key_bytes, redact)
+    for stage in STAGES:
+        column = np.array(_marker_bytes(merged.fps[stage]) + [b""], dtype=object)[:-1]
+        if not redact:
+            stored = np.full(n, None, dtype=object)
+            _gather(merged, stage, kept, stage, stored)
+            own = kept & (merged.src[stage] >= 0) & (stored != None)  # noqa: E711 (elementwise)
+            column[own] = stored[own]
+            for code, filler in _FILLERS.items():
+                column[kept & (merged.fillers[stage] == code)] = canonical.encode(filler)
+        values[stage] = column
+    parts_dir, values_dir = os.path.join(set_dir, "_parts"), os.path.join(set_dir, VALUES_DIR)
+    os.makedirs(parts_dir, exist_ok=True)
+    os.makedirs(values_dir, exist_ok=True)
+    flat_keys = merged.keys.reshape(-1)
+    for number, start in enumerate(range(0, max(n, 1), PART_ROWS)):
+        stop = min(n, start + PART_ROWS)
+        count, part = stop - start, f"tap-{number:05d}"
+        key_fp = pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(16), count, [None, pa.py_buffer(flat_keys[start * 16:stop * 16].tobytes())])
+        fp_table = pa.table(
+            [key_fp, pa.array(texts[start:stop], pa.string())]
+            + [pa.array(merged.fps[s][start:stop], pa.uint64()) for s in STAGES]
+            + [pa.array(merged.features[start:stop], FP_SCHEMA.field("features").type),
+               pa.array([part] * count, pa.string()), pa.array(np.arange(count, dtype=np.int32))],
+            schema=FP_SCHEMA)
+        value_table = pa.table(
+            [pa.array(key_bytes[start:stop].tolist(), pa.binary()), pa.array(location[start:stop].tolist(),
+                                                                              pa.string())]
+            + [pa.array(values[s][start:stop].tolist(), pa.binary()) for s in STAGES], schema=VALUE_SCHEMA)
+        pq.write_table(fp_table, os.path.join(parts_dir, f"{part}.parquet"), compression="zstd")
+        pq.write_table(value_table, os.path.join(values_dir, f"{part}.parquet"), compression="zstd")
+        if n == 0:
+            break
 
 
 # ---------------------------------------------------------------------------------------------------------

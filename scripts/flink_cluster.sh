@@ -71,10 +71,14 @@ configure() {
   mkdir -p "$RUN_DIR/log" "$RUN_DIR/pid" "$RUN_DIR/tmp"
   rm -rf "$conf"
   cp -r "$home/conf" "$conf"
+  # The JVM options of the shipped config (--add-opens/--add-exports that Java 17 needs) are kept.
+  local java_opts
+  java_opts="$(sed -n 's/^ *all: *//p' "$home/conf/config.yaml" | head -n 1)"
   rm -f "$conf/config.yaml" "$conf/flink-conf.yaml"
-  # Flink 1.19 reads conf/config.yaml (standard YAML, flat keys accepted) and falls back to flink-conf.yaml.
+  # Flink 1.19 reads conf/config.yaml (standard YAML; flat keys are accepted).
   cat >"$conf/config.yaml" <<EOF
 # Written by scripts/flink_cluster.sh: a small local session cluster.
+env.java.opts.all: "$java_opts"
 jobmanager.rpc.address: localhost
 jobmanager.rpc.port: 6123
 jobmanager.bind-host: localhost
@@ -86,7 +90,11 @@ rest.port: $PORT
 taskmanager.numberOfTaskSlots: 2
 parallelism.default: 1
 jobmanager.memory.process.size: 1024m
-taskmanager.memory.process.size: 1536m
+taskmanager.memory.process.size: 1728m
+# A Beam pipeline translates to ~100 Flink tasks chained in one slot (the taxi example's offline side): the
+# default network memory (10% of 1.7 GB) leaves too few buffers ("Insufficient number of network buffers").
+taskmanager.memory.network.min: 256m
+taskmanager.memory.network.max: 256m
 io.tmp.dirs: $RUN_DIR/tmp
 env.pid.dir: $RUN_DIR/pid
 env.log.dir: $RUN_DIR/log

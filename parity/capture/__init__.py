@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -24,8 +25,8 @@ from typing import Any, Union
 from parity.errors import InputError
 from parity.schema import FieldType
 
-__all__ = ["FORMATS", "MAX_NESTING", "Quarantined", "ReadBatch", "detect_format", "list_capture_files",
-           "read_file", "too_deep"]
+__all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Quarantined", "ReadBatch", "detect_format", "list_capture_files",
+           "read_file", "reason_kind", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
@@ -172,6 +173,19 @@ def _batches(items: Iterable[ReadItem], batch_size: int) -> Iterator[ReadBatch]:
             batch = ReadBatch()
     if batch.records or batch.quarantined:
         yield batch
+
+
+_POSITION = re.compile(r"^record \d+: |\s+(?:at|after) (?:line \d+, )?(?:byte|line|row) \d+")
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a quarantine reason, for counting: its head without positions, at most 80 characters.
+
+    `invalid UTF-8 at line 2, byte 7: ...` and `invalid UTF-8 at byte 13: ...` are both `invalid UTF-8`;
+    `record 3: data CRC mismatch` is `data CRC mismatch`; `field 'fare': expected float64, got 'x'` is
+    `field 'fare'`.
+    """
+    return _POSITION.sub("", reason).split(":", 1)[0].strip()[:80]
 
 
 def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:

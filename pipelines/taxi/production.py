@@ -1,6 +1,6 @@
 """The taxi production feature job as a streaming-style Beam pipeline, with a parity tap after each stage.
 
-    python pipelines/taxi/production.py --input fixtures/taxi/capture/trips.jsonl \\
+    PYTHONPATH=. python pipelines/taxi/production.py --input fixtures/taxi/capture/trips.jsonl \\
         --tft_output OFFLINE_SET/tft_output --output_dir /tmp/taxi-prod --tap_dir /tmp/taxi-prod/taps \\
         [--sample_rate 0.1] [--keep_values 1000] [--redact] [BEAM_OPTIONS]
 
@@ -10,18 +10,22 @@ each stage and, once it has finished, finalizes the tap set, which `parity diff 
 with the offline replay (docs/taps.md). Without it the job runs without taps (benchmarks/tap_overhead.py
 compares the two).
 
-The stages, as a streaming job runs them and as `pipelines/taxi/parity.yaml` (`sides.production`) restates
-them; each tap computes the value a parity replay computes for its stage:
+The stages as the job runs them, each followed by its tap, which fingerprints the value a parity replay of
+`sides.production` in pipelines/taxi/parity.yaml computes for that stage:
 
-| step of this job | tap | the replay's stage value |
-|---|---|---|
-| read the capture in arrival order, `json.loads` | `input`, key `trip_id` | the record |
-| watermark replay (60 s out of orderness) over arrival order; trips whose hour already closed go to a late output and are dropped (allowed lateness 0) | `window` with `late=True` on the late output | `{timestamp_us, late, windows}` |
-| `TimestampedValue(event_time)`, `WindowInto(FixedWindows(3600))` | `window`: Beam's own timestamp and window | `{timestamp_us, windows}` |
-| GroupByKey on `pickup_zone` per window; `trips_1h` (count) and `fare_mean_1h` (exact mean of the non-null fares) joined back to each trip; the zone's partition of the 16-partition feature topic | `shard` | `{key, shard, aggregates}` |
-| trips cross the stream as Avro (fastavro round trip, schema from the capture schema) | `coder` | the record after the hop |
-| train/eval split (8:2) seeded with 42 and the trip's key | `seed` | `{"in_eval": "train" or "eval"}` |
-| the offline `transform_fn` applied to batches, as serving applies it | `transform` | the features |
+- **input**: read the capture in arrival order, `json.loads`. Tap `input` (key `trip_id`): the record.
+- **window**: a watermark replay over arrival order (60 s out of orderness) sends the trips whose hour had
+  already closed to a late output, where they are dropped (allowed lateness 0; the planted bug of the
+  example). Tap `window` with `late=True` on that output: `{timestamp_us, late: true, windows}`. The other
+  trips: `TimestampedValue(event_time)`, `WindowInto(FixedWindows(3600))`; tap `window`, with Beam's own
+  timestamp and window: `{timestamp_us, windows}`.
+- **shard**: GroupByKey on `pickup_zone` per window; `trips_1h` (count) and `fare_mean_1h` (exact mean of
+  the non-null fares) joined back to each trip; the zone's partition of the 16-partition feature topic.
+  Tap `shard`: `{key, shard, aggregates}`.
+- **coder**: trips cross the stream as Avro (a fastavro round trip). Tap `coder`: the record after the hop.
+- **seed**: the train/eval split (8:2) seeded with 42 and the trip's key. Tap `seed`: `{"in_eval": split}`.
+- **transform**: the offline `transform_fn` applied to batches of trips, as serving applies it. Tap
+  `transform`: the features.
 
 Output under `--output_dir`: `features/part-*.jsonl`, one `{"trip_id", "partition", "split", "features"}` per
 served trip.
@@ -332,7 +336,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any] | None:
     pipeline.run().wait_until_finish()
     if args.tap_dir is None:
         return None
-    return finalize(args.tap_dir, side=SIDE, key=KEY, config_name="taxi-hourly", transform_graph=args.tft_output)
+    return finalize(args.tap_dir, side=SIDE, key=KEY, config_name="taxi-hourly",
+                    transform_graph=args.tft_output)
 
 
 if __name__ == "__main__":

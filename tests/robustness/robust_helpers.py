@@ -6,6 +6,8 @@ the test process and a second project reusing a name would silently get the firs
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -69,14 +71,15 @@ class Project:
 
 def make_project(folder: os.PathLike | str, *, capture: bytes | None = None, capture_name: str = "cap.jsonl",
                  lines: Iterable[bytes] | None = None, capture_spec: dict | None = None,
-                 side: dict | None = None, config: dict | None = None, module_code: str = FEATURES,
-                 schema: dict | None | bool = True) -> Project:
+                 side: dict | None = None, per_side: dict | None = None, config: dict | None = None,
+                 module_code: str = FEATURES, schema: dict | None | bool = True) -> Project:
     """Writes a two-side project: both sides read the same capture through the same python transform.
 
     Args:
         capture: the capture file's bytes; or `lines`, joined with newlines.
-        capture_spec: entries merged into the top-level `capture` mapping.
+        capture_spec: entries merged into the top-level `capture` mapping (None removes an entry).
         side: entries merged into both sides (e.g. a timestamp or window config).
+        per_side: {"offline" or "production": entries merged into that side only}.
         config: entries merged into the top level of the config, after everything else (may replace `sides`).
         schema: True for the default schema, None/False for none, or a mapping.
     """
@@ -95,10 +98,11 @@ def make_project(folder: os.PathLike | str, *, capture: bytes | None = None, cap
     elif schema:
         spec["schema"] = schema
     spec.update(capture_spec or {})
+    spec = {k: v for k, v in spec.items() if v is not None}  # None removes a default, e.g. max_quarantined
     body: dict[str, Any] = {"transform": {"python": f"{module}:features"}}
     body.update(side or {})
-    document: dict[str, Any] = {"version": 1, "name": "robust", "capture": spec,
-                                "sides": {"offline": dict(body), "production": dict(body)}}
+    sides = {name: dict(body, **(per_side or {}).get(name, {})) for name in ("offline", "production")}
+    document: dict[str, Any] = {"version": 1, "name": "robust", "capture": spec, "sides": sides}
     document.update(config or {})
     path = os.path.join(folder, "parity.yaml")
     with open(path, "w", encoding="utf-8") as handle:
@@ -106,17 +110,27 @@ def make_project(folder: os.PathLike | str, *, capture: bytes | None = None, cap
     return Project(folder, path, module)
 
 
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """Runs `parity ARGV` in process; returns (exit code, stdout, the `parity: error:` lines of stderr)."""
+def run_cli(argv: list[str], capsys=None) -> tuple[int, str, str]:
+    """Runs `parity ARGV` in process; returns (exit code, stdout, the `parity: error:` lines of stderr).
+
+    Output is read through pytest's `capsys` when given, else through redirected streams (module fixtures).
+    """
     os.environ["PARITY_PROGRESS"] = "off"
-    code = main(argv)
-    captured = capsys.readouterr()
-    errors = "\n".join(line for line in captured.err.splitlines() if line.startswith("parity: error"))
-    return code, captured.out, errors
+    if capsys is not None:
+        code = main(argv)
+        captured = capsys.readouterr()
+        out, err = captured.out, captured.err
+    else:
+        out_stream, err_stream = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_stream), contextlib.redirect_stderr(err_stream):
+            code = main(argv)
+        out, err = out_stream.getvalue(), err_stream.getvalue()
+    errors = "\n".join(line for line in err.splitlines() if line.startswith("parity: error"))
+    return code, out, errors
 
 
-def check(project: Project, capsys, *extra: str) -> tuple[int, str, str]:
-    """`parity check CONFIG --out FOLDER/out`."""
+def check(project: Project, capsys=None, *extra: str) -> tuple[int, str, str]:
+    """`parity check CONFIG --out FOLDER/out [EXTRA]`."""
     return run_cli(["check", project.config, "--out", project.out, *extra], capsys)
 
 

@@ -160,7 +160,7 @@ def _parquet_too_deep() -> bytes:
 
 def _cases() -> dict[str, Case]:
     at_3, at_last = _tf_case_offsets()
-    deep = b'{"id": 7, "x": ' + b"[" * 150 + b"]" * 150 + b"}"
+    deep = b'{"id": 7, "x": ' + b"[" * 600 + b"]" * 600 + b"}"  # JSON reads it; Beam could not pickle it
     return {
         # jsonl
         "jsonl-invalid-json": Case(_jsonl(b'{"id": 7, "v": '), [("cap.jsonl:7", ("invalid JSON", "column"))]),

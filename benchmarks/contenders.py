@@ -1,0 +1,402 @@
+"""The contenders of the issue-5 benchmark, each run as `python benchmarks/contenders.py NAME ...` in its own
+process by benchmarks/run.py, which measures the process's peak memory (`os.wait4` rusage).
+
+Every contender imports what it needs (Beam, TensorFlow, TFT, parity) *before* its clock starts, so the
+reported `wall_s` is the contender's work, not interpreter start-up and imports (which the driver reports
+separately as `process_s`). Each writes its result as JSON to `--result`.
+
+    floor    the two sides' transforms alone: offline TFT AnalyzeAndTransformDataset, then production's serving
+             application of the exported graph (or, with --transform python, the python features per side);
+             fed from the capture files by a batched reader, with the per-(hour, zone) aggregates the
+             transforms read computed in the same job; no fingerprints, no diff
+    parity   `parity.check` on the work dir's config
+    kernel   parity's fingerprinting of record batches vs a plain xxh3 loop over pre-encoded bytes
+    export   (not timed) the two sides' final features of a parity run as tf.Example TFRecord files for TFDV
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any, Iterable, Iterator
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+BATCH_SIZE = 2000
+
+
+def _warm_imports(tft: bool) -> None:
+    """Imports everything heavy before a clock starts."""
+    import apache_beam  # noqa: F401
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: F401
+
+    import parity.run  # noqa: F401
+    import parity.replay  # noqa: F401
+
+    if tft:
+        import tensorflow  # noqa: F401
+        import tensorflow_transform  # noqa: F401
+        import tensorflow_transform.beam  # noqa: F401
+
+
+# ------------------------------------------------------------------------------------------------- floor
+
+
+def read_record_batches(path: str, schema: dict, batch_size: int = BATCH_SIZE) -> Iterator[list[dict]]:
+    """The capture file as lists of records, through parity's own reader (same parse and coercion cost)."""
+    from parity.capture import read_file
+
+    for batch in read_file(path, "jsonl", schema, batch_size, path):
+        if batch.records:
+            yield batch.records
+
+
+def _agg_partials(records: list[dict]) -> Iterator[tuple[tuple[int, str], tuple[int, float, int]]]:
+    """Per (event hour, pickup zone): (trips, fare sum, fares present) of one batch."""
+    groups: dict[tuple[int, str], list] = {}
+    for r in records:
+        state = groups.setdefault((r["event_time"] // 3600, r["pickup_zone"]), [0, 0.0, 0])
+        state[0] += 1
+        if r["fare"] is not None:
+            state[1] += r["fare"]
+            state[2] += 1
+    for key, state in groups.items():
+        yield key, tuple(state)
+
+
+def _sum_states(states: Iterable[tuple]) -> tuple:
+    total = [0, 0.0, 0]
+    for s in states:
+        total[0] += s[0]
+        total[1] += s[1]
+        total[2] += s[2]
+    return tuple(total)
+
+
+def _attach(records: list[dict], aggs: dict) -> list[dict]:
+    out = []
+    for r in records:
+        count, fare_sum, fare_n = aggs[(r["event_time"] // 3600, r["pickup_zone"])]
+        r = dict(r)
+        r["trips_1h"] = count
+        r["fare_mean_1h"] = fare_sum / fare_n if fare_n else None
+        out.append(r)
+    return out
+
+
+def _batches_and_aggregates(pipeline: Any, files: list[str], schema: dict, label: str) -> tuple[Any, Any]:
+    import apache_beam as beam
+
+    batches = (pipeline
+               | f"{label}Files" >> beam.Create(files, reshuffle=False)
+               | f"{label}Read" >> beam.FlatMap(read_record_batches, schema))
+    aggs = (batches
+            | f"{label}Partials" >> beam.FlatMap(_agg_partials)
+            | f"{label}Combine" >> beam.CombinePerKey(_sum_states))
+    return batches, beam.pvalue.AsDict(aggs)
+
+
+def floor_tft(config_path: str, files: list[str], work: str) -> dict:
+    """Offline TFT analyze+transform, then production's serving application of the exported graph."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+
+    from parity.config import capture_field_types, load_config
+    from parity.stages.transform import SavedTransform, feature_spec, to_instance
+
+    config = load_config(config_path)
+    side = config.sides[0]
+    schema, types = side.capture.schema_dict, capture_field_types(side)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
+    from preprocess import preprocessing_fn
+
+    def instances(records: list[dict], aggs: dict) -> Iterator[dict]:
+        for r in _attach(records, aggs):
+            yield to_instance(r, types)
+
+    started = time.monotonic()
+    metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
+    output = os.path.join(work, "tft_output")
+    metadata_io.write_metadata(metadata, os.path.join(output, "metadata"))
+    with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+        batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
+        with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False):
+            inst = batches | "Instances" >> beam.FlatMap(instances, aggs)
+            (transformed, _), transform_fn = (inst, metadata) | tft_beam.AnalyzeAndTransformDataset(
+                preprocessing_fn)
+            _ = transformed | "Count" >> beam.combiners.Count.Globally()
+            _ = transform_fn | tft_beam.WriteTransformFn(output)
+    offline = time.monotonic() - started
+
+    class Serve(beam.DoFn):
+        def setup(self) -> None:
+            self._saved = SavedTransform(output, types)
+
+        def process(self, records: list[dict], aggs: dict) -> Iterator[int]:
+            yield len(self._saved.apply(_attach(records, aggs)))
+
+    with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+        batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Production")
+        _ = (batches | "Serve" >> beam.ParDo(Serve(), aggs)
+             | "Count" >> beam.CombineGlobally(sum))
+    return {"timings": {"offline_tft_seconds": round(offline, 3),
+                        "production_serving_seconds": round(time.monotonic() - started - offline, 3)}}
+
+
+def floor_python(config_path: str, files: list[str], work: str) -> dict:
+    """Each side's python features over its records (two jobs, as parity replays two sides)."""
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from parity.config import load_config
+
+    config = load_config(config_path)
+    schema = config.sides[0].capture.schema_dict
+    sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
+    from python_features import python_features
+
+    def features(records: list[dict], aggs: dict) -> Iterator[int]:
+        yield len([python_features(r) for r in _attach(records, aggs)])
+
+    timings = {}
+    for side in config.sides:
+        started = time.monotonic()
+        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+            batches, aggs = _batches_and_aggregates(pipeline, files, schema, side.name)
+            _ = (batches | "Features" >> beam.FlatMap(features, aggs)
+                 | "Count" >> beam.CombineGlobally(sum))
+        timings[f"{side.name}_seconds"] = round(time.monotonic() - started, 3)
+    return {"timings": timings}
+
+
+# ------------------------------------------------------------------------------------------------ parity
+
+
+def parity_check(config_path: str, work: str) -> dict:
+    import parity
+
+    report = parity.check(config_path, out_dir=work)
+    with open(os.path.join(work, "timings.json"), encoding="utf-8") as handle:
+        timings = json.load(handle)
+    return {"timings": timings, "records": report.get("records", {})}
+
+
+# ------------------------------------------------------------------------------------------------ kernel
+
+
+def _stage_values(records: list[dict]) -> list[dict[str, Any]]:
+    """Per record, the six stage values parity fingerprints for the taxi config (as WriteBatchFn sees them)."""
+    import numpy as np
+    import xxhash
+
+    sys.path.insert(0, os.path.join(REPO, "pipelines", "taxi"))
+    from python_features import python_features
+
+    from parity import canonical
+
+    out = []
+    for r in records:
+        hour = r["event_time"] // 3600 * 3600 * 1_000_000
+        aggs = {"trips_1h": 17, "fare_mean_1h": 14.25}
+        coder = dict(r, **aggs)
+        feats = {k: (np.float32(v) if isinstance(v, float) else v)
+                 for k, v in python_features(coder).items() if v is not None}
+        zone = r["pickup_zone"]
+        out.append({
+            "key_bytes": canonical.encode([r["trip_id"]]),
+            "values": {
+                "input": r,
+                "window": {"timestamp_us": r["event_time"] * 1_000_000,
+                           "windows": [[hour, hour + 3_600_000_000]]},
+                "shard": {"key": zone, "shard": xxhash.xxh3_64_intdigest(canonical.encode(zone)) % 16,
+                          "aggregates": aggs},
+                "coder": coder,
+                "seed": {"in_eval": "train"},
+                "transform": feats,
+            }})
+    return out
+
+
+def _json_default(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    raise TypeError(type(value).__name__)
+
+
+def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) -> dict:
+    """Records/s of parity's fingerprint kernels against plain xxh3 over pre-encoded bytes (same process,
+    alternated, medians of `repeat` rounds)."""
+    import xxhash
+
+    from parity import canonical
+    from parity.config import STAGES, load_config
+    from parity.fingerprint import fingerprints
+
+    schema = load_config(schema_config).sides[0].capture.schema_dict
+    records: list[dict] = []
+    for path in files:
+        for batch in read_record_batches(path, schema):
+            records.extend(batch[: max_records - len(records)])
+            if len(records) >= max_records:
+                break
+        if len(records) >= max_records:
+            break
+    n = len(records)
+    h64, h128, encode, dumps = xxhash.xxh3_64_intdigest, xxhash.xxh3_128_digest, canonical.encode, json.dumps
+    # Pre-encoded outside the timed loops.
+    record_bytes = [dumps(r, sort_keys=True).encode() for r in records]
+    staged = _stage_values(records)
+    stage_bytes = []
+    for item in staged:
+        values = item["values"]
+        row = [item["key_bytes"]]
+        row += [dumps(values[s], sort_keys=True, default=_json_default).encode() for s in STAGES]
+        row += [dumps(v, default=_json_default).encode() for v in values["transform"].values()]
+        stage_bytes.append(row)
+    hashes_per_record = len(stage_bytes[0]) if stage_bytes else 0
+
+    def plain_record() -> None:
+        [h64(b) for b in record_bytes]
+
+    def parity_record() -> None:
+        fingerprints(records)
+
+    def encode_many_record() -> None:
+        [h64(b) for b in canonical.encode_many(records)]
+
+    def json_record() -> None:
+        [h64(dumps(r, sort_keys=True).encode()) for r in records]
+
+    def plain_stages() -> None:
+        for row in stage_bytes:
+            [h64(b) for b in row]
+
+    def parity_stages() -> None:  # WriteBatchFn.process's encode+hash loop, without the Parquet write
+        for item in staged:
+            values = item["values"]
+            fp_row: dict[str, Any] = {"key_fp": h128(item["key_bytes"])}
+            for stage in STAGES:
+                value = values[stage]
+                data = encode(value)
+                if stage == "transform":
+                    features = {name: h64(encode(v)) for name, v in value.items()}
+                    fp_row["features"] = sorted(features.items())
+                    fp_row["transform_fp"] = h64(encode(features))
+                else:
+                    fp_row[f"{stage}_fp"] = h64(data)
+
+    cases = {"plain_xxh3_record": plain_record, "parity_fingerprints_record": parity_record,
+             "parity_encode_many_record": encode_many_record, "json_dumps_xxh3_record": json_record,
+             "plain_xxh3_stages": plain_stages, "parity_writebatch_stages": parity_stages}
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeat):
+        for name, fn in cases.items():
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    return {"records": n, "hashes_per_record_stages": hashes_per_record,
+            "seconds": {k: round(v, 6) for k, v in medians.items()},
+            "records_per_second": {k: round(n / v) if v else None for k, v in medians.items()},
+            "ratio_record": round(medians["plain_xxh3_record"] / medians["parity_fingerprints_record"], 4),
+            "ratio_stages": round(medians["plain_xxh3_stages"] / medians["parity_writebatch_stages"], 4),
+            "repeat": repeat}
+
+
+# ------------------------------------------------------------------------------------------------ export
+
+
+def export_examples(parity_out: str, dest: str) -> dict:
+    """Writes each side's final features (parity's transform stage values) as tf.Examples with a trip_id
+    feature: `dest/<side>.tfrecord`. Records without features (dropped as late, errors) are left out."""
+    import glob
+
+    import numpy as np
+    import pyarrow.parquet as pq
+    import tensorflow as tf
+
+    from parity import canonical
+
+    counts = {}
+    os.makedirs(dest, exist_ok=True)
+    for side_dir in sorted(glob.glob(os.path.join(parity_out, "sides", "*"))):
+        side = os.path.basename(side_dir)
+        written = 0
+        with tf.io.TFRecordWriter(os.path.join(dest, f"{side}.tfrecord")) as writer:
+            for part in sorted(glob.glob(os.path.join(side_dir, "values", "*.parquet"))):
+                table = pq.read_table(part, columns=["key_bytes", "transform"])
+                for key_bytes, data in zip(table.column("key_bytes").to_pylist(),
+                                           table.column("transform").to_pylist()):
+                    value = canonical.decode(data) if data is not None else None
+                    if not isinstance(value, dict) or set(value) in ({"dropped"}, {"error"}):
+                        continue
+                    key = canonical.decode(key_bytes)
+                    feature = {"trip_id": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[int(key[0] if isinstance(key, list) else key)]))}
+                    for name, v in value.items():
+                        items = v if isinstance(v, list) else [v]
+                        if any(isinstance(x, (float, np.floating)) for x in items):
+                            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(
+                                value=[float(x) for x in items]))
+                        elif all(isinstance(x, (int, bool, np.integer)) for x in items):
+                            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(
+                                value=[int(x) for x in items]))
+                        else:
+                            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                                value=[str(x).encode() for x in items]))
+                    example = tf.train.Example(features=tf.train.Features(feature=feature))
+                    writer.write(example.SerializeToString())
+                    written += 1
+        counts[side] = written
+    return {"examples": counts}
+
+
+# -------------------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("contender", choices=["floor", "parity", "kernel", "export"])
+    parser.add_argument("--config", required=True, help="the work dir's parity.yaml")
+    parser.add_argument("--files", nargs="*", default=[], help="capture files")
+    parser.add_argument("--work", required=True, help="scratch folder of this run")
+    parser.add_argument("--result", required=True, help="write the result JSON here")
+    parser.add_argument("--transform", choices=["tft", "python"], default="tft")
+    parser.add_argument("--kernel-records", type=int, default=200_000)
+    parser.add_argument("--kernel-repeat", type=int, default=5)
+    parser.add_argument("--parity-out", default=None, help="export: the parity run's out dir")
+    args = parser.parse_args(argv)
+    os.makedirs(args.work, exist_ok=True)
+    if args.contender in ("floor", "parity"):
+        _warm_imports(tft=args.transform == "tft")
+    started = time.monotonic()
+    if args.contender == "floor":
+        extra = (floor_tft if args.transform == "tft" else floor_python)(args.config, args.files, args.work)
+    elif args.contender == "parity":
+        extra = parity_check(args.config, args.work)
+    elif args.contender == "kernel":
+        extra = kernel(args.files, args.config, args.kernel_records, args.kernel_repeat)
+    else:
+        extra = export_examples(args.parity_out, args.work)
+    wall = time.monotonic() - started
+    result = {"contender": args.contender, "wall_s": round(wall, 3), **extra}
+    with open(args.result, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

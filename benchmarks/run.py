@@ -1,0 +1,497 @@
+"""Issue-5 benchmark harness: parity against its floor and the alternatives, side by side, in one command.
+
+    .venv/bin/python benchmarks/run.py --records 100000
+    .venv/bin/python benchmarks/run.py --records 1000000 --repeat 2 --once naive,tfdv
+    .venv/bin/python benchmarks/run.py --records 1000000 --transform python --contenders floor,parity
+
+Generates (once, cached by records and seed) a taxi capture with fixtures/taxi/generate.py, writes a parity
+config equal to pipelines/taxi/parity.yaml pointing at it (absolute paths, preprocess.py copied beside it),
+then runs every contender on the same records on the same runner (Beam's FnApiRunner), each in its own
+process, alternating contenders round by round (`--repeat`) so they share the machine's load; medians are
+reported. Peak memory is the contender process's peak RSS (`os.wait4` rusage, children included).
+
+Writes `benchmarks/results/<records>[-python].md` and `.json`. See benchmarks/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CONTENDERS = ("floor", "parity", "naive", "tfdv", "kernel")
+DEFAULT_TFDV_PYTHON = os.path.join(REPO, ".bench-venvs", "tfdv", "bin", "python")
+CHUNK = 1_000_000  # records per generated file (the generator holds a file's records in memory)
+
+TARGETS = {
+    "parity_over_floor": 1.25,
+    "fingerprint_diff_speedup_vs_naive": 10.0,
+    "tfdv_over_parity": 3.0,
+    "kernel_vs_plain_xxh3": 1.0,
+    "peak_rss_gib_at_1m": 3.0,
+    "time_100k_to_1m": 11.0,
+    "peak_rss_gib_python_10m": 4.0,
+}
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def ensure_capture(records: int, seed: int, work: str) -> list[str]:
+    """The capture files of (records, seed), generated once: one file up to 1M records, then 1M per file
+    (file i > 0 drawn from seed `seed * 1000 + i`; trip ids are 60-63-bit random, so they stay unique)."""
+    folder = os.path.join(work, "captures", f"n{records}-s{seed}")
+    marker = os.path.join(folder, "COMPLETE")
+    chunks = [(i, min(CHUNK, records - i * CHUNK)) for i in range(max(1, -(-records // CHUNK)))]
+    files = [os.path.join(folder, f"trips-{i:03d}.jsonl") for i, _ in chunks]
+    if os.path.exists(marker):
+        return files
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for (i, count), path in zip(chunks, files):
+        log(f"generating {count} records (seed {seed if i == 0 else seed * 1000 + i}) -> {path}")
+        subprocess.run([sys.executable, os.path.join(REPO, "fixtures", "taxi", "generate.py"),
+                        "--records", str(count), "--seed", str(seed if i == 0 else seed * 1000 + i),
+                        "--out", path], check=True)
+    with open(marker, "w", encoding="utf-8") as handle:
+        handle.write(f"{records} {seed}\n")
+    return files
+
+
+def write_config(run_dir: str, files: list[str], transform: str, variant: str = "bug") -> str:
+    """pipelines/taxi/parity.yaml (`variant` fixed: parity-fixed.yaml) with the capture path made absolute,
+    and its modules copied beside it."""
+    import yaml
+
+    source = os.path.join(REPO, "pipelines", "taxi")
+    name = "parity.yaml" if variant == "bug" else "parity-fixed.yaml"
+    with open(os.path.join(source, name), encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)
+    folder = os.path.dirname(files[0])
+    config["capture"]["path"] = files[0] if len(files) == 1 else os.path.join(folder, "trips-*.jsonl")
+    if transform == "python":
+        config["name"] = config["name"] + "-python"
+        for side in config["sides"].values():
+            side["transform"] = {"python": "python_features:python_features"}
+    config_dir = os.path.join(run_dir, "config")
+    os.makedirs(config_dir, exist_ok=True)
+    for module in ("preprocess.py", "python_features.py"):
+        shutil.copy(os.path.join(source, module), os.path.join(config_dir, module))
+    path = os.path.join(config_dir, "parity.yaml")
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(config, handle, sort_keys=False, allow_unicode=True)
+    return path
+
+
+# --------------------------------------------------------------------------------------------- processes
+
+
+def run_process(command: list[str], log_path: str, env: dict | None = None) -> dict[str, Any]:
+    """Runs a command to completion; returns its wall seconds, exit code and peak RSS (MiB, incl. children)."""
+    started = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # already reaped: keep Popen from waiting again
+    return {"process_s": round(time.monotonic() - started, 3), "exit": proc.returncode,
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+
+
+def _tail(path: str, lines: int = 8) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Harness:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.files = ensure_capture(args.records, args.seed, args.work)
+        self.run_dir = os.path.join(args.work, "runs",
+                                    f"n{args.records}-s{args.seed}-{args.transform}-{args.variant}")
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        os.makedirs(self.run_dir)
+        self.config = write_config(self.run_dir, self.files, args.transform, args.variant)
+        self.runs: dict[str, list[dict]] = {c: [] for c in args.contenders}
+        self.examples_dir: str | None = None
+        self.kept_parity_out: str | None = None
+        self.env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+        self.env.pop("PYTHONPATH", None)
+
+    def _scratch(self, name: str, round_index: int) -> tuple[str, str, str]:
+        work = os.path.join(self.run_dir, f"{name}-r{round_index}")
+        return work, os.path.join(self.run_dir, f"{name}-r{round_index}.result.json"), \
+            os.path.join(self.run_dir, f"{name}-r{round_index}.log")
+
+    def command(self, name: str, work: str, result: str) -> list[str]:
+        a = self.args
+        py = sys.executable
+        common = ["--config", self.config, "--work", work, "--result", result]
+        if name in ("floor", "parity", "kernel"):
+            return [py, os.path.join(HERE, "contenders.py"), name, *common, "--transform", a.transform,
+                    "--kernel-records", str(a.kernel_records), "--files", *self.files]
+        if name == "naive":
+            return [py, os.path.join(HERE, "naive.py"), *common, "--files", *self.files]
+        if name == "tfdv":
+            assert self.examples_dir
+            return [a.tfdv_python, os.path.join(HERE, "tfdv_skew.py"), "--work", work, "--result", result,
+                    "--base", os.path.join(self.examples_dir, "offline.tfrecord"),
+                    "--test", os.path.join(self.examples_dir, "production.tfrecord")]
+        raise ValueError(name)
+
+    def ensure_examples(self) -> None:
+        """tf.Examples of both sides' final features (from a parity run's values) for TFDV: not timed."""
+        if self.examples_dir:
+            return
+        parity_out = self.kept_parity_out
+        if parity_out is None:
+            log("tfdv: running parity once (not timed) for the two sides' final features")
+            parity_out, result, log_path = self._scratch("parity-for-tfdv", 0)
+            done = run_process(self.command("parity", parity_out, result), log_path, self.env)
+            if done["exit"] != 0:
+                raise RuntimeError(f"parity run for TFDV's inputs failed:\n{_tail(log_path)}")
+        dest = os.path.join(self.run_dir, "tfexamples")
+        result = os.path.join(self.run_dir, "export.result.json")
+        log_path = os.path.join(self.run_dir, "export.log")
+        done = run_process([sys.executable, os.path.join(HERE, "contenders.py"), "export", "--config",
+                            self.config, "--work", dest, "--result", result, "--parity-out", parity_out],
+                           log_path, self.env)
+        if done["exit"] != 0:
+            raise RuntimeError(f"exporting tf.Examples failed:\n{_tail(log_path)}")
+        with open(result, encoding="utf-8") as handle:
+            log(f"tfdv: exported {json.load(handle)['examples']} tf.Examples")
+        self.examples_dir = dest
+        shutil.rmtree(parity_out, ignore_errors=True)
+        self.kept_parity_out = None
+
+    def run_one(self, name: str, round_index: int) -> None:
+        a = self.args
+        if name == "tfdv":
+            if not os.path.exists(a.tfdv_python):
+                if not self.runs[name]:
+                    self.runs[name].append({"skipped": f"no TFDV interpreter at {a.tfdv_python}"})
+                    log(f"tfdv: skipped (no {a.tfdv_python}; see benchmarks/README.md)")
+                return
+            self.ensure_examples()
+        work, result, log_path = self._scratch(name, round_index)
+        log(f"round {round_index}: {name} ...")
+        done = run_process(self.command(name, work, result), log_path, self.env)
+        entry: dict[str, Any] = {"round": round_index, **done}
+        if done["exit"] == 0 and os.path.exists(result):
+            with open(result, encoding="utf-8") as handle:
+                entry.update(json.load(handle))
+        else:
+            entry["error"] = _tail(log_path)
+            log(f"{name} FAILED (exit {done['exit']}); log {log_path}:\n{entry['error']}")
+        self.runs[name].append(entry)
+        if "wall_s" in entry:
+            log(f"round {round_index}: {name} wall {entry['wall_s']:.1f} s, process {done['process_s']:.1f} s, "
+                f"peak RSS {done['peak_rss_mib']:.0f} MiB")
+        keep = name == "parity" and "tfdv" in a.contenders and self.examples_dir is None \
+            and self.kept_parity_out is None and done["exit"] == 0
+        if keep:
+            self.kept_parity_out = work
+        elif not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def run(self) -> dict[str, Any]:
+        a = self.args
+        for round_index in range(1, a.repeat + 1):
+            for name in a.contenders:
+                if round_index > 1 and name in a.once:
+                    continue
+                self.run_one(name, round_index)
+        if self.kept_parity_out and not a.keep:
+            shutil.rmtree(self.kept_parity_out, ignore_errors=True)
+        return summarize(a, self.runs)
+
+
+# ------------------------------------------------------------------------------------------------ tables
+
+
+def _median(runs: list[dict], key: str) -> float | None:
+    values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+    return statistics.median(values) if values else None
+
+
+def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str, Any]:
+    n = args.records
+    rows: dict[str, dict[str, Any]] = {}
+    for name, entries in runs.items():
+        ok = [e for e in entries if "wall_s" in e]
+        row: dict[str, Any] = {"runs": len(ok), "failed": sum(1 for e in entries if "error" in e)}
+        if entries and "skipped" in entries[0]:
+            row["skipped"] = entries[0]["skipped"]
+        if ok:
+            wall = _median(ok, "wall_s")
+            row.update({"wall_s": round(wall, 3), "wall_s_runs": [e["wall_s"] for e in ok],
+                        "process_s": round(_median(ok, "process_s"), 3),
+                        "peak_rss_mib": max(e["peak_rss_mib"] for e in ok)})
+            if name != "kernel":
+                row["records_per_s"] = round(n / wall) if wall else None
+        if name == "kernel" and ok:
+            rps: dict[str, list[float]] = {}
+            for e in ok:
+                for k, v in e["records_per_second"].items():
+                    rps.setdefault(k, []).append(v)
+            row["kernel_records"] = ok[0]["records"]
+            row["hashes_per_record_stages"] = ok[0]["hashes_per_record_stages"]
+            row["kernel_records_per_s"] = {k: round(statistics.median(v)) for k, v in rps.items()}
+            row["ratio_record"] = round(statistics.median(e["ratio_record"] for e in ok), 4)
+            row["ratio_stages"] = round(statistics.median(e["ratio_stages"] for e in ok), 4)
+        if name == "naive" and ok:
+            row["outcome"] = ok[-1].get("outcome")
+        if name in ("parity", "floor") and ok:
+            row["timings"] = ok[-1].get("timings")
+        if name == "parity" and ok:
+            row["outcome"] = {k: v for k, v in (ok[-1].get("records") or {}).items() if isinstance(v, int)}
+        if name == "tfdv" and ok:
+            row["outcome"] = ok[-1].get("outcome")
+        rows[name] = row
+    ratios = _ratios(rows)
+    result = {"records": n, "seed": args.seed, "transform": args.transform, "variant": args.variant,
+              "repeat": args.repeat,
+              "once": sorted(args.once), "runner": "FnApiRunner (in process)", "cpus": os.cpu_count(),
+              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "contenders": rows, "ratios": ratios,
+              "runs": runs}
+    result["scaling"] = _scaling(args, rows)
+    result["targets"] = _targets(args, rows, ratios, result["scaling"])
+    return result
+
+
+def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
+    def wall(name: str) -> float | None:
+        return rows.get(name, {}).get("wall_s")
+
+    floor, par, naive, tfdv = wall("floor"), wall("parity"), wall("naive"), wall("tfdv")
+    out: dict[str, Any] = {}
+    if floor:
+        for name in ("parity", "naive", "tfdv"):
+            if wall(name):
+                out[f"{name}_over_floor"] = round(wall(name) / floor, 3)
+    if floor and par:
+        out["parity_minus_floor_s"] = round(par - floor, 3)
+    if floor and naive:
+        out["naive_minus_floor_s"] = round(naive - floor, 3)
+    if floor and par and naive:
+        # the fingerprint+diff part; when parity is within the floor, its part is below the noise: clamp
+        # it to 1% of the floor for the ratio, and say so.
+        part = par - floor
+        out["fingerprint_diff_speedup_vs_naive"] = round((naive - floor) / max(part, 0.01 * floor), 2)
+        out["parity_part_clamped"] = part < 0.01 * floor
+    if par and tfdv:
+        out["tfdv_over_parity"] = round(tfdv / par, 3)
+    kernel = rows.get("kernel", {})
+    if "ratio_record" in kernel:
+        out["kernel_vs_plain_xxh3_record"] = kernel["ratio_record"]
+        out["kernel_vs_plain_xxh3_stages"] = kernel["ratio_stages"]
+    return out
+
+
+def _result_path(results_dir: str, records: int, transform: str, ext: str, variant: str = "bug") -> str:
+    suffix = ("" if transform == "tft" else f"-{transform}") + ("" if variant == "bug" else f"-{variant}")
+    return os.path.join(results_dir, f"{records}{suffix}.{ext}")
+
+
+def _scaling(args: argparse.Namespace, rows: dict[str, dict]) -> dict[str, Any]:
+    """Time ratio against the other size's results (100k <-> 1M) when they are in the results folder."""
+    out: dict[str, Any] = {}
+    pairs = {1_000_000: 100_000, 10_000_000: 1_000_000}
+    small = pairs.get(args.records)
+    if small is None:
+        return out
+    path = _result_path(args.results, small, args.transform, "json", args.variant)
+    if not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8") as handle:
+        other = json.load(handle)
+    for name, row in rows.items():
+        before = other.get("contenders", {}).get(name, {}).get("wall_s")
+        if before and row.get("wall_s"):
+            out[f"{name}_{small}_to_{args.records}"] = round(row["wall_s"] / before, 2)
+    return out
+
+
+def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) -> list[dict[str, Any]]:
+    """Each issue-5 target measured in this run: value, target, met, and by how much."""
+    out = []
+
+    def add(name: str, value: float | None, target: float, higher_is_better: bool, note: str = "") -> None:
+        if value is None:
+            return
+        met = value >= target if higher_is_better else value <= target
+        factor = (value / target) if higher_is_better else (target / value if value else float("inf"))
+        out.append({"target": name, "value": value, "limit": target, "better": ">=" if higher_is_better
+                    else "<=", "met": met, "margin": round(factor, 3), "note": note})
+
+    n = args.records
+    at = f" (at {n:,} records; the target is for 1,000,000)" if n != 1_000_000 else ""
+    add("parity / floor wall time", ratios.get("parity_over_floor"), TARGETS["parity_over_floor"], False, at)
+    add("(naive - floor) / (parity - floor)", ratios.get("fingerprint_diff_speedup_vs_naive"),
+        TARGETS["fingerprint_diff_speedup_vs_naive"], True,
+        "parity's part clamped to 1% of the floor" if ratios.get("parity_part_clamped") else "")
+    add("tfdv / parity wall time", ratios.get("tfdv_over_parity"), TARGETS["tfdv_over_parity"], True)
+    add("kernel records/s / plain xxh3 loop (one hash per record)", ratios.get("kernel_vs_plain_xxh3_record"),
+        TARGETS["kernel_vs_plain_xxh3"], True)
+    add("kernel records/s / plain xxh3 loop (WriteBatchFn stages)", ratios.get("kernel_vs_plain_xxh3_stages"),
+        TARGETS["kernel_vs_plain_xxh3"], True)
+    rss = rows.get("parity", {}).get("peak_rss_mib")
+    if rss:
+        limit = TARGETS["peak_rss_gib_python_10m"] if args.transform == "python" else \
+            TARGETS["peak_rss_gib_at_1m"]
+        add("parity peak RSS (GiB)", round(rss / 1024, 3), limit, False,
+            at if args.transform == "tft" else f" (at {n:,} records; the target is 10,000,000)")
+    key = f"parity_100000_to_1000000"
+    if key in scaling:
+        add("parity time 100k -> 1M", scaling[key], TARGETS["time_100k_to_1m"], False)
+    return out
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    n = result["records"]
+    rows = result["contenders"]
+    floor = rows.get("floor", {}).get("wall_s")
+    config = "parity.yaml, planted late-data bug" if result.get("variant", "bug") == "bug" else \
+        "parity-fixed.yaml, no divergence"
+    lines = [f"# parity benchmark: {n:,} taxi records per side ({result['transform']} transform; {config})",
+             "",
+             f"Seed {result['seed']}, runner {result['runner']}, {result['cpus']} CPUs, {result['date']}; "
+             f"contenders alternate round by round ({result['repeat']} rounds"
+             + (f"; {', '.join(result['once'])} in round 1 only" if result["once"] else "") + "), "
+             "medians shown. `wall` is the contender's own work (imports excluded), `process` the whole "
+             "process; peak RSS is the process's (max over rounds). Ratios are within this run.", "",
+             "| contender | runs | wall s | process s | records/s | peak RSS MiB | wall / floor |",
+             "|---|---|---|---|---|---|---|"]
+    for name, row in rows.items():
+        if name == "kernel":
+            continue
+        if row.get("skipped"):
+            lines.append(f"| {name} | skipped: {row['skipped']} | | | | | |")
+            continue
+        ratio = round(row["wall_s"] / floor, 3) if floor and row.get("wall_s") else None
+        lines.append(f"| {name} | {row['runs']}{' (+' + str(row['failed']) + ' failed)' if row['failed'] else ''}"
+                     f" | {_fmt(row.get('wall_s'))} | {_fmt(row.get('process_s'))} | "
+                     f"{_fmt(row.get('records_per_s'))} | {_fmt(row.get('peak_rss_mib'), 0)} | {_fmt(ratio, 3)} |")
+    kernel = rows.get("kernel")
+    if kernel and kernel.get("kernel_records_per_s"):
+        k = kernel["kernel_records_per_s"]
+        lines += ["", f"## kernel ({kernel['kernel_records']:,} records, in one process, medians)", "",
+                  "| loop | records/s | vs plain xxh3 |", "|---|---|---|"]
+        labels = {"plain_xxh3_record": "plain `xxh3_64_intdigest` over pre-encoded record bytes",
+                  "parity_fingerprints_record": "`parity.fingerprint.fingerprints(records)`",
+                  "parity_encode_many_record": "`canonical.encode_many` + xxh3",
+                  "json_dumps_xxh3_record": "`json.dumps(sort_keys)` + xxh3 in the loop (naive's kernel)",
+                  "plain_xxh3_stages": f"plain xxh3 over pre-encoded stage bytes "
+                                       f"({kernel['hashes_per_record_stages']} hashes/record)",
+                  "parity_writebatch_stages": "WriteBatchFn's encode + hash of the 6 stages and features"}
+        for key, label in labels.items():
+            base = k["plain_xxh3_stages" if key.endswith("stages") else "plain_xxh3_record"]
+            lines.append(f"| {label} | {_fmt(k.get(key))} | {_fmt(k[key] / base if k.get(key) else None, 4)} |")
+    ratios = result["ratios"]
+    if ratios:
+        lines += ["", "## ratios", "", "| ratio | value |", "|---|---|"]
+        lines += [f"| {k} | {_fmt(v, 3) if isinstance(v, float) else v} |" for k, v in ratios.items()]
+    if result.get("scaling"):
+        lines += ["", "## scaling (wall time ratio between sizes)", "", "| contender | ratio |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in result["scaling"].items()]
+    if result["targets"]:
+        lines += ["", "## issue-5 targets", "", "| target | value | limit | met | margin |", "|---|---|---|---|---|"]
+        for t in result["targets"]:
+            lines.append(f"| {t['target']}{t['note']} | {_fmt(t['value'], 3)} | {t['better']} {t['limit']} | "
+                         f"{'yes' if t['met'] else 'NO'} | {t['margin']:.2f}x |")
+    outcomes = [(name, row["outcome"]) for name, row in rows.items() if row.get("outcome")]
+    if outcomes:
+        lines += ["", "## what each comparer found (sanity check: same records, same planted bug)", ""]
+        lines += [f"- {name}: `{json.dumps(outcome, sort_keys=True)}`" for name, outcome in outcomes]
+    for name in ("floor", "parity"):
+        timings = rows.get(name, {}).get("timings")
+        if timings:
+            lines += ["", f"{name}'s parts (last round): `{json.dumps(timings, sort_keys=True)}`"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_results(result: dict[str, Any], results_dir: str) -> tuple[str, str]:
+    os.makedirs(results_dir, exist_ok=True)
+    md = _result_path(results_dir, result["records"], result["transform"], "md", result["variant"])
+    js = _result_path(results_dir, result["records"], result["transform"], "json", result["variant"])
+    with open(js, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=2, sort_keys=False)
+        handle.write("\n")
+    with open(md, "w", encoding="utf-8") as handle:
+        handle.write(render_markdown(result))
+    return md, js
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--records", type=int, required=True, help="taxi records per capture (both sides read it)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--transform", choices=["tft", "python"], default="tft",
+                        help="tft: the taxi config as shipped; python: both sides use python_features")
+    parser.add_argument("--variant", choices=["bug", "fixed"], default="bug",
+                        help="bug: pipelines/taxi/parity.yaml (production drops late trips: most records "
+                             "diverge through their hour's aggregates); fixed: parity-fixed.yaml (no divergence)")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help=f"comma-separated, run in this order each round (default {','.join(CONTENDERS)})")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds (contenders alternate within a round)")
+    parser.add_argument("--once", default="", help="contenders to run in round 1 only, e.g. naive,tfdv")
+    parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"),
+                        help="scratch folder: generated captures (cached) and per-run output")
+    parser.add_argument("--results", default=os.path.join(HERE, "results"), help="where the tables go")
+    parser.add_argument("--tfdv-python", default=DEFAULT_TFDV_PYTHON,
+                        help="interpreter of the TFDV virtualenv (skipped when it does not exist)")
+    parser.add_argument("--kernel-records", type=int, default=100_000, help="records the kernel hashes")
+    parser.add_argument("--keep", action="store_true", help="keep each contender's scratch output")
+    args = parser.parse_args(argv)
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    unknown = [c for c in args.contenders if c not in CONTENDERS]
+    if unknown:
+        parser.error(f"unknown contender(s) {unknown}; expected {', '.join(CONTENDERS)}")
+    if args.transform == "python" and "tfdv" in args.contenders:
+        args.contenders.remove("tfdv")  # TFDV compares tf.Examples of TFT features; not this variant
+    args.once = {c.strip() for c in args.once.split(",") if c.strip()}
+    args.work = os.path.abspath(args.work)
+    args.results = os.path.abspath(args.results)
+    args.tfdv_python = os.path.abspath(args.tfdv_python)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log(f"{args.records} records, transform {args.transform}, contenders {', '.join(args.contenders)}, "
+        f"{args.repeat} round(s); work {args.work}")
+    result = Harness(args).run()
+    md, js = write_results(result, args.results)
+    log(f"wrote {md} and {js}")
+    print(render_markdown(result))
+    failed = [name for name, row in result["contenders"].items() if row.get("failed")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

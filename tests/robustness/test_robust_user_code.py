@@ -1,0 +1,119 @@
+"""User code that fails: the run exits 2 naming the reference (and the record key when a record triggered it)
+and the exception, so that the owner of the code knows what to fix.
+"""
+from __future__ import annotations
+
+import pytest
+
+from robust_helpers import check, good_records, jsonl_lines, make_project, unique_module
+
+
+def _project(tmp_path, side: dict, code: str, name: str):
+    (tmp_path / f"{name}.py").write_text(code)
+    return make_project(tmp_path, lines=jsonl_lines(good_records(5)), side=side)
+
+
+def test_a_module_that_fails_to_import_exits_two_with_the_tracebacks_last_line(tmp_path, capsys):
+    name = unique_module("broken")
+    project = _project(tmp_path, {"transform": {"python": f"{name}:features"}},
+                       "import os\nLIMIT = 1 / 0\n", name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"{project.config}: sides.offline.transform.python: cannot import '{name}:features'" in errors
+    assert "ZeroDivisionError: division by zero" in errors  # the last line of the import's traceback
+    assert f"searched {tmp_path} first" in errors and "check the module name and that it imports on its own" \
+        in errors
+
+
+def test_a_module_that_does_not_exist_exits_two_naming_the_reference(tmp_path, capsys):
+    project = make_project(tmp_path, side={"transform": {"python": "no_such_module_xyz:features"}})
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert "sides.offline.transform.python: cannot import 'no_such_module_xyz:features'" in errors
+    assert "ModuleNotFoundError: No module named 'no_such_module_xyz'" in errors
+
+
+def test_a_missing_attribute_exits_two_naming_the_module_and_attribute(tmp_path, capsys):
+    name = unique_module("attrs")
+    project = _project(tmp_path, {"transform": {"python": f"{name}:featurs"}}, "def features(r):\n    return {}\n",
+                       name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"cannot import '{name}:featurs'" in errors and f"module '{name}' has no attribute 'featurs'" in errors
+
+
+def test_a_module_attr_that_is_not_callable_exits_two(tmp_path, capsys):
+    name = unique_module("const")
+    project = _project(tmp_path, {"transform": {"python": f"{name}:FEATURES"}}, "FEATURES = ['a', 'b']\n", name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"{project.config}: sides.offline.transform.python: '{name}:FEATURES' is a list, expected a callable" \
+        in errors
+
+
+def test_a_transform_that_raises_exits_two_naming_the_record_key(tmp_path, capsys):
+    project = make_project(tmp_path, lines=jsonl_lines(good_records(8)), module_code='''
+        def features(record):
+            if record["id"] == 6:
+                raise KeyError("fare_amount")
+            return {"v": record["v"]}
+    ''')
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"record 6: transform.python '{project.module}:features' raised KeyError: 'fare_amount'" in errors
+
+
+def test_a_transform_returning_a_non_dict_exits_two_saying_what_it_must_return(tmp_path, capsys):
+    project = make_project(tmp_path, module_code="def features(record):\n    return [record['v']]\n")
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"transform.python '{project.module}:features' returned a list, expected a dict of feature name to value" \
+        in errors
+
+
+def test_a_transform_returning_an_unencodable_value_exits_two_naming_record_and_feature(tmp_path, capsys):
+    project = make_project(tmp_path, module_code="def features(record):\n    return {'when': object()}\n")
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert "record 0" in errors and "'when'" in errors and "builtins.object" in errors
+
+
+def test_a_windowfn_factory_returning_a_non_windowfn_exits_two(tmp_path, capsys):
+    name = unique_module("wfn")
+    project = _project(tmp_path, {"window": {"windowfn": f"{name}:make"}}, "def make():\n    return 3600\n", name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"window.windowfn '{name}:make' returned a int, expected an apache_beam WindowFn" in errors
+
+
+def test_a_windowfn_factory_that_raises_exits_two(tmp_path, capsys):
+    name = unique_module("wfn_raise")
+    project = _project(tmp_path, {"window": {"windowfn": f"{name}:make"}},
+                       "def make():\n    raise RuntimeError('no size configured')\n", name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert f"window.windowfn '{name}:make' raised RuntimeError: no size configured" in errors
+
+
+@pytest.mark.parametrize("where", ["timestamp", "shard-key", "seed"])
+def test_a_per_record_function_that_raises_exits_two_naming_the_record_key(where, tmp_path, capsys):
+    name = unique_module(f"fn_{where.replace('-', '_')}")
+    code_text = "def fn(record, rng=None):\n    if record['id'] == 3:\n        raise ValueError('boom')\n" \
+                "    return 1\n"
+    side = {"timestamp": {"timestamp": {"function": f"{name}:fn"}},
+            "shard-key": {"shard": {"key": {"function": f"{name}:fn"}}},
+            "seed": {"seed": {"value": 1, "ops": {"x": {"function": f"{name}:fn"}}}}}[where]
+    project = _project(tmp_path, side, code_text, name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    what = {"timestamp": "timestamp.function raised", "shard-key": "window or shard key function raised",
+            "seed": "a seed function of side 'offline' raised"}[where]
+    assert f"record 3: {what}" in errors and "ValueError: boom" in errors
+
+
+def test_a_coder_factory_returning_a_non_coder_exits_two_naming_the_side(tmp_path, capsys):
+    name = unique_module("coder")
+    project = _project(tmp_path, {"coder": {"coder": f"{name}:make"}}, "def make():\n    return 'json'\n", name)
+    code, _, errors = check(project, capsys)
+    assert code == 2
+    assert "sides.offline.coder: cannot build the coder" in errors and "expected an apache_beam.coders.Coder" in errors
