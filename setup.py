@@ -30,7 +30,7 @@ setup(
         "fastavro",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis"],
+        "test": ["pytest", "hypothesis", "xmlschema"],
     },
     entry_points={"console_scripts": ["parity=parity.cli:main"]},
 )
