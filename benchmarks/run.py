@@ -97,15 +97,49 @@ def write_config(run_dir: str, files: list[str], transform: str, variant: str = 
 # --------------------------------------------------------------------------------------------- processes
 
 
-def run_process(command: list[str], log_path: str, env: dict | None = None) -> dict[str, Any]:
-    """Runs a command to completion; returns its wall seconds, exit code and peak RSS (MiB, incl. children)."""
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def run_process(command: list[str], log_path: str, env: dict | None = None,
+                max_rss_gib: float = 0.0) -> dict[str, Any]:
+    """Runs a command to completion; returns its wall seconds, exit code and peak RSS (MiB, incl. children).
+
+    With `max_rss_gib`, the process's RSS is polled twice a second and the process is killed (SIGKILL, by
+    its pid) when it exceeds the limit, so that one contender cannot exhaust a shared machine's memory;
+    the result then says `killed_over_rss_gib`.
+    """
     started = time.monotonic()
+    killed = False
     with open(log_path, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        _, status, usage = os.wait4(proc.pid, 0)
+        limit_kib = int(max_rss_gib * 1024 * 1024)
+        timeline: list[list[float]] = []  # [seconds, RSS MiB] every 5 s: where the memory goes
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            rss = _rss_kib(proc.pid)
+            elapsed = time.monotonic() - started
+            if not timeline or elapsed - timeline[-1][0] >= 5:
+                timeline.append([round(elapsed, 1), round(rss / 1024)])
+            if limit_kib and not killed and rss > limit_kib:
+                proc.kill()
+                killed = True
+            time.sleep(0.5)
     proc.returncode = os.waitstatus_to_exitcode(status)  # already reaped: keep Popen from waiting again
-    return {"process_s": round(time.monotonic() - started, 3), "exit": proc.returncode,
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    result = {"process_s": round(time.monotonic() - started, 3), "exit": proc.returncode,
+              "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "rss_timeline_mib": timeline}
+    if killed:
+        result["killed_over_rss_gib"] = max_rss_gib
+    return result
 
 
 def _tail(path: str, lines: int = 8) -> str:
@@ -114,6 +148,17 @@ def _tail(path: str, lines: int = 8) -> str:
             return "".join(handle.readlines()[-lines:])
     except OSError:
         return ""
+
+
+def _partial_parity_timings(work: str) -> dict[str, Any]:
+    """The replay times of the sides a failed (or killed) parity run finished."""
+    out = {}
+    for side in ("offline", "production"):
+        path = os.path.join(work, "sides", side, "timings.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                out[f"replay_{side}_seconds"] = json.load(handle).get("replay_seconds")
+    return out
 
 
 class Harness:
@@ -188,20 +233,25 @@ class Harness:
             self.ensure_examples()
         work, result, log_path = self._scratch(name, round_index)
         log(f"round {round_index}: {name} ...")
-        done = run_process(self.command(name, work, result), log_path, self.env)
+        done = run_process(self.command(name, work, result), log_path, self.env, a.max_rss_gib)
         entry: dict[str, Any] = {"round": round_index, **done}
         if done["exit"] == 0 and os.path.exists(result):
             with open(result, encoding="utf-8") as handle:
                 entry.update(json.load(handle))
         else:
-            entry["error"] = _tail(log_path)
+            entry["error"] = (f"killed: RSS above {a.max_rss_gib} GiB after {done['process_s']:.0f} s\n"
+                              if "killed_over_rss_gib" in done else "") + _tail(log_path)
+            if name == "parity":
+                entry["partial_timings"] = _partial_parity_timings(work)
             log(f"{name} FAILED (exit {done['exit']}); log {log_path}:\n{entry['error']}")
         self.runs[name].append(entry)
         if "wall_s" in entry:
             log(f"round {round_index}: {name} wall {entry['wall_s']:.1f} s, process {done['process_s']:.1f} s, "
                 f"peak RSS {done['peak_rss_mib']:.0f} MiB")
+        sides_written = all(os.path.exists(os.path.join(work, "sides", side, "manifest.json"))
+                            for side in ("offline", "production"))
         keep = name == "parity" and "tfdv" in a.contenders and self.examples_dir is None \
-            and self.kept_parity_out is None and done["exit"] == 0
+            and self.kept_parity_out is None and sides_written
         if keep:
             self.kept_parity_out = work
         elif not a.keep:
@@ -233,6 +283,11 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
     for name, entries in runs.items():
         ok = [e for e in entries if "wall_s" in e]
         row: dict[str, Any] = {"runs": len(ok), "failed": sum(1 for e in entries if "error" in e)}
+        failures = [{k: e[k] for k in ("round", "process_s", "peak_rss_mib", "killed_over_rss_gib",
+                                        "partial_timings") if k in e} | {"error": e["error"].strip()[:300]}
+                    for e in entries if "error" in e]
+        if failures:
+            row["failures"] = failures
         if entries and "skipped" in entries[0]:
             row["skipped"] = entries[0]["skipped"]
         if ok:
@@ -422,9 +477,19 @@ def render_markdown(result: dict[str, Any]) -> str:
         for t in result["targets"]:
             lines.append(f"| {t['target']}{t['note']} | {_fmt(t['value'], 3)} | {t['better']} {t['limit']} | "
                          f"{'yes' if t['met'] else 'NO'} | {t['margin']:.2f}x |")
+    failures = [(name, f) for name, row in rows.items() for f in row.get("failures", [])]
+    if failures:
+        lines += ["", "## failed runs", ""]
+        for name, f in failures:
+            what = (f"killed when its RSS passed {f['killed_over_rss_gib']} GiB"
+                    if "killed_over_rss_gib" in f else "failed: " + f["error"].splitlines()[-1][:160])
+            lines.append(f"- {name}, round {f.get('round')}: {what} after {_fmt(f.get('process_s'))} s "
+                         f"(peak RSS {_fmt(f.get('peak_rss_mib'), 0)} MiB)"
+                         + (f"; finished before that: `{json.dumps(f['partial_timings'], sort_keys=True)}`"
+                            if f.get("partial_timings") else ""))
     outcomes = [(name, row["outcome"]) for name, row in rows.items() if row.get("outcome")]
     if outcomes:
-        lines += ["", "## what each comparer found (sanity check: same records, same planted bug)", ""]
+        lines += ["", "## what each comparer found (sanity check: the same records give the same findings)", ""]
         lines += [f"- {name}: `{json.dumps(outcome, sort_keys=True)}`" for name, outcome in outcomes]
     for name in ("floor", "parity"):
         timings = rows.get(name, {}).get("timings")
@@ -467,6 +532,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="interpreter of the TFDV virtualenv (skipped when it does not exist)")
     parser.add_argument("--kernel-records", type=int, default=100_000, help="records the kernel hashes")
     parser.add_argument("--keep", action="store_true", help="keep each contender's scratch output")
+    parser.add_argument("--max-rss-gib", type=float, default=10.0,
+                        help="kill a contender whose RSS exceeds this (0: no limit); the table says so")
     args = parser.parse_args(argv)
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = [c for c in args.contenders if c not in CONTENDERS]

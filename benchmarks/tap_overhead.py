@@ -6,10 +6,12 @@ zone) aggregates, an Avro hop, a seeded split, the offline transform graph), on 
 fixtures/taxi/generate.py (default 30,000 trips, so that the job's fixed costs, TensorFlow's graph loading
 above all, do not hide the per-record cost of the taps), on Beam's in-process FnApiRunner. The runs
 alternate (none, 10%, 100%, none, 10%, 100%, ... with the order rotated every round) so that every variant
-sees the same machine load; the medians are reported. The job's time is the pipeline's wall time; the time
-to finalize the tap set afterwards is reported apart (it runs once, after the job, not on its workers).
+sees the same machine load. Reported: the medians of the job's wall time and of this process's CPU time
+during the job (the in-process runner's work), and the overhead as the ratio of the medians and as the
+median of the per-round ratios (robust on a shared, noisy machine). The time to finalize the tap set
+afterwards is reported apart (it runs once, after the job, not on its workers).
 
-    .venv/bin/python benchmarks/tap_overhead.py [--records 30000] [--repeat 5] [--tft_output DIR] [--json FILE]
+    .venv/bin/python benchmarks/tap_overhead.py [--records 30000] [--repeat 7] [--tft_output DIR] [--json FILE]
 
 Without --tft_output the offline side of pipelines/taxi/parity.yaml is replayed first to export the graph.
 """
@@ -58,8 +60,8 @@ def _tft_output(work: str) -> str:
     return os.path.join(out, "tft_output")
 
 
-def run_once(production, capture: str, tft_output: str, work: str, rate: float | None) -> tuple[float, float]:
-    """(job seconds, finalize seconds) of one run of the job; rate None: no taps."""
+def run_once(production, capture: str, tft_output: str, work: str, rate: float | None) -> tuple[float, float, float]:
+    """(job wall seconds, job CPU seconds of this process, finalize seconds) of one run; rate None: no taps."""
     import apache_beam as beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
@@ -70,46 +72,135 @@ def run_once(production, capture: str, tft_output: str, work: str, rate: float |
     taps = os.path.join(out, "taps") if rate is not None else None
     pipeline = beam.Pipeline(runner=FnApiRunner())
     production.build(pipeline, capture, tft_output, os.path.join(out, "job"), tap_dir=taps,
-                      sample_rate=rate if rate is not None else 1.0)
-    started = time.monotonic()
+                     sample_rate=rate if rate is not None else 1.0)
+    started, cpu = time.monotonic(), time.process_time()
     pipeline.run().wait_until_finish()
-    job = time.monotonic() - started
+    job, job_cpu = time.monotonic() - started, time.process_time() - cpu
     if taps is None:
-        return job, 0.0
+        return job, job_cpu, 0.0
     started = time.monotonic()
     finalize(taps, key=["trip_id"])
-    return job, time.monotonic() - started
+    return job, job_cpu, time.monotonic() - started
+
+
+def self_time_share(production, capture: str, tft_output: str, work: str, rate: float) -> dict[str, float]:
+    """One instrumented run: the time spent inside the taps' DoFns (process and finish_bundle) and in the
+    garbage collector, against the rest of the job. A ratio within one run, so it does not depend on how
+    loaded the machine is from one run to the next; it leaves out Beam's own cost of calling the taps."""
+    import gc
+
+    import apache_beam as beam
+
+    import parity.beam as pb
+
+    spent = {"tap": 0.0, "gc": 0.0}
+    started = [0.0]
+
+    def timed(method):
+        def wrapper(*args, **kwargs):
+            begin = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent["tap"] += time.perf_counter() - begin
+        return wrapper
+
+    window_process = pb._WindowTapFn.process
+
+    def window_wrapper(self, element, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
+        begin = time.perf_counter()
+        try:
+            return window_process(self, element, timestamp, window)
+        finally:
+            spent["tap"] += time.perf_counter() - begin
+
+    def on_gc(phase, _info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent["gc"] += time.perf_counter() - started[0]
+
+    saved = (pb._TapFn.process, pb._TapFn.finish_bundle, pb._WindowTapFn.process)
+    pb._TapFn.process, pb._TapFn.finish_bundle = timed(saved[0]), timed(saved[1])
+    pb._WindowTapFn.process = window_wrapper
+    gc.callbacks.append(on_gc)
+    try:
+        wall, _, _ = run_once(production, capture, tft_output, work, rate)
+    finally:
+        gc.callbacks.remove(on_gc)
+        pb._TapFn.process, pb._TapFn.finish_bundle, pb._WindowTapFn.process = saved
+    return {"job_seconds": round(wall, 3), "tap_seconds": round(spent["tap"], 3), "gc_seconds": round(spent["gc"], 3),
+            "tap_share": round(spent["tap"] / (wall - spent["tap"]), 4)}
+
+
+def _gc_seconds(production, capture: str, tft_output: str, work: str) -> float:
+    import gc
+
+    spent, started = [0.0], [0.0]
+
+    def on_gc(phase, _info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(on_gc)
+    try:
+        run_once(production, capture, tft_output, work, None)
+    finally:
+        gc.callbacks.remove(on_gc)
+    return round(spent[0], 3)
+
+
+def _median_ratio(numerators: list[float], denominators: list[float]) -> float:
+    return round(statistics.median(n / d for n, d in zip(numerators, denominators)) - 1, 4)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=30000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--tft_output", default=None, help="the offline side's exported TFT output dir")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     production = _production()
+    names = list(VARIANTS)
+    walls: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
+    finals: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as work:
         capture = _capture(args.records, work)
         tft_output = args.tft_output or _tft_output(work)
         run_once(production, capture, tft_output, work, None)  # warm-up: imports, TF graph loading
-        jobs: dict[str, list[float]] = {name: [] for name in VARIANTS}
-        finals: dict[str, list[float]] = {name: [] for name in VARIANTS}
-        names = list(VARIANTS)
         for i in range(args.repeat):
             order = names[i % len(names):] + names[:i % len(names)]
             for name in order:
-                job, final = run_once(production, capture, tft_output, work, VARIANTS[name])
-                jobs[name].append(job)
+                wall, cpu, final = run_once(production, capture, tft_output, work, VARIANTS[name])
+                walls[name].append(wall)
+                cpus[name].append(cpu)
                 finals[name].append(final)
-            print(f"round {i + 1}: " + ", ".join(f"{n} {jobs[n][-1]:.2f} s" for n in names), flush=True)
-    base = statistics.median(jobs["no taps"])
-    result = {"records": args.records, "repeat": args.repeat, "runner": "FnApiRunner",
-              "job_seconds": {n: round(statistics.median(v), 3) for n, v in jobs.items()},
-              "job_seconds_all": {n: [round(x, 3) for x in v] for n, v in jobs.items()},
-              "overhead": {n: round(statistics.median(jobs[n]) / base - 1, 4) for n in names if n != "no taps"},
-              "finalize_seconds": {n: round(statistics.median(finals[n]), 3) for n in names if n != "no taps"},
-              "records_per_second": {n: round(args.records / statistics.median(v)) for n, v in jobs.items()}}
+            print(f"round {i + 1}: " + ", ".join(f"{n} {walls[n][-1]:.2f} s ({cpus[n][-1]:.2f} s CPU)"
+                                                for n in names), flush=True)
+        instrumented = {n: self_time_share(production, capture, tft_output, work, VARIANTS[n])
+                        for n in names if VARIANTS[n] is not None}
+        instrumented["no taps"] = {"gc_seconds": _gc_seconds(production, capture, tft_output, work)}
+    base = statistics.median(walls["no taps"])
+    tapped = [n for n in names if n != "no taps"]
+    result = {
+        "records": args.records, "repeat": args.repeat, "runner": "FnApiRunner",
+        "job_seconds": {n: round(statistics.median(v), 3) for n, v in walls.items()},
+        "job_cpu_seconds": {n: round(statistics.median(v), 3) for n, v in cpus.items()},
+        # The overhead three ways: ratio of the median wall times, median of the per-round wall ratios (each
+        # round's runs follow one another, so they share the machine's load), and the same for CPU time.
+        "overhead_of_medians": {n: round(statistics.median(walls[n]) / base - 1, 4) for n in tapped},
+        "overhead_median_of_rounds": {n: _median_ratio(walls[n], walls["no taps"]) for n in tapped},
+        "overhead_cpu_median_of_rounds": {n: _median_ratio(cpus[n], cpus["no taps"]) for n in tapped},
+        # One more run of each, instrumented: seconds inside the taps and in the garbage collector.
+        "instrumented": instrumented,
+        "finalize_seconds": {n: round(statistics.median(finals[n]), 3) for n in tapped},
+        "records_per_second": {n: round(args.records / statistics.median(v)) for n, v in walls.items()},
+        "job_seconds_all": {n: [round(x, 3) for x in v] for n, v in walls.items()},
+    }
     print(json.dumps(result, indent=2))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

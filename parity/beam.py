@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import apache_beam as beam
 import xxhash
@@ -42,9 +42,10 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 
 from parity import canonical
 from parity.config import STAGES
-from parity.fingerprint_set import PartRows, write_part, write_quarantine_part
+from parity.fingerprint_set import write_quarantine_part
 from parity.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, finalize_tap_set,
-                            key_sampled, sample_threshold, write_tap_meta, write_worker_environment)
+                            key_sampled, sample_threshold, write_tap_meta, write_tap_part,
+                            write_worker_environment)
 
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
 
@@ -94,7 +95,7 @@ class TapStage(beam.PTransform):
     def __init__(self, stage: str, set_dir: str, *, key_fields: Sequence[str] | str | None = None,
                  key_fn: Callable[[Any], Any] | None = None, value_fn: Callable[[Any], Any] | None = None,
                  side: str = "production", sample_rate: float = 1.0, keep_values: int | None = 1000,
-                 redact: bool = False, label: str | None = None, late: bool = False, batch_size: int = 1000):
+                 redact: bool = False, label: str | None = None, late: bool = False, batch_size: int = 10000):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"TapStage: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
@@ -143,7 +144,11 @@ class TapStage(beam.PTransform):
 
 
 class _TapFn(beam.DoFn):
-    """Keys, samples, fingerprints and buffers elements; writes a part per full buffer and per bundle."""
+    """Keys, samples, fingerprints and buffers elements; writes a part per full buffer and per bundle.
+
+    The buffer is columnar (one list per column, no container per element): cheaper to fill and to write,
+    and lighter on the garbage collector of a worker whose heap is full of the job's own objects.
+    """
 
     def __init__(self, tap: TapStage, folder: str):
         self._stage = tap.stage
@@ -163,16 +168,26 @@ class _TapFn(beam.DoFn):
 
         self._threshold = sample_threshold(self._rate)
         self._all = self._threshold >= 1 << 64
+        # The `keep_values` smallest key fingerprints this instance has seen (negated: a max-heap), and the set
+        # of them: a record is kept when its key is among them when it arrives. That is a superset of the
+        # set-wide smallest `keep_values` (each of those has fewer smaller keys anywhere), which finalize keeps.
+        self._heap: list[int] = []
+        self._heap_keys: set[int] = set()
         write_worker_environment(self._folder, environment_manifest())
 
     def start_bundle(self) -> None:
-        self._rows: list[list] = []
+        # key fps, key bytes, stage fps, features, value bytes (None when not kept)
+        self._key_fps: list[bytes] = []
+        self._key_bytes: list[bytes] = []
+        self._fps: list[int] = []
+        self._features: list = []
+        self._values: list = []
         self._quarantined: list[dict] = []
 
     # -- per element
 
-    def _key(self, element: Any) -> tuple[Any, bytes, bytes] | None:
-        """(key, key bytes, key fp), or None when the element is outside the sample or quarantined."""
+    def _key(self, element: Any) -> tuple[bytes, bytes] | None:
+        """(key bytes, key fp), or None when the element is outside the sample or quarantined."""
         try:
             if self._key_fn is not None:
                 key = self._key_fn(element)
@@ -199,10 +214,10 @@ class _TapFn(beam.DoFn):
         except Exception as exc:
             self._quarantine(element, f"key: {type(exc).__name__}: {exc}")
             return None
-        key_fp = xxhash.xxh3_128_digest(key_bytes)
-        if not self._all and int.from_bytes(key_fp[:8], "big") >= self._threshold:
+        digest = xxhash.xxh3_128_intdigest(key_bytes)
+        if not self._all and digest >> 64 >= self._threshold:
             return None
-        return key, key_bytes, key_fp
+        return key_bytes, digest.to_bytes(16, "big")  # == xxh3_128_digest(key_bytes)
 
     def _quarantine(self, element: Any, reason: str) -> None:
         kind = reason.split(":", 1)[0].strip()[:80]
@@ -210,34 +225,53 @@ class _TapFn(beam.DoFn):
         self._quarantined.append({"location": f"tap {self._stage}/{self._label}", "reason": reason,
                                   "reason_kind": kind, "preview": preview})
 
-    def process(self, element: Any) -> Iterator[Any]:
+    def process(self, element: Any) -> None:
         keyed = self._key(element)
         if keyed is None:
-            return
+            return None
+        key_bytes, key_fp = keyed
         try:
             value = self._value_fn(element) if self._value_fn is not None else element
-            row = self._fingerprint(keyed, value)
+            kept = self._keeps(key_fp)
+            if self._stage == "transform" and isinstance(value, dict):
+                hash64 = xxhash.xxh3_64_intdigest
+                fps = dict(zip(value, map(hash64, canonical.encode_many(list(value.values())))))
+                fp, features = hash64(canonical.encode(fps)), sorted(fps.items())
+                data = canonical.encode(value) if kept else None
+            else:
+                data = canonical.encode(value)
+                fp, features = xxhash.xxh3_64_intdigest(data), None
         except Exception as exc:
             self._quarantine(element, f"value: {type(exc).__name__}: {exc}")
-            return
-        self._rows.append(row)
-        if len(self._rows) >= self._batch_size:
+            return None
+        self._key_fps.append(key_fp)
+        self._key_bytes.append(key_bytes)
+        self._fps.append(fp)
+        self._features.append(features)
+        self._values.append(data if kept else None)
+        if len(self._key_fps) >= self._batch_size:
             self._flush()
-        return
-        yield  # a generator that emits nothing: the tap's branch ends here
+        return None  # emits nothing: the tap's branch ends here
 
-    def _fingerprint(self, keyed: tuple, value: Any) -> list:
-        key, key_bytes, key_fp = keyed
-        encode, hash64 = canonical.encode, xxhash.xxh3_64_intdigest
-        data = encode(value)
-        features: list = []
-        if self._stage == "transform" and isinstance(value, dict):
-            fps = {name: hash64(encode(v)) for name, v in value.items()}
-            features = sorted(fps.items())
-            fp = hash64(encode(fps))
-        else:
-            fp = hash64(data)
-        return [key_fp, key, key_bytes, fp, features, data]
+    def _keeps(self, key_fp: bytes) -> bool:
+        keep = self._keep
+        if keep is None:
+            return True
+        if keep == 0:
+            return False
+        value = int.from_bytes(key_fp, "big")
+        heap, members = self._heap, self._heap_keys
+        if value in members:
+            return True
+        if len(heap) < keep:
+            heapq.heappush(heap, -value)
+            members.add(value)
+            return True
+        if value < -heap[0]:
+            members.discard(-heapq.heapreplace(heap, -value))
+            members.add(value)
+            return True
+        return False
 
     def finish_bundle(self) -> None:
         self._flush()
@@ -245,80 +279,78 @@ class _TapFn(beam.DoFn):
     # -- writing
 
     def _flush(self) -> None:
-        rows, self._rows = self._rows, []
         if self._quarantined:
             entries, self._quarantined = self._quarantined, []
             digest = xxhash.xxh3_64_hexdigest(json.dumps(entries, sort_keys=True).encode())
             write_quarantine_part(self._folder, f"{self._stage}-q-{digest}", entries)
-        if not rows:
+        if not self._key_fps:
             return
-        rows = self._finish_rows(rows)
-        keep = len(rows) if self._keep is None else min(self._keep, len(rows))
-        kept = set(range(len(rows))) if keep == len(rows) else \
-            set(heapq.nsmallest(keep, range(len(rows)), key=lambda i: rows[i][0]))
-        digest = xxhash.xxh3_128()
-        for key_fp, fp in sorted((r[0], r[3]) for r in rows):
-            digest.update(key_fp)
-            digest.update(fp.to_bytes(8, "big"))
-        part = f"{self._stage}-{self._label}-{digest.hexdigest()}"
-        column = f"{self._stage}_fp"
-        fp_rows, value_rows = [], []
-        for index, (key_fp, _key, key_bytes, fp, features, data) in enumerate(rows):
-            # The key's JSON text is left to finalize: once per record there, not once per tap here.
-            fp_rows.append({"key_fp": key_fp, "key": None, column: fp, "features": features})
-            value_rows.append({"key_bytes": b"" if self._redact else key_bytes, "location": "",
-                               self._stage: data if index in kept else None})
-        write_part(self._folder, part, PartRows(fp_rows, value_rows))
+        self._finish_values()
+        key_fps, key_bytes, fps, features, values = \
+            self._key_fps, self._key_bytes, self._fps, self._features, self._values
+        self._key_fps, self._key_bytes, self._fps, self._features, self._values = [], [], [], [], []
+        # The part's name: the stage, the label and a hash of the batch's (key, fingerprint) pairs in sorted
+        # order, so a retried bundle overwrites its own part.
+        digest = xxhash.xxh3_128(b"".join(sorted(k + f.to_bytes(8, "big") for k, f in zip(key_fps, fps))))
+        # The key's JSON text is left to finalize: once per record there, not once per tap here.
+        write_tap_part(self._folder, f"{self._stage}-{self._label}-{digest.hexdigest()}", self._stage,
+                       key_fps, fps, features if self._stage == "transform" else None,
+                       None if self._redact else key_bytes, values)
 
-    def _finish_rows(self, rows: list[list]) -> list[list]:
-        return rows
+    def _finish_values(self) -> None:
+        """Fills the buffered fingerprints and values that wait for the end of the batch (window stage)."""
+
+
+def _window(window: Any) -> list:
+    return ["global"] if isinstance(window, beam_window.GlobalWindow) else [window.start.micros, window.end.micros]
 
 
 class _WindowTapFn(_TapFn):
     """The window stage: the value is read from Beam's own timestamp and window of each element.
 
-    Beam calls a DoFn that asks for `WindowParam` once per window of an element, one call after the other:
-    consecutive calls for the same element object are merged into one record with all its windows.
+    Beam calls a DoFn that asks for `WindowParam` once per window of an element, one call after the other,
+    with the same element and timestamp objects: such calls are merged into one record with all its windows.
+    Values are encoded when the batch is written, once every window of its last element is known.
     """
 
     def start_bundle(self) -> None:
         super().start_bundle()
         self._last: Any = None
+        self._kept: list[bool] = []
 
     def process(self, element: Any, timestamp=beam.DoFn.TimestampParam,  # type: ignore[override]
-                window=beam.DoFn.WindowParam) -> Iterator[Any]:
-        win = ["global"] if isinstance(window, beam_window.GlobalWindow) else \
-            [window.start.micros, window.end.micros]
-        ts = timestamp.micros if timestamp is not None else _MIN_US
-        if ts <= _MIN_US:
-            ts = None
+                window=beam.DoFn.WindowParam) -> None:
         last = self._last
-        if last is not None and last[0] is element and last[1] == ts:  # another window of the same element
-            if last[2] is not None:
-                last[2][5]["windows"].append(win)
-            return
-        if len(self._rows) >= self._batch_size:  # only between elements: an element's windows stay together
+        if last is not None and last[0] is element and last[2] is timestamp:  # the element's next window
+            if last[1] is not None:
+                last[1]["windows"].append(_window(window))
+            return None
+        if len(self._key_fps) >= self._batch_size:  # only between elements: an element's windows stay together
             self._flush()
         keyed = self._key(element)
         if keyed is None:  # quarantined or outside the sample: once, not once per window
-            self._last = (element, ts, None)
-            return
-        value: dict[str, Any] = {"timestamp_us": ts, "windows": [win]}
+            self._last = (element, None, timestamp)
+            return None
+        key_bytes, key_fp = keyed
+        ts = timestamp.micros if timestamp is not None else _MIN_US
+        value: dict[str, Any] = {"timestamp_us": None if ts <= _MIN_US else ts, "windows": [_window(window)]}
         if self._late:
             value["late"] = True
-        row = [keyed[2], keyed[0], keyed[1], 0, [], value]  # encoded at flush, when all windows are known
-        self._rows.append(row)
-        self._last = (element, ts, row)
-        return
-        yield
+        self._key_fps.append(key_fp)
+        self._key_bytes.append(key_bytes)
+        self._fps.append(0)
+        self._features.append(None)
+        self._values.append(value)
+        self._kept.append(self._keeps(key_fp))
+        self._last = (element, value, timestamp)
+        return None
 
-    def _finish_rows(self, rows: list[list]) -> list[list]:
+    def _finish_values(self) -> None:
         self._last = None
         encode, hash64 = canonical.encode, xxhash.xxh3_64_intdigest
-        for row in rows:
-            value = row[5]
+        for i, (value, kept) in enumerate(zip(self._values, self._kept)):
             value["windows"] = sorted(value["windows"])
             data = encode(value)
-            row[3] = hash64(data)
-            row[5] = data
-        return rows
+            self._fps[i] = hash64(data)
+            self._values[i] = data if kept else None
+        self._kept = []

@@ -5,7 +5,7 @@ wrote (docs/taps.md):
 
     SET/_taps/<stage>/<label>/tap.json                 the tap's settings, written when the pipeline is built
     SET/_taps/<stage>/<label>/env-<hash>.json          the environment of a worker that ran the tap
-    SET/_taps/<stage>/<label>/_parts/<part>.parquet    fingerprint rows of one batch (`write_part`)
+    SET/_taps/<stage>/<label>/_parts/<part>.parquet    fingerprint rows of one batch (`write_tap_part`)
     SET/_taps/<stage>/<label>/values/<part>.parquet    their canonical values (kept keys only)
     SET/_taps/<stage>/<label>/_parts/<part>.quarantine.jsonl   elements the tap could not key or encode
 
@@ -160,6 +160,31 @@ def write_worker_environment(folder: str, environment: dict[str, Any]) -> None:
     path = os.path.join(folder, f"env-{_hash64(text.encode()):016x}.json")
     if not os.path.exists(path):
         _write_json_atomic(path, environment)
+
+
+def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps: list[int],
+                   features: list[list] | None, key_bytes: list[bytes] | None, values: list[bytes | None]) -> None:
+    """Writes one batch of one tap as a part of the standard layout (`write_part`'s files and schemas:
+    `_parts/<part>.parquet` and `values/<part>.parquet`), column by column. Only the tap's stage is filled;
+    `key` is left null (finalize writes it once per record), and a value is null when it is not kept."""
+    n = len(key_fps)
+    nulls_fp = pa.nulls(n, pa.uint64())
+    fp_table = pa.table(
+        [pa.array(key_fps, pa.binary(16)), pa.nulls(n, pa.string())]
+        + [pa.array(fps, pa.uint64()) if s == stage else nulls_fp for s in STAGES]
+        + [pa.array(features, FP_SCHEMA.field("features").type) if features is not None else
+           pa.nulls(n, FP_SCHEMA.field("features").type),
+           pa.array([part] * n, pa.string()), pa.array(np.arange(n, dtype=np.int32))], schema=FP_SCHEMA)
+    nulls_value = pa.nulls(n, pa.binary())
+    value_table = pa.table(
+        [pa.array(key_bytes, pa.binary()) if key_bytes is not None else pa.array([b""] * n, pa.binary()),
+         pa.nulls(n, pa.string())]
+        + [pa.array(values, pa.binary()) if s == stage else nulls_value for s in STAGES], schema=VALUE_SCHEMA)
+    for table, sub in ((fp_table, "_parts"), (value_table, VALUES_DIR)):
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        path = os.path.join(folder, sub, f"{part}.parquet")
+        pq.write_table(table, f"{path}.{os.getpid()}.tmp", compression="zstd")
+        os.replace(f"{path}.{os.getpid()}.tmp", path)
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
