@@ -50,6 +50,12 @@ from parity.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNT
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
 
 _LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
+# A record passes every tap of a job with the same key: its canonical bytes and 128-bit fingerprint are
+# computed once per worker process and looked up by the taps after. One cache per exact type (1, 1.0 and
+# True are equal in Python but not in the canonical encoding), holding only atomic objects, which the
+# garbage collector does not track. Bounded: emptied when full.
+_KEY_CACHES: dict[type, dict[Any, tuple[bytes, int]]] = {int: {}, str: {}, bytes: {}}
+_KEY_CACHE_SIZE = 1 << 17
 _MIN_US = MIN_TIMESTAMP.micros
 
 
@@ -210,11 +216,19 @@ class _TapFn(beam.DoFn):
                     self._quarantine(element, f"missing key field '{missing[0]}': key_fields names it; the "
                                               f"record lacks it or it is null")
                     return None
-            key_bytes = canonical.encode(key)
+            cache = _KEY_CACHES.get(type(key))
+            cached = cache.get(key) if cache is not None else None
+            if cached is None:
+                key_bytes = canonical.encode(key)
+                cached = (key_bytes, xxhash.xxh3_128_intdigest(key_bytes))
+                if cache is not None:
+                    if len(cache) >= _KEY_CACHE_SIZE:
+                        cache.clear()
+                    cache[key] = cached
         except Exception as exc:
             self._quarantine(element, f"key: {type(exc).__name__}: {exc}")
             return None
-        digest = xxhash.xxh3_128_intdigest(key_bytes)
+        key_bytes, digest = cached
         if not self._all and digest >> 64 >= self._threshold:
             return None
         return key_bytes, digest.to_bytes(16, "big")  # == xxh3_128_digest(key_bytes)
@@ -236,7 +250,7 @@ class _TapFn(beam.DoFn):
             if self._stage == "transform" and isinstance(value, dict):
                 hash64 = xxhash.xxh3_64_intdigest
                 fps = dict(zip(value, map(hash64, canonical.encode_many(list(value.values())))))
-                fp, features = hash64(canonical.encode(fps)), sorted(fps.items())
+                fp, features = hash64(canonical.encode(fps)), tuple(sorted(fps.items()))
                 data = canonical.encode(value) if kept else None
             else:
                 data = canonical.encode(value)

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical, progress
+from parity import analyzers, canonical, progress, tap_set
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import compare
@@ -190,7 +190,7 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
 def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,
          noise: dict[str, dict[str, list[str]]] | None = None) -> dict[str, Any]:
     """Diffs two fingerprint sets and writes the reports; returns report.json's dict."""
-    left, right = read_set(left_dir), read_set(right_dir)
+    left, right = tap_set.align(read_set(left_dir), read_set(right_dir))
     if config is not None:
         names = [s.name for s in config.sides]
         if left.side not in names or right.side not in names:

@@ -8,7 +8,6 @@ quarantine and determinism quickly.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import os
 import sys
@@ -33,11 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 TAXI_CONFIG = REPO / "pipelines" / "taxi" / "parity.yaml"
 CAPTURE = REPO / "fixtures" / "taxi" / "capture" / "trips.jsonl"
 
-# `parity diff` aligns tap sets (sampling, stages tapped) once run.diff calls parity.tap_set.align; until
-# then a tap-aware diff goes through parity.tap_set.write_views (docs/taps.md).
-DIFF_ALIGNS = "tap_set" in inspect.getsource(run.diff)
-needs_aligning_diff = pytest.mark.xfail(not DIFF_ALIGNS, strict=True,
-                                        reason="run.diff does not call parity.tap_set.align yet")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -169,7 +163,6 @@ def test_sampling_at_ten_percent_taps_the_same_keys_on_both_sides_and_the_counts
                                                  "outside_sample": 3000 - len(tapped_keys)}
 
 
-@needs_aligning_diff
 def test_parity_diff_restricts_the_replay_to_the_sampled_keys_by_itself(tapped_10, offline_set, tmp_path):
     left, right = tap_set.write_views(str(offline_set), str(tapped_10), str(tmp_path / "views"))
     main(["diff", left, right, "--out", str(tmp_path / "via_views")])

@@ -7,7 +7,6 @@ the smaller sample.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 from pathlib import Path
@@ -26,9 +25,6 @@ from parity.fingerprint_set import read_set
 REPO = Path(__file__).resolve().parents[1]
 V0_SET = REPO / "fixtures" / "fingerprint_sets" / "v0"
 
-DIFF_ALIGNS = "tap_set" in inspect.getsource(run.diff)
-needs_aligning_diff = pytest.mark.xfail(not DIFF_ALIGNS, strict=True,
-                                        reason="run.diff does not call parity.tap_set.align yet")
 
 CONFIG = """
 version: 1
@@ -103,7 +99,6 @@ def test_a_tapped_set_of_the_current_format_diffs_with_a_replay(small, tapped, t
     assert read_set(left).manifest["stages_compared"] == ["input"]
 
 
-@needs_aligning_diff
 def test_parity_diff_compares_only_the_stages_tapped_by_itself(small, tapped, tmp_path):
     assert main(["diff", str(small["replay"]), str(tapped), "--out", str(tmp_path)]) == 0
 
@@ -142,7 +137,6 @@ def test_align_refuses_an_unknown_tap_format_and_sets_without_a_stage_in_common(
         tap_set.align(read_set(str(small["replay"])), read_set(str(bad)))
 
 
-@needs_aligning_diff
 def test_parity_diff_refuses_an_unknown_tap_format_and_no_stage_in_common(small, tapped, tmp_path, capsys):
     future = _edited_copy(tapped, tmp_path / "future", tap_format="parity.taps/2")
     assert "parity.taps/2" in _refused(capsys, str(small["replay"]), str(future), "--out", str(tmp_path / "a"))
