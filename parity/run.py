@@ -29,6 +29,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
            reorder: bool = False) -> dict[str, Any]:
     """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest."""
     side = config.side(side_name)
+    _check_windowfn(config, side)
     saved_dir = _saved_dir(config, side, out_dir, transform_from)
     progress.event("replay_start", side=side.name, runner=runner)
     prepare_out_dir(out_dir)
@@ -61,6 +62,21 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
     return manifest
+
+
+def _check_windowfn(config: Config, side: SideConfig) -> None:
+    """Calls a side's `window.windowfn` factory once before the job, so that a factory that raises or returns
+    something else stops the run naming the config, the side and the field (not from inside a Beam worker)."""
+    from parity.stages.window import build_windowfn
+
+    if side.window is None or side.window.windowfn is None:
+        return
+    try:
+        build_windowfn(side.window)
+    except ParityError as exc:
+        message = str(exc).removeprefix("window.windowfn ")
+        raise type(exc)(f"{config.path}: sides.{side.name}.window.windowfn: {message}; window.windowfn must name "
+                        f"a function taking no arguments that returns an apache_beam WindowFn") from exc
 
 
 def _check_quarantine_share(side: SideConfig, out_dir: str, manifest: dict[str, Any]) -> None:

@@ -16,8 +16,10 @@ Values are what `pyarrow` `to_pylist()` gives, except types without a plain JSON
 With a schema, schema fields are coerced (missing columns give None) and other columns are kept.
 A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based); so is every row
 of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs. A file that cannot
-be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown); a file
-that breaks after some rows quarantines the rest as one entry at `<display_path>:row <first unread row>`.
+be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown). The file
+is read one row group at a time (a batch never spans two groups): a row group that breaks (a corrupt page)
+quarantines each of its unread rows at `<display_path>:row <index>` (the footer gives the group's row count,
+so the quarantined share is the real one), and the row groups after it are still read.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from parity.schema import FieldType, SchemaMismatch, coerce_record
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _ONE_US = datetime.timedelta(microseconds=1)
+_MAX_LOST_ROWS = 10_000_000
 
 
 def read(
@@ -58,41 +61,41 @@ def read(
     row = 0
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
     with parquet_file:
-        batches = _batches(parquet_file, max(batch_size, 1))
-        while True:
-            try:
-                batch = next(batches, None)
-            except Exception as exc:  # a corrupt page or row group: the rows after it cannot be located
-                reason = (
-                    f"cannot read Parquet file after row {row}: {_first_line(exc)}; "
-                    "the remaining rows count as this one quarantined entry"
-                )
-                yield Quarantined(f"{display_path}:row {row}", reason, "")
-                return
-            if batch is None:
-                return
-            if too_deep:  # never materialized: converting them is what would recurse too deeply
-                for _ in range(batch.num_rows):
-                    yield Quarantined(f"{display_path}:row {row}", TOO_DEEP, "")
-                    row += 1
-                continue
-            for record in _rows(batch):
-                location = f"{display_path}:row {row}"
-                row += 1
-                if schema is None:
-                    yield record, location
-                    continue
+        for group in range(parquet_file.num_row_groups):
+            group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
+            batches = parquet_file.iter_batches(batch_size=max(batch_size, 1), row_groups=[group])
+            while True:
                 try:
-                    yield coerce_record(record, schema), location
-                except SchemaMismatch as exc:
-                    yield Quarantined(location, str(exc), preview(record))
-
-
-def _batches(parquet_file: pq.ParquetFile, batch_size: int) -> Iterator[pa.RecordBatch]:
-    """The file's batches, one row group at a time: a batch never spans two row groups, so that a corrupt row
-    group cannot take the rows of the groups before it down with it."""
-    for group in range(parquet_file.num_row_groups):
-        yield from parquet_file.iter_batches(batch_size=batch_size, row_groups=[group])
+                    batch = next(batches, None)
+                except Exception as exc:  # a corrupt page: the group's other rows cannot be located
+                    end = group_start + group_rows
+                    reason = (f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
+                              f"after row {row}: {_first_line(exc)}")
+                    if end - row > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
+                        yield Quarantined(f"{display_path}:row {row}", f"{reason}; the footer claims "
+                                          f"{end - row} unread rows: counted as this one entry", "")
+                    else:
+                        for lost in range(row, end):  # each unread row is a record: counted one by one
+                            yield Quarantined(f"{display_path}:row {lost}", reason, "")
+                    row = end
+                    break
+                if batch is None:
+                    break
+                if too_deep:  # never materialized: converting them is what would recurse too deeply
+                    for _ in range(batch.num_rows):
+                        yield Quarantined(f"{display_path}:row {row}", TOO_DEEP, "")
+                        row += 1
+                    continue
+                for record in _rows(batch):
+                    location = f"{display_path}:row {row}"
+                    row += 1
+                    if schema is None:
+                        yield record, location
+                        continue
+                    try:
+                        yield coerce_record(record, schema), location
+                    except SchemaMismatch as exc:
+                        yield Quarantined(location, str(exc), preview(record))
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:

@@ -117,7 +117,7 @@ def test_a_file_that_is_not_parquet_is_one_quarantined_entry_for_the_file(tmp_pa
     assert quarantined[0].preview.startswith("b'this is not")
 
 
-def test_a_corrupt_row_group_keeps_the_rows_before_it_and_quarantines_the_rest_as_one_entry(tmp_path):
+def test_a_corrupt_row_group_quarantines_each_of_its_rows_and_the_groups_around_it_are_read(tmp_path):
     table = pa.table({"id": list(range(3000)), "s": [f"x{i}" for i in range(3000)]})
     path = _write(tmp_path, table, row_group_size=1000, compression="snappy")
     page = pq.ParquetFile(path).metadata.row_group(1).column(0).data_page_offset
@@ -126,10 +126,10 @@ def test_a_corrupt_row_group_keeps_the_rows_before_it_and_quarantines_the_rest_a
         data[k] ^= 0xFF
     open(path, "wb").write(bytes(data))
     records, _, quarantined = _read(path, batch_size=500)
-    assert [r["id"] for r in records] == list(range(1000))
-    assert len(quarantined) == 1
-    assert quarantined[0].location == f"{SHOW}:row 1000"
-    assert quarantined[0].reason.startswith("cannot read Parquet file after row 1000: ")
+    assert [r["id"] for r in records] == list(range(1000)) + list(range(2000, 3000))
+    assert [q.location for q in quarantined] == [f"{SHOW}:row {row}" for row in range(1000, 2000)]
+    assert all(q.reason.startswith("cannot read Parquet row group 1 (rows 1000-1999) after row 1000: ")
+               for q in quarantined)
 
 
 def test_batches_follow_batch_size_across_row_groups_and_count_every_row(tmp_path):

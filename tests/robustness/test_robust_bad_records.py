@@ -239,10 +239,12 @@ def _cases() -> dict[str, Case]:
                                     [("cap.parquet", ("cannot read Parquet file",))], name="cap.parquet", good=0),
         "parquet-truncated": Case(lambda: _parquet_bytes(_parquet_good())[:-40],
                                   [("cap.parquet", ("cannot read Parquet file",))], name="cap.parquet", good=0),
+        # The corrupt middle group's 1000 rows are each quarantined; the groups before and after are read.
         "parquet-corrupt-row-group": Case(_parquet_corrupt_row_group,
-                                          [("cap.parquet:row 1000", ("cannot read Parquet file after row 1000",
-                                                                     "remaining rows count as this one"))],
-                                          name="cap.parquet", good=1000),
+                                          [(f"cap.parquet:row {row}",
+                                            ("cannot read Parquet row group 1 (rows 1000-1999) after row 1000",))
+                                           for row in range(1000, 2000)],
+                                          name="cap.parquet", good=2000, capture_spec={"max_quarantined": 0.5}),
         "parquet-value-not-fitting-schema": Case(_parquet_bad_value,
                                                  [("cap.parquet:row 3", ("field 'id': expected int64, got 'abc'",))],
                                                  name="cap.parquet", good=GOOD - 1),

@@ -3,6 +3,8 @@ and the exception, so that the owner of the code knows what to fix.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from robust_helpers import check, good_records, jsonl_lines, make_project, unique_module
@@ -67,8 +69,8 @@ def test_a_transform_returning_a_non_dict_exits_two_saying_what_it_must_return(t
     project = make_project(tmp_path, module_code="def features(record):\n    return [record['v']]\n")
     code, _, errors = check(project, capsys)
     assert code == 2
-    assert f"transform.python '{project.module}:features' returned a list, expected a dict of feature name to value" \
-        in errors
+    assert re.search(rf"record \d+: transform\.python '{project.module}:features' returned a list, expected a dict "
+                     rf"of feature name to value", errors), errors
 
 
 def test_a_transform_returning_an_unencodable_value_exits_two_naming_record_and_feature(tmp_path, capsys):
@@ -83,7 +85,8 @@ def test_a_windowfn_factory_returning_a_non_windowfn_exits_two(tmp_path, capsys)
     project = _project(tmp_path, {"window": {"windowfn": f"{name}:make"}}, "def make():\n    return 3600\n", name)
     code, _, errors = check(project, capsys)
     assert code == 2
-    assert f"window.windowfn '{name}:make' returned a int, expected an apache_beam WindowFn" in errors
+    assert (f"{project.config}: sides.offline.window.windowfn: '{name}:make' returned a int, expected an apache_beam "
+            f"WindowFn; window.windowfn must name a function taking no arguments") in errors
 
 
 def test_a_windowfn_factory_that_raises_exits_two(tmp_path, capsys):
@@ -92,7 +95,8 @@ def test_a_windowfn_factory_that_raises_exits_two(tmp_path, capsys):
                        "def make():\n    raise RuntimeError('no size configured')\n", name)
     code, _, errors = check(project, capsys)
     assert code == 2
-    assert f"window.windowfn '{name}:make' raised RuntimeError: no size configured" in errors
+    assert f"{project.config}: sides.offline.window.windowfn: '{name}:make' raised RuntimeError: no size configured" \
+        in errors
 
 
 @pytest.mark.parametrize("where", ["timestamp", "shard-key", "seed"])
