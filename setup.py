@@ -1,12 +1,23 @@
 """Packaging for parity. `make setup` (scripts/setup.sh) installs it into the project's .venv."""
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 # apache-beam: no Flink job-server jar of any Beam version >= 2.53 is served by the Maven Central we reach, so the
 # SDK stays at the newest release; scripts/fetch_flink_jar.sh assembles a job server from parts (docs/flink-jar.md).
 BEAM_VERSION = "2.77.0"
 _README = Path(__file__).resolve().parent / "README.md"
+
+# The C canonical encoder (docs/canonical-encoding.md, "Implementations"). Optional: without a C compiler the
+# install still works and parity.canonical uses its pure Python encoder, which gives the same bytes, slower.
+_CANONICAL_EXT = Extension(
+    "parity._canonical",
+    sources=["parity/_canonical.c"],
+    depends=["vendor/xxhash/xxhash.h"],
+    include_dirs=["vendor/xxhash"],
+    extra_compile_args=["-O3"],
+    optional=True,
+)
 
 setup(
     name="parity",
@@ -15,6 +26,7 @@ setup(
     long_description=_README.read_text(encoding="utf-8") if _README.exists() else "",
     long_description_content_type="text/markdown",
     packages=find_packages(include=["parity", "parity.*"]),
+    ext_modules=[_CANONICAL_EXT],
     include_package_data=True,
     python_requires=">=3.11",
     install_requires=[

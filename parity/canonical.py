@@ -24,6 +24,7 @@ import base64
 import datetime as _dt
 import decimal
 import json
+import os
 import struct
 from operator import itemgetter
 from typing import Any, Callable
@@ -125,7 +126,7 @@ def _enc_list(v: Any, buf: bytearray) -> None:
 
 def _dict_key_order(v: dict) -> tuple[tuple[Any, bytes], ...] | None:
     """Keys with their canonical bytes in canonical order; None when two keys share their bytes."""
-    pairs = sorted(((k, encode(k)) for k in v), key=itemgetter(1))
+    pairs = sorted(((k, _encode_py(k)) for k in v), key=itemgetter(1))
     for i in range(1, len(pairs)):
         if pairs[i - 1][1] == pairs[i][1]:  # e.g. two distinct NaN objects as keys
             return None
@@ -143,7 +144,7 @@ def _enc_dict(v: dict, buf: bytearray) -> None:
         order = _dict_key_order(v)
         if order is None:
             # Equal key bytes: order those entries by their value bytes too, so the result stays unique.
-            for kb, vb in sorted((encode(k), encode(x)) for k, x in v.items()):
+            for kb, vb in sorted((_encode_py(k), _encode_py(x)) for k, x in v.items()):
                 buf += kb
                 buf += vb
             return
@@ -180,7 +181,7 @@ def _enc_dict(v: dict, buf: bytearray) -> None:
 def _enc_set(v: Any, buf: bytearray) -> None:
     buf.append(0x65)
     _uleb128(len(v), buf)
-    for b in sorted(encode(x) for x in v):
+    for b in sorted(_encode_py(x) for x in v):
         buf += b
 
 
@@ -263,19 +264,14 @@ def _resolve(v: Any) -> _Encoder:
     raise TypeError(f"cannot canonically encode a value of type {t.__module__}.{t.__qualname__}")
 
 
-def encode(value: Any) -> bytes:
-    """The canonical bytes of a value.
-
-    Raises:
-        TypeError: the value, or a value inside it, has a type the encoding does not cover.
-    """
+def _encode_py(value: Any) -> bytes:
+    """``encode`` in pure Python: the reference implementation, and the C encoder's fallback."""
     buf = bytearray()
     (_ENCODERS.get(type(value)) or _resolve(value))(value, buf)
     return bytes(buf)
 
 
-def encode_many(values: list[Any]) -> list[bytes]:
-    """The canonical bytes of each value, in order (one loop; cheaper than calling ``encode``)."""
+def _encode_many_py(values: list[Any]) -> list[bytes]:
     get, resolve, out = _ENCODERS.get, _resolve, []
     append = out.append
     for v in values:
@@ -283,6 +279,53 @@ def encode_many(values: list[Any]) -> list[bytes]:
         (get(type(v)) or resolve(v))(v, buf)
         append(bytes(buf))
     return out
+
+
+# numpy scalar types the C encoder handles itself, by kind (parity/_canonical.c); the rest it hands to
+# _encode_py, so both implementations give the same bytes and raise the same errors.
+_NATIVE_KINDS: dict[type, int] = {
+    np.bool_: 1, np.float64: 3, np.float32: 4, np.float16: 4, np.str_: 5, np.bytes_: 6,
+    **dict.fromkeys((np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+                     np.intc, np.uintc, np.longlong, np.ulonglong), 2),
+}
+
+
+def _load_native() -> Any:
+    """``parity._canonical`` configured, or None: not built, built for another encoding version, or
+    ``PARITY_PURE_PYTHON=1`` (the tests' way to run the reference)."""
+    if os.environ.get("PARITY_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from parity import _canonical
+    except ImportError:
+        return None
+    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 1:
+        return None  # a stale build of an older source: `pip install -e .` (make setup) rebuilds it
+    _canonical.configure(_NATIVE_KINDS, _encode_py)
+    return _canonical
+
+
+_native = _load_native()
+IMPLEMENTATION = "c" if _native is not None else "python"
+
+
+def encode(value: Any) -> bytes:
+    """The canonical bytes of a value.
+
+    Raises:
+        TypeError: the value, or a value inside it, has a type the encoding does not cover.
+    """
+    return _encode_py(value)
+
+
+def encode_many(values: list[Any]) -> list[bytes]:
+    """The canonical bytes of each value, in order (one loop; cheaper than calling ``encode``)."""
+    return _encode_many_py(values)
+
+
+if _native is not None:  # the same functions in C: same bytes, same errors
+    encode = _native.encode  # type: ignore[assignment]  # noqa: F811
+    encode_many = _native.encode_many  # type: ignore[assignment]  # noqa: F811
 
 
 # ---------------------------------------------------------------------------------------------- decode

@@ -6,6 +6,10 @@ vs float64, 1 vs 1.0) gives another fingerprint; numeric tolerance is the diff's
 keys use the 128-bit ``xxh3_128`` digest (16 bytes, big-endian), where collisions between millions of
 keys must be negligible.
 
+When the C encoder (``parity._canonical``) is built, ``fingerprint``, ``fingerprints``,
+``key_fingerprint``, ``encode_fingerprints`` and ``feature_fingerprints`` run in it, encoding and hashing
+in one buffer without intermediate bytes objects; the Python definitions below are the reference.
+
 Example:
     >>> fingerprint(None) == fingerprint_bytes(b"N")
     True
@@ -19,11 +23,13 @@ from typing import Any
 
 import xxhash
 
-from parity.canonical import encode
+from parity import canonical
+
+_encode = canonical._encode_py  # the reference definitions below are pure Python throughout
 
 __all__ = [
-    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "fingerprint", "fingerprint_bytes",
-    "fingerprints", "key_fingerprint",
+    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "encode_fingerprints",
+    "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints", "key_fingerprint",
 ]
 
 FINGERPRINT_ALGORITHM = "xxh3_64"
@@ -44,18 +50,36 @@ def fingerprint(value: Any) -> int:
     Raises:
         TypeError: the value has a type the canonical encoding does not cover.
     """
-    return _xxh3_64(encode(value))
+    return _xxh3_64(_encode(value))
 
 
 def fingerprints(values: list[Any]) -> list[int]:
     """``[fingerprint(v) for v in values]``: one loop of encode + hash, with both bound locally."""
-    enc, h = encode, _xxh3_64
+    enc, h = _encode, _xxh3_64
     return [h(enc(v)) for v in values]
+
+
+def encode_fingerprints(values: list[Any]) -> tuple[list[bytes], list[int]]:
+    """``(encode_many(values), fingerprints(values))`` in one pass: each value encoded once."""
+    data = canonical._encode_many_py(values)
+    h = _xxh3_64
+    return data, [h(b) for b in data]
+
+
+def feature_fingerprints(features: dict[str, Any]) -> tuple[bytes, list[tuple[str, int]], int]:
+    """For a transform stage value ``{name: value}``: its canonical bytes, ``sorted`` ``(name,
+    fingerprint(value))`` pairs, and ``combine`` of those fingerprints (the transform stage's fingerprint).
+
+    Raises:
+        TypeError: a value has no canonical encoding, or the names do not sort.
+    """
+    fps = {name: _xxh3_64(_encode(v)) for name, v in features.items()}
+    return _encode(features), sorted(fps.items()), _xxh3_64(_encode(fps))
 
 
 def key_fingerprint(value: Any) -> bytes:
     """The 16-byte pairing id of a record key: XXH3-128 of its canonical encoding."""
-    return _xxh3_128(encode(value))
+    return _xxh3_128(_encode(value))
 
 
 def combine(fps: dict[str, int]) -> int:
@@ -65,3 +89,16 @@ def combine(fps: dict[str, int]) -> int:
     depends on the names and fingerprints, never on the dict's order.
     """
     return fingerprint(fps)
+
+
+# The pure Python definitions above, kept for the tests that compare the C functions against them.
+_REFERENCE = {"fingerprint": fingerprint, "fingerprints": fingerprints, "encode_fingerprints": encode_fingerprints,
+              "feature_fingerprints": feature_fingerprints, "key_fingerprint": key_fingerprint}
+_native = canonical._native
+if _native is not None:  # the same functions in C: same results, same errors
+    _native.configure(canonical._NATIVE_KINDS, canonical._encode_py, feature_fingerprints)
+    fingerprint = _native.fingerprint  # type: ignore[assignment]  # noqa: F811
+    fingerprints = _native.fingerprints  # type: ignore[assignment]  # noqa: F811
+    encode_fingerprints = _native.encode_fingerprints  # type: ignore[assignment]  # noqa: F811
+    feature_fingerprints = _native.feature_fingerprints  # type: ignore[assignment]  # noqa: F811
+    key_fingerprint = _native.key_fingerprint  # type: ignore[assignment]  # noqa: F811

@@ -1,0 +1,685 @@
+/* parity._canonical: canonical encoding v1 and its XXH3 fingerprints in C.
+ *
+ * The same bytes as the pure Python reference, parity/canonical.py (spec: docs/canonical-encoding.md; golden
+ * vectors: fixtures/canonical/vectors.json). Exact built-in types (None, bool, int up to 64 bits, float, str,
+ * bytes, bytearray, list, tuple, dict) are encoded here; so are the numpy scalar types canonical.py registers
+ * with configure(). Every other value (ints beyond 64 bits, subclasses, sets, datetimes, Decimals, numpy
+ * arrays, unsupported types) is handed to the Python encoder, so the bytes and the errors are its own.
+ *
+ * Values are encoded into one growing buffer per call (on the stack until it outgrows it) and hashed there:
+ * the batch functions create no intermediate bytes objects.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+#define ENCODING_VERSION "parity.canonical/1"
+#define API_VERSION 1
+
+/* numpy scalar kinds (configure() maps their types to these) */
+enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
+
+static PyObject *kinds = NULL;    /* dict: type -> kind */
+static PyObject *fallback = NULL; /* the Python encoder: value -> bytes */
+static PyObject *feature_fallback = NULL; /* the Python feature_fingerprints, for what the C one leaves */
+
+/* ------------------------------------------------------------------------------------------------ buffer */
+
+#define STACK_BYTES 2048
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+    char *heap; /* data when it outgrew the stack */
+} Buf;
+
+#define BUF_INIT(b, stack) do { (b).data = (stack); (b).len = 0; (b).cap = STACK_BYTES; (b).heap = NULL; } while (0)
+
+static void buf_free(Buf *b) { PyMem_Free(b->heap); b->heap = NULL; }
+
+static int buf_grow(Buf *b, Py_ssize_t need) {
+    Py_ssize_t cap = b->cap;
+    while (cap < b->len + need) cap *= 2;
+    char *mem;
+    if (b->heap) {
+        mem = PyMem_Realloc(b->heap, cap);
+    } else {
+        mem = PyMem_Malloc(cap);
+        if (mem) memcpy(mem, b->data, b->len);
+    }
+    if (!mem) { PyErr_NoMemory(); return -1; }
+    b->heap = b->data = mem;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_reserve(Buf *b, Py_ssize_t need) {
+    return (b->len + need <= b->cap) ? 0 : buf_grow(b, need);
+}
+
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_byte(Buf *b, char c) {
+    if (buf_reserve(b, 1) < 0) return -1;
+    b->data[b->len++] = c;
+    return 0;
+}
+
+/* tag + uleb128(n) */
+static inline int buf_head(Buf *b, char tag, size_t n) {
+    if (buf_reserve(b, 11) < 0) return -1;
+    char *p = b->data + b->len;
+    *p++ = tag;
+    while (n >= 0x80) { *p++ = (char)((n & 0x7F) | 0x80); n >>= 7; }
+    *p++ = (char)n;
+    b->len = p - b->data;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ values */
+
+static int enc(Buf *b, PyObject *v);
+
+static int enc_fallback(Buf *b, PyObject *v) {
+    if (!fallback) {
+        PyErr_SetString(PyExc_RuntimeError, "parity._canonical is not configured (parity.canonical does it)");
+        return -1;
+    }
+    PyObject *r = PyObject_CallOneArg(fallback, v);
+    if (!r) return -1;
+    if (!PyBytes_Check(r)) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "the Python canonical encoder returned a non-bytes value");
+        return -1;
+    }
+    int rc = buf_put(b, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r));
+    Py_DECREF(r);
+    return rc;
+}
+
+static inline int enc_f64(Buf *b, double d) {
+    if (buf_reserve(b, 9) < 0) return -1;
+    unsigned char *p = (unsigned char *)b->data + b->len;
+    uint64_t u;
+    if (d != d) u = 0x7ff8000000000000ULL;
+    else memcpy(&u, &d, 8);
+    p[0] = 0x66;
+    for (int i = 8; i >= 1; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    b->len += 9;
+    return 0;
+}
+
+static inline int enc_f32(Buf *b, double d) {
+    if (buf_reserve(b, 5) < 0) return -1;
+    unsigned char *p = (unsigned char *)b->data + b->len;
+    uint32_t u;
+    if (d != d) {
+        u = 0x7fc00000U;
+    } else {
+        float f = (float)d; /* exact: the value came from a float32 or float16 */
+        memcpy(&u, &f, 4);
+    }
+    p[0] = 0x67;
+    for (int i = 4; i >= 1; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    b->len += 5;
+    return 0;
+}
+
+/* minimal two's complement, big-endian; beyond 64 bits the Python encoder does it */
+static int enc_int(Buf *b, PyObject *v) {
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) return enc_fallback(b, v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
+    int bits = m ? 64 - __builtin_clzll(m) : 0;
+    int n = bits / 8 + 1; /* one sign bit more than the magnitude needs: 1..8 bytes */
+    if (buf_reserve(b, 2 + n) < 0) return -1;
+    unsigned char *p = (unsigned char *)b->data + b->len;
+    p[0] = 0x69;
+    p[1] = (unsigned char)n;
+    unsigned long long u = (unsigned long long)x;
+    for (int i = n + 1; i >= 2; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    b->len += 2 + n;
+    return 0;
+}
+
+static int enc_str(Buf *b, PyObject *v) {
+    if (PyUnicode_IS_COMPACT_ASCII(v)) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+        if (buf_head(b, 0x73, (size_t)n) < 0) return -1;
+        return buf_put(b, PyUnicode_DATA(v), n);
+    }
+    PyObject *raw = PyUnicode_AsUTF8String(v);
+    if (!raw) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+        PyErr_Clear(); /* lone surrogates: kept, as their 3-byte forms, so every str encodes */
+        raw = PyUnicode_AsEncodedString(v, "utf-8", "surrogatepass");
+        if (!raw) return -1;
+    }
+    int rc = buf_head(b, 0x73, (size_t)PyBytes_GET_SIZE(raw));
+    if (rc == 0) rc = buf_put(b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw));
+    Py_DECREF(raw);
+    return rc;
+}
+
+static inline int enc_raw_bytes(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_head(b, 0x62, (size_t)n) < 0) return -1;
+    return buf_put(b, s, n);
+}
+
+static int enc_list(Buf *b, PyObject *v) {
+    /* the length is read once, as in Python; items are read with bounds checks (a callback may mutate) */
+    int is_list = PyList_Check(v);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(v) : PyTuple_GET_SIZE(v);
+    if (buf_head(b, 0x6C, (size_t)n) < 0) return -1;
+    if (Py_EnterRecursiveCall(" while canonically encoding a list")) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *x;
+        if (is_list) {
+            if (i >= PyList_GET_SIZE(v)) {
+                PyErr_SetString(PyExc_RuntimeError, "list changed size during canonical encoding");
+                rc = -1;
+                break;
+            }
+            x = PyList_GET_ITEM(v, i);
+        } else {
+            x = PyTuple_GET_ITEM(v, i);
+        }
+        Py_INCREF(x);
+        rc = enc(b, x);
+        Py_DECREF(x);
+    }
+    Py_LeaveRecursiveCall();
+    return rc;
+}
+
+/* -------------------------------------------------------------------------------------------------- dicts */
+
+/* Byte order of canonical encodings, as Python compares bytes. */
+static inline int cmp_bytes(const char *a, Py_ssize_t na, const char *b, Py_ssize_t nb) {
+    int c = memcmp(a, b, (size_t)(na < nb ? na : nb));
+    if (c) return c;
+    return (na > nb) - (na < nb);
+}
+
+/* Sorted key order of dicts whose keys are all exact str, cached by key layout (the keys in insertion
+ * order): records of one capture share their keys. A layout is a bytes object (kept alive by a reference
+ * while it is used, so another thread replacing the slot during a callback cannot free it) holding
+ * perm[n] (sorted position -> insertion index), off[n + 1] (into the sorted keys' bytes) and the bytes. */
+#define LAYOUT_SLOTS 512
+typedef struct {
+    Py_hash_t hash;
+    PyObject *keys;   /* tuple, insertion order */
+    PyObject *layout; /* bytes */
+} LayoutSlot;
+static LayoutSlot layouts[LAYOUT_SLOTS];
+
+static inline int str_eq(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b)) return 0;
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+typedef struct {
+    const char *data; /* of the key's bytes */
+    Py_ssize_t len;
+    Py_ssize_t index; /* insertion index */
+} KeyRef;
+
+static int keyref_cmp(const void *pa, const void *pb) {
+    const KeyRef *a = pa, *b = pb;
+    return cmp_bytes(a->data, a->len, b->data, b->len);
+}
+
+/* Encodes the n keys into kb, sorts them; refs[i] points into kb (valid until kb grows: offsets kept). */
+static int sort_keys(PyObject **keys, Py_ssize_t n, Buf *kb, KeyRef *refs, Py_ssize_t *offs) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        offs[i] = kb->len;
+        if (enc(kb, keys[i]) < 0) return -1;
+    }
+    offs[n] = kb->len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        refs[i].data = kb->data + offs[i];
+        refs[i].len = offs[i + 1] - offs[i];
+        refs[i].index = i;
+    }
+    qsort(refs, (size_t)n, sizeof(KeyRef), keyref_cmp);
+    return 0;
+}
+
+static PyObject *make_layout(PyObject **keys, Py_ssize_t n) {
+    char stack[STACK_BYTES];
+    Buf kb;
+    BUF_INIT(kb, stack);
+    KeyRef *refs = PyMem_Malloc(sizeof(KeyRef) * n);
+    Py_ssize_t *offs = PyMem_Malloc(sizeof(Py_ssize_t) * (n + 1));
+    PyObject *layout = NULL;
+    if (!refs || !offs) { PyErr_NoMemory(); goto done; }
+    if (sort_keys(keys, n, &kb, refs, offs) < 0) goto done;
+    Py_ssize_t head = sizeof(Py_ssize_t) * (2 * n + 1);
+    layout = PyBytes_FromStringAndSize(NULL, head + kb.len);
+    if (!layout) goto done;
+    Py_ssize_t *perm = (Py_ssize_t *)PyBytes_AS_STRING(layout);
+    Py_ssize_t *off = perm + n;
+    char *bytes = PyBytes_AS_STRING(layout) + head;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        perm[i] = refs[i].index;
+        off[i] = pos;
+        memcpy(bytes + pos, refs[i].data, refs[i].len);
+        pos += refs[i].len;
+    }
+    off[n] = pos;
+done:
+    PyMem_Free(refs);
+    PyMem_Free(offs);
+    buf_free(&kb);
+    return layout;
+}
+
+/* The layout of a dict whose keys are all exact str (new reference), from the cache or made and cached. */
+static PyObject *str_layout(PyObject **keys, Py_ssize_t n) {
+    Py_uhash_t h = 0x345678UL + (Py_uhash_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_hash_t kh = PyObject_Hash(keys[i]);
+        if (kh == -1) return NULL;
+        h = (h ^ (Py_uhash_t)kh) * 1000003UL;
+    }
+    Py_hash_t hash = (Py_hash_t)h;
+    LayoutSlot *slot = &layouts[(h ^ (h >> 17)) % LAYOUT_SLOTS];
+    if (slot->keys && slot->hash == hash && PyTuple_GET_SIZE(slot->keys) == n) {
+        int same = 1;
+        for (Py_ssize_t i = 0; i < n && same; i++) same = str_eq(PyTuple_GET_ITEM(slot->keys, i), keys[i]);
+        if (same) {
+            Py_INCREF(slot->layout);
+            return slot->layout;
+        }
+    }
+    PyObject *layout = make_layout(keys, n);
+    if (!layout) return NULL;
+    PyObject *tup = PyTuple_New(n);
+    if (!tup) { Py_DECREF(layout); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) { Py_INCREF(keys[i]); PyTuple_SET_ITEM(tup, i, keys[i]); }
+    PyObject *old_keys = slot->keys, *old_layout = slot->layout;
+    slot->hash = hash;
+    slot->keys = tup;
+    Py_INCREF(layout);
+    slot->layout = layout;
+    Py_XDECREF(old_keys);
+    Py_XDECREF(old_layout);
+    return layout;
+}
+
+static int enc_dict_items(Buf *b, PyObject *d, PyObject **keys, PyObject **vals, Py_ssize_t n) {
+    int all_str = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(keys[i])) { all_str = 0; break; }
+    }
+    if (all_str) {
+        PyObject *layout = str_layout(keys, n);
+        if (!layout) return -1;
+        const Py_ssize_t *perm = (const Py_ssize_t *)PyBytes_AS_STRING(layout);
+        const Py_ssize_t *off = perm + n;
+        const char *bytes = PyBytes_AS_STRING(layout) + sizeof(Py_ssize_t) * (2 * n + 1);
+        int rc = buf_head(b, 0x64, (size_t)n);
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            rc = buf_put(b, bytes + off[i], off[i + 1] - off[i]);
+            if (rc == 0) rc = enc(b, vals[perm[i]]);
+        }
+        Py_DECREF(layout);
+        return rc;
+    }
+    char stack[STACK_BYTES];
+    Buf kb;
+    BUF_INIT(kb, stack);
+    KeyRef *refs = PyMem_Malloc(sizeof(KeyRef) * n);
+    Py_ssize_t *offs = PyMem_Malloc(sizeof(Py_ssize_t) * (n + 1));
+    int rc = -1;
+    if (!refs || !offs) { PyErr_NoMemory(); goto done; }
+    if (sort_keys(keys, n, &kb, refs, offs) < 0) goto done;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (cmp_bytes(refs[i - 1].data, refs[i - 1].len, refs[i].data, refs[i].len) == 0) {
+            /* two keys share their bytes (distinct NaN objects): the Python encoder's tie rule */
+            rc = enc_fallback(b, d);
+            goto done;
+        }
+    }
+    rc = buf_head(b, 0x64, (size_t)n);
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        rc = buf_put(b, refs[i].data, refs[i].len);
+        if (rc == 0) rc = enc(b, vals[refs[i].index]);
+    }
+done:
+    PyMem_Free(refs);
+    PyMem_Free(offs);
+    buf_free(&kb);
+    return rc;
+}
+
+#define SMALL_DICT 32
+
+static int enc_dict(Buf *b, PyObject *d) {
+    Py_ssize_t n = PyDict_GET_SIZE(d);
+    if (n == 0) return buf_head(b, 0x64, 0);
+    PyObject *small[2 * SMALL_DICT];
+    PyObject **keys = small;
+    if (n > SMALL_DICT) {
+        keys = PyMem_Malloc(sizeof(PyObject *) * 2 * n);
+        if (!keys) { PyErr_NoMemory(); return -1; }
+    }
+    PyObject **vals = keys + n;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *x;
+    while (i < n && PyDict_Next(d, &pos, &k, &x)) {
+        Py_INCREF(k);
+        Py_INCREF(x);
+        keys[i] = k;
+        vals[i] = x;
+        i++;
+    }
+    int rc;
+    if (i != n) {
+        PyErr_SetString(PyExc_RuntimeError, "dict changed size during canonical encoding");
+        rc = -1;
+    } else if (Py_EnterRecursiveCall(" while canonically encoding a dict")) {
+        rc = -1;
+    } else {
+        rc = enc_dict_items(b, d, keys, vals, n);
+        Py_LeaveRecursiveCall();
+    }
+    for (Py_ssize_t j = 0; j < i; j++) { Py_DECREF(keys[j]); Py_DECREF(vals[j]); }
+    if (keys != small) PyMem_Free(keys);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- dispatch */
+
+static int enc_kind(Buf *b, PyObject *v, long kind) {
+    switch (kind) {
+    case K_BOOL: {
+        int t = PyObject_IsTrue(v);
+        if (t < 0) return -1;
+        return buf_byte(b, t ? 0x54 : 0x46);
+    }
+    case K_INT: {
+        PyObject *i = PyNumber_Index(v);
+        if (!i) return -1;
+        int rc = enc_int(b, i);
+        Py_DECREF(i);
+        return rc;
+    }
+    case K_F64:
+    case K_F32: {
+        double d = PyFloat_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+        return kind == K_F64 ? enc_f64(b, d) : enc_f32(b, d);
+    }
+    case K_STR:
+        if (PyUnicode_Check(v)) return enc_str(b, v);
+        break;
+    case K_BYTES:
+        if (PyBytes_Check(v)) return enc_raw_bytes(b, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        break;
+    }
+    return enc_fallback(b, v);
+}
+
+static int enc(Buf *b, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) return enc_str(b, v);
+    if (t == &PyLong_Type) return enc_int(b, v);
+    if (t == &PyFloat_Type) return enc_f64(b, PyFloat_AS_DOUBLE(v));
+    if (t == &PyDict_Type) return enc_dict(b, v);
+    if (t == &PyList_Type || t == &PyTuple_Type) return enc_list(b, v);
+    if (v == Py_None) return buf_byte(b, 0x4E);
+    if (t == &PyBool_Type) return buf_byte(b, v == Py_True ? 0x54 : 0x46);
+    if (t == &PyBytes_Type) return enc_raw_bytes(b, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    if (t == &PyByteArray_Type) return enc_raw_bytes(b, PyByteArray_AS_STRING(v), PyByteArray_GET_SIZE(v));
+    if (kinds) {
+        PyObject *k = PyDict_GetItemWithError(kinds, (PyObject *)t);
+        if (k) return enc_kind(b, v, PyLong_AsLong(k));
+        if (PyErr_Occurred()) return -1;
+    }
+    return enc_fallback(b, v);
+}
+
+/* ----------------------------------------------------------------------------------------- Python entry */
+
+static PyObject *py_encode(PyObject *self, PyObject *v) {
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    PyObject *r = enc(&b, v) < 0 ? NULL : PyBytes_FromStringAndSize(b.data, b.len);
+    buf_free(&b);
+    return r;
+}
+
+static PyObject *py_fingerprint(PyObject *self, PyObject *v) {
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    PyObject *r = enc(&b, v) < 0 ? NULL : PyLong_FromUnsignedLongLong(XXH3_64bits(b.data, (size_t)b.len));
+    buf_free(&b);
+    return r;
+}
+
+static PyObject *digest128(const char *data, Py_ssize_t len) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, (size_t)len));
+    return PyBytes_FromStringAndSize((const char *)c.digest, sizeof(c.digest));
+}
+
+static PyObject *py_key_fingerprint(PyObject *self, PyObject *v) {
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    PyObject *r = enc(&b, v) < 0 ? NULL : digest128(b.data, b.len);
+    buf_free(&b);
+    return r;
+}
+
+enum { OUT_BYTES = 1, OUT_FP = 2 };
+
+/* encode_many / fingerprints / encode_and_fingerprint_many over any iterable */
+static PyObject *batch(PyObject *values, int what) {
+    PyObject *seq = PySequence_Fast(values, "expected an iterable of values");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *bytes_out = (what & OUT_BYTES) ? PyList_New(n) : NULL;
+    PyObject *fp_out = (what & OUT_FP) ? PyList_New(n) : NULL;
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    if (((what & OUT_BYTES) && !bytes_out) || ((what & OUT_FP) && !fp_out)) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
+        b.len = 0;
+        Py_INCREF(v);
+        int rc = enc(&b, v);
+        Py_DECREF(v);
+        if (rc < 0) goto fail;
+        if (bytes_out) {
+            PyObject *o = PyBytes_FromStringAndSize(b.data, b.len);
+            if (!o) goto fail;
+            PyList_SET_ITEM(bytes_out, i, o);
+        }
+        if (fp_out) {
+            PyObject *o = PyLong_FromUnsignedLongLong(XXH3_64bits(b.data, (size_t)b.len));
+            if (!o) goto fail;
+            PyList_SET_ITEM(fp_out, i, o);
+        }
+    }
+    buf_free(&b);
+    Py_DECREF(seq);
+    if (what == OUT_BYTES) return bytes_out;
+    if (what == OUT_FP) return fp_out;
+    PyObject *r = PyTuple_Pack(2, bytes_out, fp_out);
+    Py_DECREF(bytes_out);
+    Py_DECREF(fp_out);
+    return r;
+fail:
+    buf_free(&b);
+    Py_DECREF(seq);
+    Py_XDECREF(bytes_out);
+    Py_XDECREF(fp_out);
+    return NULL;
+}
+
+static PyObject *py_encode_many(PyObject *self, PyObject *values) { return batch(values, OUT_BYTES); }
+static PyObject *py_fingerprints(PyObject *self, PyObject *values) { return batch(values, OUT_FP); }
+static PyObject *py_encode_fingerprints(PyObject *self, PyObject *values) {
+    return batch(values, OUT_BYTES | OUT_FP);
+}
+
+/* feature_fingerprints(features) -> (encoding, [(name, fp)] sorted by name, combined fp)
+ *
+ * For a dict of str names: its canonical bytes, the fingerprint of each value's encoding (a slice of the
+ * dict's encoding, so each value is encoded once) and the fingerprint of {name: fp}, i.e. combine(). */
+static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
+    int native = PyDict_CheckExact(d);
+    Py_ssize_t pos0 = 0;
+    PyObject *k0, *x0;
+    while (native && PyDict_Next(d, &pos0, &k0, &x0)) native = PyUnicode_CheckExact(k0);
+    if (!native) { /* dict subclasses, other mappings, names that are not exact str */
+        if (feature_fallback) return PyObject_CallOneArg(feature_fallback, d);
+        PyErr_SetString(PyExc_TypeError, "feature_fingerprints expects a dict of str names");
+        return NULL;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(d);
+    PyObject *small[2 * SMALL_DICT];
+    PyObject **keys = small;
+    if (n > SMALL_DICT) {
+        keys = PyMem_Malloc(sizeof(PyObject *) * 2 * n + 1);
+        if (!keys) return PyErr_NoMemory();
+    }
+    PyObject **vals = keys + n;
+    Py_ssize_t pos = 0, i = 0, j;
+    PyObject *k, *x, *result = NULL, *layout = NULL, *feats = NULL;
+    while (i < n && PyDict_Next(d, &pos, &k, &x)) {
+        Py_INCREF(k);
+        Py_INCREF(x);
+        keys[i] = k;
+        vals[i] = x;
+        i++;
+    }
+    char stack[STACK_BYTES], stack2[STACK_BYTES];
+    Buf b, c;
+    BUF_INIT(b, stack);
+    BUF_INIT(c, stack2);
+    if (i != n) {
+        PyErr_SetString(PyExc_RuntimeError, "dict changed size during canonical encoding");
+        goto done;
+    }
+    uint64_t small_fps[SMALL_DICT];
+    uint64_t *fps = small_fps; /* by sorted (canonical) position */
+    if (n > SMALL_DICT && !(fps = PyMem_Malloc(sizeof(uint64_t) * n))) { PyErr_NoMemory(); goto done; }
+    layout = n ? str_layout(keys, n) : NULL;
+    if (n && !layout) goto done_fps;
+    const Py_ssize_t *perm = layout ? (const Py_ssize_t *)PyBytes_AS_STRING(layout) : NULL;
+    const Py_ssize_t *off = perm + n;
+    const char *kbytes = layout ? PyBytes_AS_STRING(layout) + sizeof(Py_ssize_t) * (2 * n + 1) : NULL;
+    /* the dict's encoding, hashing each value's slice */
+    if (buf_head(&b, 0x64, (size_t)n) < 0) goto done_fps;
+    for (j = 0; j < n; j++) {
+        if (buf_put(&b, kbytes + off[j], off[j + 1] - off[j]) < 0) goto done_fps;
+        Py_ssize_t start = b.len;
+        if (enc(&b, vals[perm[j]]) < 0) goto done_fps;
+        fps[j] = XXH3_64bits(b.data + start, (size_t)(b.len - start));
+    }
+    /* combine(): {name: fp} has the same key order */
+    if (buf_head(&c, 0x64, (size_t)n) < 0) goto done_fps;
+    for (j = 0; j < n; j++) {
+        if (buf_put(&c, kbytes + off[j], off[j + 1] - off[j]) < 0) goto done_fps;
+        PyObject *fp = PyLong_FromUnsignedLongLong(fps[j]);
+        if (!fp) goto done_fps;
+        int rc = enc_int(&c, fp);
+        Py_DECREF(fp);
+        if (rc < 0) goto done_fps;
+    }
+    feats = PyList_New(n);
+    if (!feats) goto done_fps;
+    for (j = 0; j < n; j++) {
+        PyObject *fp = PyLong_FromUnsignedLongLong(fps[j]);
+        PyObject *pair = fp ? PyTuple_Pack(2, keys[perm[j]], fp) : NULL;
+        Py_XDECREF(fp);
+        if (!pair) goto done_fps;
+        PyList_SET_ITEM(feats, j, pair);
+    }
+    /* Python's sorted() of (name, fp) pairs: code point order, not canonical (length-first) order */
+    if (PyList_Sort(feats) < 0) goto done_fps;
+    PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
+    PyObject *combined = data ? PyLong_FromUnsignedLongLong(XXH3_64bits(c.data, (size_t)c.len)) : NULL;
+    if (combined) result = PyTuple_Pack(3, data, feats, combined);
+    Py_XDECREF(data);
+    Py_XDECREF(combined);
+done_fps:
+    if (fps != small_fps) PyMem_Free(fps);
+done:
+    Py_XDECREF(feats);
+    Py_XDECREF(layout);
+    buf_free(&b);
+    buf_free(&c);
+    for (j = 0; j < i; j++) { Py_DECREF(keys[j]); Py_DECREF(vals[j]); }
+    if (keys != small) PyMem_Free(keys);
+    return result;
+}
+
+static PyObject *py_configure(PyObject *self, PyObject *args) {
+    PyObject *k, *f, *ff = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O|O:configure", &PyDict_Type, &k, &f, &ff)) return NULL;
+    Py_INCREF(k);
+    Py_INCREF(f);
+    Py_XSETREF(kinds, k);
+    Py_XSETREF(fallback, f);
+    if (ff != Py_None) {
+        Py_INCREF(ff);
+        Py_XSETREF(feature_fallback, ff);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", py_configure, METH_VARARGS,
+     "configure(kinds, fallback[, feature_fallback]): numpy scalar types -> kind codes, the Python encoder "
+     "for the rest, the Python feature_fingerprints for what is not a dict of str names."},
+    {"encode", py_encode, METH_O, "encode(value) -> bytes: the canonical bytes of a value."},
+    {"encode_many", py_encode_many, METH_O, "encode_many(values) -> list[bytes]."},
+    {"fingerprint", py_fingerprint, METH_O, "fingerprint(value) -> int: xxh3_64 of the canonical bytes."},
+    {"fingerprints", py_fingerprints, METH_O, "fingerprints(values) -> list[int], no intermediate bytes."},
+    {"encode_fingerprints", py_encode_fingerprints, METH_O,
+     "encode_fingerprints(values) -> (list[bytes], list[int]): each value's bytes and their xxh3_64."},
+    {"key_fingerprint", py_key_fingerprint, METH_O,
+     "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
+    {"feature_fingerprints", py_feature_fingerprints, METH_O,
+     "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "parity._canonical",
+    "Canonical encoding v1 and XXH3 fingerprints in C (the reference is parity/canonical.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__canonical(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddStringConstant(m, "ENCODING_VERSION", ENCODING_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "API_VERSION", API_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "XXHASH_VERSION_NUMBER", XXH_VERSION_NUMBER) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
