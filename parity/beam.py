@@ -36,6 +36,7 @@ import re
 from typing import Any, Callable, Sequence
 
 import apache_beam as beam
+import numpy as np
 import xxhash
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -152,8 +153,11 @@ class TapStage(beam.PTransform):
 class _TapFn(beam.DoFn):
     """Keys, samples, fingerprints and buffers elements; writes a part per full buffer and per bundle.
 
-    The buffer is columnar (one list per column, no container per element): cheaper to fill and to write,
-    and lighter on the garbage collector of a worker whose heap is full of the job's own objects.
+    The per-element path is kept short: Beam calls it once per element of the job at every tap, so each
+    attribute lookup, call and container it makes is paid millions of times. The buffer is one flat list of
+    atomic objects, four per record (key fp, key bytes, fingerprint, value bytes or None), split into columns
+    when written: no container per element, so the garbage collector, which scans every container a worker
+    holds (the job's own heap included) whenever enough of them have been made, is seldom woken.
     """
 
     def __init__(self, tap: TapStage, folder: str):
@@ -172,66 +176,94 @@ class _TapFn(beam.DoFn):
     def setup(self) -> None:
         from parity.environment import environment_manifest
 
-        self._threshold = sample_threshold(self._rate)
-        self._all = self._threshold >= 1 << 64
+        # Sampling on the key's 128-bit fingerprint d as an int: d >> 64 < threshold iff d < threshold << 64.
+        self._limit = sample_threshold(self._rate) << 64
+        # A single key field is read inline; other keys go through _slow_key.
+        self._field = self._key_fields[0] if self._key_fields is not None and len(self._key_fields) == 1 \
+            else None
+        self._limit_rows = 4 * self._batch_size
+        self._transform = self._stage == "transform"
         # The `keep_values` smallest key fingerprints this instance has seen (negated: a max-heap), and the set
         # of them: a record is kept when its key is among them when it arrives. That is a superset of the
         # set-wide smallest `keep_values` (each of those has fewer smaller keys anywhere), which finalize keeps.
+        # `_bound` is the largest key the heap would keep (every key while it is not full): a key above it is
+        # not kept, decided by one comparison.
         self._heap: list[int] = []
         self._heap_keys: set[int] = set()
+        self._bound = -1 if self._keep == 0 else 1 << 128
+        # feature names in insertion order -> (the names sorted, positions in that order or None: already sorted)
+        self._layouts: dict[tuple, tuple[tuple[str, ...], list[int] | None]] = {}
         write_worker_environment(self._folder, environment_manifest())
 
     def start_bundle(self) -> None:
-        # key fps, key bytes, stage fps, features, value bytes (None when not kept)
-        self._key_fps: list[bytes] = []
-        self._key_bytes: list[bytes] = []
-        self._fps: list[int] = []
-        self._features: list = []
-        self._values: list = []
+        self._rows: list = []  # key fp, key bytes, stage fp, value bytes (None when not kept): 4 per record
+        # transform stage: per record its feature count (-1: the value is not a dict), and the flat
+        # (name, fingerprint) pairs of all records, sorted by name within each record
+        self._feature_counts: list[int] = []
+        self._feature_names: list[str] = []
+        self._feature_fps: list[int] = []
         self._quarantined: list[dict] = []
 
     # -- per element
 
-    def _key(self, element: Any) -> tuple[bytes, bytes] | None:
-        """(key bytes, key fp), or None when the element is outside the sample or quarantined."""
+    def _entry(self, element: Any) -> tuple[bytes, bytes, int] | None:
+        """(key bytes, key fp, key fp as an int) of an element, or None when it is quarantined."""
+        field = self._field
+        if field is not None and type(element) is dict:
+            key = element.get(field)
+            if key is None:
+                self._quarantine(element, f"missing key field '{field}': key_fields names it; the record "
+                                          f"lacks it or it is null")
+                return None
+        else:
+            key = self._slow_key(element)
+            if key is None:
+                return None
+        cache = _KEY_CACHES.get(type(key))
+        if cache is not None:
+            entry = cache.get(key)
+            if entry is not None:
+                return entry
+        try:
+            key_bytes = canonical.encode(key)
+        except Exception as exc:
+            self._quarantine(element, f"key: {type(exc).__name__}: {exc}")
+            return None
+        digest = xxhash.xxh3_128_intdigest(key_bytes)
+        entry = (key_bytes, digest.to_bytes(16, "big"), digest)  # == xxh3_128_digest(key_bytes)
+        if cache is not None:
+            if len(cache) >= _KEY_CACHE_SIZE:
+                cache.clear()
+            cache[key] = entry
+        return entry
+
+    def _slow_key(self, element: Any) -> Any:
+        """The key of an element through key_fn or several key fields; None after quarantining it."""
         try:
             if self._key_fn is not None:
                 key = self._key_fn(element)
                 if key is None:
                     self._quarantine(element, "missing key: key_fn returned None")
-                    return None
+                return key
+            fields = self._key_fields
+            if not isinstance(element, dict):
+                self._quarantine(element, f"not a record: a {type(element).__name__}, and key_fields "
+                                          f"{fields} need a dict (pass key_fn)")
+                return None
+            if len(fields) == 1:  # type: ignore[arg-type]
+                key = element.get(fields[0])  # type: ignore[index]
+                missing = [fields[0]] if key is None else []  # type: ignore[index]
             else:
-                fields = self._key_fields
-                if not isinstance(element, dict):
-                    self._quarantine(element, f"not a record: a {type(element).__name__}, and key_fields "
-                                              f"{fields} need a dict (pass key_fn)")
-                    return None
-                if len(fields) == 1:  # type: ignore[arg-type]
-                    key = element.get(fields[0])  # type: ignore[index]
-                    missing = [fields[0]] if key is None else []  # type: ignore[index]
-                else:
-                    key = [element.get(f) for f in fields]  # type: ignore[union-attr]
-                    missing = [f for f, v in zip(fields, key) if v is None]  # type: ignore[arg-type]
-                if missing:
-                    self._quarantine(element, f"missing key field '{missing[0]}': key_fields names it; the "
-                                              f"record lacks it or it is null")
-                    return None
-            cache = _KEY_CACHES.get(type(key))
-            cached = cache.get(key) if cache is not None else None
-            if cached is None:
-                key_bytes = canonical.encode(key)
-                cached = (key_bytes, xxhash.xxh3_128_intdigest(key_bytes))
-                if cache is not None:
-                    if len(cache) >= _KEY_CACHE_SIZE:
-                        cache.clear()
-                    cache[key] = cached
+                key = [element.get(f) for f in fields]  # type: ignore[union-attr]
+                missing = [f for f, v in zip(fields, key) if v is None]  # type: ignore[arg-type]
+            if missing:
+                self._quarantine(element, f"missing key field '{missing[0]}': key_fields names it; the "
+                                          f"record lacks it or it is null")
+                return None
+            return key
         except Exception as exc:
             self._quarantine(element, f"key: {type(exc).__name__}: {exc}")
             return None
-        key_bytes, digest = cached
-        if not self._all and digest >> 64 >= self._threshold:
-            return None
-        return key_bytes, digest.to_bytes(16, "big")  # == xxh3_128_digest(key_bytes)
 
     def _quarantine(self, element: Any, reason: str) -> None:
         kind = reason.split(":", 1)[0].strip()[:80]
@@ -240,52 +272,79 @@ class _TapFn(beam.DoFn):
                                   "reason_kind": kind, "preview": preview})
 
     def process(self, element: Any) -> None:
-        keyed = self._key(element)
-        if keyed is None:
+        entry = self._entry(element)
+        if entry is None or entry[2] >= self._limit:  # quarantined, or outside the sample
             return None
-        key_bytes, key_fp = keyed
+        key_bytes, key_fp, digest = entry
         try:
-            value = self._value_fn(element) if self._value_fn is not None else element
-            kept = self._keeps(key_fp)
-            if self._stage == "transform" and isinstance(value, dict):
-                hash64 = xxhash.xxh3_64_intdigest
-                fps = dict(zip(value, map(hash64, canonical.encode_many(list(value.values())))))
-                fp, features = hash64(canonical.encode(fps)), tuple(sorted(fps.items()))
-                data = canonical.encode(value) if kept else None
-            else:
-                data = canonical.encode(value)
-                fp, features = xxhash.xxh3_64_intdigest(data), None
+            value = element if self._value_fn is None else self._value_fn(element)
+            if self._transform and type(value) is dict:
+                self._process_features(value, key_bytes, key_fp, digest)
+                return None
+            data = canonical.encode(value)
         except Exception as exc:
             self._quarantine(element, f"value: {type(exc).__name__}: {exc}")
             return None
-        self._key_fps.append(key_fp)
-        self._key_bytes.append(key_bytes)
-        self._fps.append(fp)
-        self._features.append(features)
-        self._values.append(data if kept else None)
-        if len(self._key_fps) >= self._batch_size:
+        rows = self._rows
+        rows += (key_fp, key_bytes, xxhash.xxh3_64_intdigest(data),
+                 data if digest <= self._bound and self._keeps(digest) else None)
+        if self._transform:
+            self._feature_counts.append(-1)
+        if len(rows) >= self._limit_rows:
             self._flush()
         return None  # emits nothing: the tap's branch ends here
 
-    def _keeps(self, key_fp: bytes) -> bool:
+    def _process_features(self, value: dict, key_bytes: bytes, key_fp: bytes, digest: int) -> None:
+        """The transform stage: a fingerprint per feature; the stage's is that of {feature: fingerprint}."""
+        names = tuple(value)
+        layout = self._layouts.get(names)
+        if layout is None:
+            layout = self._layout(names)
+        ordered, positions = layout
+        hash64 = xxhash.xxh3_64_intdigest
+        fps = list(map(hash64, canonical.encode_many(list(value.values()))))
+        if positions is not None:
+            fps = [fps[i] for i in positions]
+        fp = hash64(canonical.encode(dict(zip(ordered, fps))))
+        kept = digest <= self._bound and self._keeps(digest)
+        data = canonical.encode(value) if kept else None  # never encoded when not kept
+        rows = self._rows
+        rows += (key_fp, key_bytes, fp, data)
+        self._feature_counts.append(len(fps))
+        self._feature_names += ordered
+        self._feature_fps += fps
+        if len(rows) >= self._limit_rows:
+            self._flush()
+
+    def _layout(self, names: tuple) -> tuple[tuple[str, ...], list[int] | None]:
+        if not all(type(name) is str for name in names):
+            bad = next(name for name in names if type(name) is not str)
+            raise TypeError(f"feature names must be str, got {type(bad).__name__} {bad!r}")
+        positions = sorted(range(len(names)), key=names.__getitem__)
+        layout = (tuple(names[i] for i in positions),
+                  None if positions == list(range(len(names))) else positions)
+        if len(self._layouts) >= 1024:
+            self._layouts.clear()
+        self._layouts[names] = layout
+        return layout
+
+    def _keeps(self, value: int) -> bool:
+        """Whether the record of this key fingerprint keeps its value (called only when value <= _bound)."""
         keep = self._keep
         if keep is None:
             return True
-        if keep == 0:
-            return False
-        value = int.from_bytes(key_fp, "big")
         heap, members = self._heap, self._heap_keys
         if value in members:
             return True
         if len(heap) < keep:
             heapq.heappush(heap, -value)
             members.add(value)
-            return True
-        if value < -heap[0]:
+        else:
             members.discard(-heapq.heapreplace(heap, -value))
             members.add(value)
-            return True
-        return False
+        if len(heap) >= keep:
+            self._bound = -heap[0]
+        return True
 
     def finish_bundle(self) -> None:
         self._flush()
@@ -297,19 +356,17 @@ class _TapFn(beam.DoFn):
             entries, self._quarantined = self._quarantined, []
             digest = xxhash.xxh3_64_hexdigest(json.dumps(entries, sort_keys=True).encode())
             write_quarantine_part(self._folder, f"{self._stage}-q-{digest}", entries)
-        if not self._key_fps:
+        if not self._rows:
             return
         self._finish_values()
-        key_fps, key_bytes, fps, features, values = \
-            self._key_fps, self._key_bytes, self._fps, self._features, self._values
-        self._key_fps, self._key_bytes, self._fps, self._features, self._values = [], [], [], [], []
-        # The part's name: the stage, the label and a hash of the batch's (key, fingerprint) pairs in sorted
-        # order, so a retried bundle overwrites its own part.
-        digest = xxhash.xxh3_128(b"".join(sorted(k + f.to_bytes(8, "big") for k, f in zip(key_fps, fps))))
-        # The key's JSON text is left to finalize: once per record there, not once per tap here.
-        write_tap_part(self._folder, f"{self._stage}-{self._label}-{digest.hexdigest()}", self._stage,
-                       key_fps, fps, features if self._stage == "transform" else None,
-                       None if self._redact else key_bytes, values)
+        rows, self._rows = self._rows, []
+        key_fps, key_bytes, fps, values = rows[0::4], rows[1::4], rows[2::4], rows[3::4]
+        features = None
+        if self._transform:
+            features = (self._feature_counts, self._feature_names, self._feature_fps)
+            self._feature_counts, self._feature_names, self._feature_fps = [], [], []
+        write_tap_part(self._folder, f"{self._stage}-{self._label}-{part_digest(key_fps, fps)}", self._stage,
+                       key_fps, fps, features, None if self._redact else key_bytes, values)
 
     def _finish_values(self) -> None:
         """Fills the buffered fingerprints and values that wait for the end of the batch (window stage)."""
@@ -324,47 +381,66 @@ class _WindowTapFn(_TapFn):
 
     Beam calls a DoFn that asks for `WindowParam` once per window of an element, one call after the other,
     with the same element and timestamp objects: such calls are merged into one record with all its windows.
-    Values are encoded when the batch is written, once every window of its last element is known.
+    A record's row holds its timestamp and whether its value is kept until the batch is written; its values
+    are then built and encoded together, once every window of its last element is known.
     """
 
     def start_bundle(self) -> None:
         super().start_bundle()
         self._last: Any = None
-        self._kept: list[bool] = []
+        self._windows: list[list] = []  # per record, its windows ([start_us, end_us] or ["global"])
+        self._window_lists: dict[Any, list] = {}  # a window -> the one-window list of it, shared
 
     def process(self, element: Any, timestamp=beam.DoFn.TimestampParam,  # type: ignore[override]
                 window=beam.DoFn.WindowParam) -> None:
         last = self._last
         if last is not None and last[0] is element and last[2] is timestamp:  # the element's next window
-            if last[1] is not None:
-                last[1]["windows"].append(_window(window))
+            i = last[1]
+            if i is not None:
+                self._windows[i] = self._windows[i] + [_window(window)]  # never the shared list itself
             return None
-        if len(self._key_fps) >= self._batch_size:  # only between elements: an element's windows stay together
+        if len(self._rows) >= self._limit_rows:  # only between elements: an element's windows stay together
             self._flush()
-        keyed = self._key(element)
-        if keyed is None:  # quarantined or outside the sample: once, not once per window
+        entry = self._entry(element)
+        if entry is None or entry[2] >= self._limit:  # quarantined or outside the sample: once, not per window
             self._last = (element, None, timestamp)
             return None
-        key_bytes, key_fp = keyed
+        windows = self._window_lists.get(window)
+        if windows is None:
+            if len(self._window_lists) >= 4096:
+                self._window_lists.clear()
+            windows = self._window_lists[window] = [_window(window)]
+        digest = entry[2]
         ts = timestamp.micros if timestamp is not None else _MIN_US
-        value: dict[str, Any] = {"timestamp_us": None if ts <= _MIN_US else ts, "windows": [_window(window)]}
-        if self._late:
-            value["late"] = True
-        self._key_fps.append(key_fp)
-        self._key_bytes.append(key_bytes)
-        self._fps.append(0)
-        self._features.append(None)
-        self._values.append(value)
-        self._kept.append(self._keeps(key_fp))
-        self._last = (element, value, timestamp)
+        rows = self._rows
+        rows += (entry[1], entry[0], None if ts <= _MIN_US else ts, digest <= self._bound and self._keeps(digest))
+        self._last = (element, len(self._windows), timestamp)
+        self._windows.append(windows)
         return None
 
     def _finish_values(self) -> None:
         self._last = None
-        encode, hash64 = canonical.encode, xxhash.xxh3_64_intdigest
-        for i, (value, kept) in enumerate(zip(self._values, self._kept)):
-            value["windows"] = sorted(value["windows"])
-            data = encode(value)
-            self._fps[i] = hash64(data)
-            self._values[i] = data if kept else None
-        self._kept = []
+        rows, windows = self._rows, self._windows
+        self._windows = []
+        if self._late:
+            values = [{"timestamp_us": ts, "windows": w if len(w) == 1 else sorted(w), "late": True}
+                      for ts, w in zip(rows[2::4], windows)]
+        else:
+            values = [{"timestamp_us": ts, "windows": w if len(w) == 1 else sorted(w)}
+                      for ts, w in zip(rows[2::4], windows)]
+        data = canonical.encode_many(values)
+        rows[2::4] = list(map(xxhash.xxh3_64_intdigest, data))
+        rows[3::4] = [d if kept else None for d, kept in zip(data, rows[3::4])]
+
+
+def part_digest(key_fps: list[bytes], fps: list[int]) -> str:
+    """The hex digest that names a part: xxh3_128 of its (key fp, fingerprint) pairs, 24 bytes each
+    (fingerprint big-endian), in sorted order, so a retried bundle overwrites its own part."""
+    n = len(key_fps)
+    keys = np.frombuffer(b"".join(key_fps), dtype=">u8").reshape(n, 2)
+    pairs = np.empty((n, 3), dtype=">u8")
+    pairs[:, :2] = keys
+    pairs[:, 2] = np.fromiter(fps, dtype=np.uint64, count=n)
+    # the byte order of the 24-byte strings is the order of their three big-endian words
+    pairs = pairs[np.lexsort((pairs[:, 2], pairs[:, 1], pairs[:, 0]))]
+    return xxhash.xxh3_128_hexdigest(pairs.tobytes())

@@ -163,17 +163,20 @@ def write_worker_environment(folder: str, environment: dict[str, Any]) -> None:
 
 
 def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps: list[int],
-                   features: list[list] | None, key_bytes: list[bytes] | None, values: list[bytes | None]) -> None:
+                   features: tuple[list[int], list[str], list[int]] | None, key_bytes: list[bytes] | None,
+                   values: list[bytes | None]) -> None:
     """Writes one batch of one tap as a part of the standard layout (`write_part`'s files and schemas:
     `_parts/<part>.parquet` and `values/<part>.parquet`), column by column. Only the tap's stage is filled;
-    `key` is left null (finalize writes it once per record), and a value is null when it is not kept."""
+    `key` is left null (finalize writes it once per record), and a value is null when it is not kept.
+
+    `features` (transform stage): each record's feature count (-1: none, a null entry), and the names and
+    fingerprints of all records' features one after the other, flat (no container per record)."""
     n = len(key_fps)
     nulls_fp = pa.nulls(n, pa.uint64())
     fp_table = pa.table(
         [pa.array(key_fps, pa.binary(16)), pa.nulls(n, pa.string())]
         + [pa.array(fps, pa.uint64()) if s == stage else nulls_fp for s in STAGES]
-        + [pa.array(features, FP_SCHEMA.field("features").type) if features is not None else
-           pa.nulls(n, FP_SCHEMA.field("features").type),
+        + [_feature_map(*features) if features is not None else pa.nulls(n, FP_SCHEMA.field("features").type),
            pa.array([part] * n, pa.string()), pa.array(np.arange(n, dtype=np.int32))], schema=FP_SCHEMA)
     nulls_value = pa.nulls(n, pa.binary())
     value_table = pa.table(
@@ -185,6 +188,15 @@ def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps
         path = os.path.join(folder, sub, f"{part}.parquet")
         pq.write_table(table, f"{path}.{os.getpid()}.tmp", compression="zstd")
         os.replace(f"{path}.{os.getpid()}.tmp", path)
+
+
+def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapArray:
+    sizes = np.array(counts, dtype=np.int64)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
+    np.cumsum(np.maximum(sizes, 0), out=offsets[1:])
+    mask = pa.array(sizes < 0) if (sizes < 0).any() else None
+    return pa.MapArray.from_arrays(offsets, pa.array(names, pa.string()), pa.array(fps, pa.uint64()),
+                                   type=FP_SCHEMA.field("features").type, mask=mask)
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
