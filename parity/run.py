@@ -230,6 +230,9 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
         analyzers=analyzer_entries,
         environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
         feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
+    taps = tap_set.report_taps(left, right)
+    if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
+        report["taps"] = taps
     write_reports(report, out_dir)
     progress.event("diff_done", paired=report["records"]["paired"], diverged=report["records"]["diverged"])
     return report

@@ -642,6 +642,23 @@ def align(left: FingerprintSet, right: FingerprintSet) -> tuple[FingerprintSet, 
     return _aligned(left, compared, rate), _aligned(right, compared, rate)
 
 
+def report_taps(left: FingerprintSet, right: FingerprintSet) -> dict[str, Any] | None:
+    """report.json's `taps` of two sets as `align` returned them: what the diff compared, or None when
+    neither set was written by taps (the report then has no `taps` field).
+
+    `stages_compared`: the stages tapped on both sides (the others never diverge); `sample_rate`: the rate
+    both sides were restricted to; `outside_sample`: per side, the records the diff left out because their
+    keys are outside that sample.
+    """
+    if not (is_tap_set(left.manifest) or is_tap_set(right.manifest)):
+        return None
+    compared = left.manifest.get("stages_compared", list(STAGES))
+    rate = min(sample_rate(left.manifest), sample_rate(right.manifest))
+    return {"stages_compared": list(compared), "sample_rate": rate,
+            "outside_sample": {side: int((fset.manifest.get("sample") or {}).get("outside_sample", 0))
+                               for side, fset in (("left", left), ("right", right))}}
+
+
 def _aligned(fset: FingerprintSet, compared: list[str], rate: float) -> FingerprintSet:
     table = fset.table
     manifest = json.loads(json.dumps(fset.manifest))

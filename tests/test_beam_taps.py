@@ -172,6 +172,21 @@ def test_parity_diff_restricts_the_replay_to_the_sampled_keys_by_itself(tapped_1
     assert direct == via_views
 
 
+def test_a_report_of_a_tap_set_says_which_stages_and_sample_it_compared(
+        tapped_10, offline_set, check_out, tmp_path):
+    main(["diff", str(offline_set), str(tapped_10), "--out", str(tmp_path)])
+    report = _report(tmp_path)
+    sampled = len(read_set(str(tapped_10)).table)
+    assert report["taps"] == {"stages_compared": list(STAGES), "sample_rate": 0.1,
+                              "outside_sample": {"left": 3000 - sampled, "right": 0}}
+    assert report["records"]["left"] == sampled
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert (f"taps: stages compared {', '.join(f'`{s}`' for s in STAGES)}; sample rate 0.1, records left out "
+            f"as outside the sample {3000 - sampled} left / 0 right") in markdown
+    expected, out = check_out  # two replays: no taps field, so reports without taps keep their bytes
+    assert "taps" not in expected and "taps:" not in (out / "report.md").read_text(encoding="utf-8")
+
+
 def test_a_key_is_never_half_tapped(tapped_10, offline_set):
     stage_keys = tap_set.iter_stage_keys(str(tapped_10))  # the parts each stage's taps wrote
     manifest = read_set(str(tapped_10)).manifest
@@ -341,6 +356,8 @@ def test_partial_taps_compare_only_the_stages_tapped(small, tmp_path):
     left, right = tap_set.write_views(str(small["replay"]), str(taps), str(tmp_path / "views"))
     assert main(["diff", left, right, "--out", str(tmp_path / "diff")]) == 0
     assert read_set(left).manifest["stages_compared"] == ["input", "window"]
+    assert _report(tmp_path / "diff")["taps"] == {"stages_compared": ["input", "window"], "sample_rate": 1.0,
+                                                  "outside_sample": {"left": 0, "right": 0}}
 
 
 def test_the_sampling_rule_is_the_documented_one_and_nested_across_rates():

@@ -75,6 +75,17 @@ def _records(records: Mapping[str, Any]) -> str:
     return f"records: {counts}, quarantined {' / '.join(parts)}"
 
 
+def _taps(taps: Mapping[str, Any] | None) -> list[str]:
+    """One line when a set was written by taps: what the diff compared of it."""
+    if not taps:
+        return []
+    outside = taps.get("outside_sample", {})
+    stages = ", ".join(_code(s, in_table=False) for s in taps.get("stages_compared", []))
+    return [f"taps: stages compared {stages}; sample rate {_text(taps.get('sample_rate'))}, records left out "
+            f"as outside the sample {_text(outside.get('left', 0))} left / {_text(outside.get('right', 0))} right",
+            ""]
+
+
 def _first_divergence(report: Mapping[str, Any]) -> str:
     first = report.get("first_divergence")
     if not first:
@@ -148,7 +159,8 @@ def render_markdown(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str
         report: the parsed report.json (CONTRACT section 5 plus parity's additions).
         out_dir: the output directory to name in the reproduce command.
     """
-    lines = [_verdict(report), "", _records(report.get("records", {})), "", _first_divergence(report), ""]
+    lines = [_verdict(report), "", _records(report.get("records", {})), ""] + _taps(report.get("taps")) \
+        + [_first_divergence(report), ""]
     lines += _funnel(report.get("stages", []))
     lines += _causes(report.get("causes", []))
     lines += _features(report.get("features", []))
