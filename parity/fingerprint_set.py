@@ -15,9 +15,11 @@ import glob
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity import canonical
@@ -77,15 +79,106 @@ def _atomic_parquet(table: pa.Table, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+SORT_KEYS = [("key_fp", "ascending"), ("input_fp", "ascending"), ("part", "ascending"), ("row", "ascending")]
+# Rows sorted in memory at once by `finalize`: a set of more rows is first split by key range into buckets of
+# about this size (spilled as Arrow IPC files), each then sorted alone, so memory does not grow with the set.
+BUCKET_ROWS = 200_000
+MAX_BUCKET_BITS = 8        # at most 256 buckets (the first byte of key_fp), so at most 256 spill files per flush
+SPILL_ROWS = 100_000       # rows buffered across all buckets before they are spilled
+BUCKETS_DIR = "_buckets"
+
+
+def bucket_bits(rows: int, bucket_rows: int | None = None) -> int:
+    """How many leading bits of key_fp split `rows` rows into buckets of about `bucket_rows` (0: one bucket)."""
+    bucket_rows = bucket_rows or BUCKET_ROWS
+    bits = 0
+    while (rows >> bits) > bucket_rows and bits < MAX_BUCKET_BITS:
+        bits += 1
+    return bits
+
+
+def key_prefix(key_fps: pa.Array | pa.ChunkedArray, bits: int) -> np.ndarray:
+    """The leading `bits` bits of each 16-byte key fingerprint (a key-range bucket; key order is kept)."""
+    if isinstance(key_fps, pa.ChunkedArray):
+        key_fps = key_fps.combine_chunks() if key_fps.num_chunks != 1 else key_fps.chunk(0)
+    if bits == 0 or len(key_fps) == 0:
+        return np.zeros(len(key_fps), dtype=np.int64)
+    data = np.frombuffer(key_fps.buffers()[1], dtype=np.uint8)
+    first = data[key_fps.offset * 16:(key_fps.offset + len(key_fps)) * 16:16].astype(np.int64)
+    return first >> (8 - bits)
+
+
+def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> tuple[int, set[str]]:
+    """Writes the rows of all parts to `out_path` sorted by SORT_KEYS; returns (rows, feature names).
+
+    Up to BUCKET_ROWS rows are concatenated and sorted in memory. Larger sets take one pass over the parts that
+    spills each part's rows into key-range buckets (the leading bits of key_fp), then sort and write bucket by
+    bucket: bucket order is key order, so the output is the same sorted rows, with at most a bucket (plus the
+    spill buffer) in memory.
+    """
+    rows = sum(pq.read_metadata(p).num_rows for p in fp_parts)
+    features: set[str] = set()
+    bits = bucket_bits(rows)
+    if bits == 0:
+        tables = [pq.read_table(p, schema=FP_SCHEMA) for p in fp_parts]
+        table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
+        table = table.sort_by(SORT_KEYS)
+        pq.write_table(table, out_path, compression="zstd")
+        _add_features(features, table)
+        return table.num_rows, features
+    os.makedirs(spill_dir, exist_ok=True)
+    spills: dict[int, list[str]] = {}
+    buffered: dict[int, list[pa.Table]] = {}
+    count = 0
+
+    def spill() -> None:
+        for bucket, tables in buffered.items():
+            path = os.path.join(spill_dir, f"b{bucket:03d}-{len(spills.get(bucket, [])):06d}.arrow")
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, FP_SCHEMA) as writer:
+                writer.write_table(pa.concat_tables(tables))
+            spills.setdefault(bucket, []).append(path)
+        buffered.clear()
+
+    for path in fp_parts:
+        table = pq.read_table(path, schema=FP_SCHEMA)
+        buckets = key_prefix(table.column("key_fp"), bits)
+        order = np.argsort(buckets, kind="stable")
+        table, buckets = table.take(pa.array(order)), buckets[order]
+        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]]) if len(buckets) else np.zeros(0, int)
+        for start, end in zip(starts, np.r_[starts[1:], len(buckets)]):
+            buffered.setdefault(int(buckets[start]), []).append(table.slice(int(start), int(end - start)))
+        count += table.num_rows
+        if count >= SPILL_ROWS:
+            spill()
+            count = 0
+    spill()
+    written = 0
+    with pq.ParquetWriter(out_path, FP_SCHEMA, compression="zstd") as writer:
+        for bucket in sorted(spills):
+            tables = []
+            for path in spills[bucket]:
+                with pa.OSFile(path, "rb") as source:
+                    tables.append(pa.ipc.open_stream(source).read_all())
+                os.remove(path)
+            table = pa.concat_tables(tables).sort_by(SORT_KEYS)
+            writer.write_table(table)
+            _add_features(features, table)
+            written += table.num_rows
+    os.rmdir(spill_dir)
+    return written, features
+
+
+def _add_features(features: set[str], table: pa.Table) -> None:
+    for chunk in table.column("features").chunks:
+        features.update(pc.unique(chunk.keys).to_pylist())
+
+
 def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Merges the batch parts into the sorted fingerprint file and writes the manifest."""
+    """Merges the batch parts into the sorted fingerprint file and writes the manifest (in bounded memory)."""
     parts_dir = os.path.join(out_dir, PARTS_DIR)
     fp_parts = sorted(glob.glob(os.path.join(parts_dir, "*.parquet")))
-    tables = [pq.read_table(p, schema=FP_SCHEMA) for p in fp_parts]
-    table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
-    table = table.sort_by([("key_fp", "ascending"), ("input_fp", "ascending"), ("part", "ascending"),
-                           ("row", "ascending")])
-    pq.write_table(table, os.path.join(out_dir, FINGERPRINTS), compression="zstd")
+    fingerprinted, features = _sorted_fingerprints(fp_parts, os.path.join(out_dir, FINGERPRINTS),
+                                                   os.path.join(parts_dir, BUCKETS_DIR))
     quarantined: list[dict] = []
     for path in sorted(glob.glob(os.path.join(parts_dir, "*.quarantine.jsonl"))):
         with open(path, encoding="utf-8") as handle:
@@ -98,9 +191,6 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
         os.remove(path)
     if os.path.isdir(parts_dir) and not os.listdir(parts_dir):
         os.rmdir(parts_dir)
-    features: set[str] = set()
-    for chunk in table.column("features").chunks:
-        features.update(chunk.keys.to_pylist())
     reasons: dict[str, int] = {}
     for entry in quarantined:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
@@ -110,7 +200,7 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
         "encoding": canonical.ENCODING_VERSION,
         "stages": list(STAGES),
         "features": sorted(features),
-        "records": {"read": table.num_rows + len(quarantined), "fingerprinted": table.num_rows,
+        "records": {"read": fingerprinted + len(quarantined), "fingerprinted": fingerprinted,
                     "quarantined": len(quarantined)},
         "quarantine_reasons": dict(sorted(reasons.items())),
     })
@@ -120,17 +210,55 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
-@dataclass
 class FingerprintSet:
-    """A fingerprint set opened for reading."""
+    """A fingerprint set opened for reading.
 
-    path: str
-    manifest: dict[str, Any]
-    table: pa.Table
+    `table` (all fingerprint rows) is read on first use; `iter_tables` streams the rows in key order without
+    holding them all, which is what `parity diff` does. A set built from a table in memory (e.g. an aligned
+    tap set) streams that table.
+    """
+
+    def __init__(self, path: str, manifest: dict[str, Any], table: pa.Table | None = None) -> None:
+        self.path = path
+        self.manifest = manifest
+        self._table = table
+
+    def __repr__(self) -> str:
+        return f"FingerprintSet(path={self.path!r}, side={self.side!r})"
+
+    @property
+    def table(self) -> pa.Table:
+        if self._table is None:
+            path = os.path.join(self.path, FINGERPRINTS)
+            try:
+                self._table = pq.read_table(path, schema=FP_SCHEMA)
+            except (OSError, pa.ArrowException) as exc:
+                raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
+        return self._table
 
     @property
     def side(self) -> str:
         return self.manifest.get("side", os.path.basename(self.path.rstrip("/")))
+
+    @property
+    def num_rows(self) -> int:
+        if self._table is not None:
+            return self._table.num_rows
+        return _open_fingerprints(self.path).metadata.num_rows
+
+    def iter_tables(self, rows: int) -> Iterator[pa.Table]:
+        """The fingerprint rows in file order (sorted by key), about `rows` at a time, as FP_SCHEMA tables."""
+        if self._table is not None:
+            for batch in self._table.to_batches(max_chunksize=rows):
+                yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
+            return
+        path = os.path.join(self.path, FINGERPRINTS)
+        reader = _open_fingerprints(self.path)
+        try:
+            for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
+                yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
+        except (OSError, pa.ArrowException) as exc:
+            raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
 
     def quarantined(self) -> list[dict]:
         path = os.path.join(self.path, QUARANTINE)
@@ -138,6 +266,46 @@ class FingerprintSet:
             return []
         with open(path, encoding="utf-8") as handle:
             return [json.loads(line) for line in handle if line.strip()]
+
+    def stage_bytes(self, wanted: dict[tuple[str, int], list[str]]) -> dict[tuple[str, int], dict[str, bytes | None]]:
+        """The canonical bytes of some stages of some records: {(part, row): [stage, ...]} -> {(part, row):
+        {stage: bytes}}; reads each values file once, and of it only the columns of the stages asked for.
+        Decode them with `decode_value`."""
+        by_part: dict[str, dict[int, list[str]]] = {}
+        for (part, row), stages in wanted.items():
+            by_part.setdefault(part, {}).setdefault(row, []).extend(stages)
+        result: dict[tuple[str, int], dict[str, bytes | None]] = {}
+        for part, rows in sorted(by_part.items()):
+            path = self._values_path(part)
+            columns = [s for s in STAGES if any(s in stages for stages in rows.values())]
+            order = sorted(rows)
+            try:
+                table = pq.read_table(path, columns=columns, schema=VALUE_SCHEMA).take(pa.array(order))
+            except (OSError, pa.ArrowException) as exc:
+                raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: {exc}") from exc
+            data = {stage: table.column(stage).to_pylist() for stage in columns}
+            for n, row in enumerate(order):
+                result[(part, row)] = {stage: data[stage][n] for stage in rows[row]}
+        return result
+
+    def decode_value(self, part: str, row: int, stage: str, data: bytes | None) -> Any:
+        """A stage value from its canonical bytes (as `stage_bytes` gave them); refuses anything else."""
+        return self._decode(self._values_path(part), row, stage, data)
+
+    def _values_path(self, part: str) -> str:
+        if not part or os.path.basename(part) != part or part in (".", ".."):
+            raise FingerprintSetError(f"{self.path}/{FINGERPRINTS}: part {part!r} is not a file name; the set "
+                                      f"is damaged: replay the side again")
+        return os.path.join(self.path, VALUES_DIR, f"{part}.parquet")
+
+    @staticmethod
+    def _decode(path: str, row: int, stage: str, data: bytes | None) -> Any:
+        try:
+            return canonical.decode(data) if data is not None else None
+        except ValueError as exc:  # data only: anything but canonical bytes is refused, never run
+            raise FingerprintSetError(
+                f"{path}: row {row}, stage {stage}: the value is not canonical bytes "
+                f"({exc}); the set is damaged or was not written by parity: replay the side again") from exc
 
     def values(self, refs: Iterable[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
         """Decoded stage values (and location, key bytes) of the given (part, row) records."""
@@ -195,8 +363,16 @@ def read_set(path: str) -> FingerprintSet:
     if not isinstance(manifest.get("side", ""), str) or not isinstance(manifest.get("quarantine_reasons", {}), dict):
         raise FingerprintSetError(f"{manifest_path}: fields 'side' (a string) and 'quarantine_reasons' (a mapping) "
                                   f"are malformed; the set is damaged: replay the side again")
+    reader = _open_fingerprints(path)  # the rows are read when used: `parity diff` streams them
+    missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
+    if missing:
+        raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: columns {', '.join(missing)} are "
+                                  f"missing; the set is damaged: replay the side again")
+    return FingerprintSet(path=path, manifest=manifest)
+
+
+def _open_fingerprints(path: str) -> pq.ParquetFile:
     try:
-        table = pq.read_table(os.path.join(path, FINGERPRINTS), schema=FP_SCHEMA)
+        return pq.ParquetFile(os.path.join(path, FINGERPRINTS))
     except (OSError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: {exc}") from exc
-    return FingerprintSet(path=path, manifest=manifest, table=table)
