@@ -1,10 +1,10 @@
 /* parity._canonical: canonical encoding v1 and its XXH3 fingerprints in C.
  *
  * The same bytes as the pure Python reference, parity/canonical.py (spec: docs/canonical-encoding.md; golden
- * vectors: fixtures/canonical/vectors.json). Exact built-in types (None, bool, int up to 64 bits, float, str,
+ * vectors: fixtures/canonical/vectors.json). Exact built-in types (None, bool, int, float, str,
  * bytes, bytearray, list, tuple, dict) are encoded here; so are the numpy scalar types canonical.py registers
- * with configure(). Every other value (ints beyond 64 bits, subclasses, sets, datetimes, Decimals, numpy
- * arrays, unsupported types) is handed to the Python encoder, so the bytes and the errors are its own.
+ * with configure(). Every other value (subclasses, sets, datetimes, Decimals, numpy arrays, unsupported
+ * types) is handed to the Python encoder, so the bytes and the errors are its own.
  *
  * Values are encoded into one growing buffer per call (on the stack until it outgrows it) and hashed there:
  * the batch functions create no intermediate bytes objects.
@@ -133,12 +133,8 @@ static inline int enc_f32(Buf *b, double d) {
     return 0;
 }
 
-/* minimal two's complement, big-endian; beyond 64 bits the Python encoder does it */
-static int enc_int(Buf *b, PyObject *v) {
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow) return enc_fallback(b, v);
-    if (x == -1 && PyErr_Occurred()) return -1;
+/* minimal two's complement, big-endian: n bytes of x, sign-extended */
+static inline int enc_i64(Buf *b, long long x) {
     unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
     int bits = m ? 64 - __builtin_clzll(m) : 0;
     int n = bits / 8 + 1; /* one sign bit more than the magnitude needs: 1..8 bytes */
@@ -150,6 +146,51 @@ static int enc_int(Buf *b, PyObject *v) {
     for (int i = n + 1; i >= 2; i--) { p[i] = (unsigned char)u; u >>= 8; }
     b->len += 2 + n;
     return 0;
+}
+
+/* an unsigned 64-bit value (fingerprints): 1..9 bytes, a leading 00 when the top bit is set */
+static inline int enc_u64(Buf *b, unsigned long long u) {
+    if (u < (1ULL << 63)) return enc_i64(b, (long long)u);
+    if (buf_reserve(b, 11) < 0) return -1;
+    unsigned char *p = (unsigned char *)b->data + b->len;
+    p[0] = 0x69;
+    p[1] = 9;
+    p[2] = 0;
+    for (int i = 10; i >= 3; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    b->len += 11;
+    return 0;
+}
+
+static int enc_int(Buf *b, PyObject *v) {
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (!overflow) {
+        if (x == -1 && PyErr_Occurred()) return -1;
+        return enc_i64(b, x);
+    }
+    if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (!(u == (unsigned long long)-1 && PyErr_Occurred())) return enc_u64(b, u);
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+    }
+#if PY_VERSION_HEX < 0x030D0000
+    {
+        /* beyond 64 bits: (bit length of v or ~v) / 8 + 1 bytes, as int.to_bytes(n, "big", signed=True) */
+        PyObject *mag = overflow > 0 ? (Py_INCREF(v), v) : PyNumber_Invert(v);
+        if (!mag) return -1;
+        size_t bits = _PyLong_NumBits(mag);
+        Py_DECREF(mag);
+        if (bits == (size_t)-1 && PyErr_Occurred()) return -1;
+        size_t n = bits / 8 + 1;
+        if (buf_head(b, 0x69, n) < 0 || buf_reserve(b, (Py_ssize_t)n) < 0) return -1;
+        if (_PyLong_AsByteArray((PyLongObject *)v, (unsigned char *)b->data + b->len, n, 0, 1) < 0) return -1;
+        b->len += (Py_ssize_t)n;
+        return 0;
+    }
+#else
+    return enc_fallback(b, v);
+#endif
 }
 
 static int enc_str(Buf *b, PyObject *v) {
@@ -215,7 +256,9 @@ static inline int cmp_bytes(const char *a, Py_ssize_t na, const char *b, Py_ssiz
 /* Sorted key order of dicts whose keys are all exact str, cached by key layout (the keys in insertion
  * order): records of one capture share their keys. A layout is a bytes object (kept alive by a reference
  * while it is used, so another thread replacing the slot during a callback cannot free it) holding
- * perm[n] (sorted position -> insertion index), off[n + 1] (into the sorted keys' bytes) and the bytes. */
+ * perm[n] (sorted position -> insertion index), off[n + 1] (into the sorted keys' bytes), names[n] (the
+ * sorted positions in Python's str order, for feature_fingerprints) and the sorted keys' bytes. */
+#define LAYOUT_HEAD(n) ((Py_ssize_t)sizeof(Py_ssize_t) * (3 * (n) + 1))
 #define LAYOUT_SLOTS 512
 typedef struct {
     Py_hash_t hash;
@@ -263,26 +306,37 @@ static PyObject *make_layout(PyObject **keys, Py_ssize_t n) {
     Buf kb;
     BUF_INIT(kb, stack);
     KeyRef *refs = PyMem_Malloc(sizeof(KeyRef) * n);
+    KeyRef *names = PyMem_Malloc(sizeof(KeyRef) * n);
     Py_ssize_t *offs = PyMem_Malloc(sizeof(Py_ssize_t) * (n + 1));
     PyObject *layout = NULL;
-    if (!refs || !offs) { PyErr_NoMemory(); goto done; }
+    if (!refs || !names || !offs) { PyErr_NoMemory(); goto done; }
     if (sort_keys(keys, n, &kb, refs, offs) < 0) goto done;
-    Py_ssize_t head = sizeof(Py_ssize_t) * (2 * n + 1);
-    layout = PyBytes_FromStringAndSize(NULL, head + kb.len);
+    layout = PyBytes_FromStringAndSize(NULL, LAYOUT_HEAD(n) + kb.len);
     if (!layout) goto done;
     Py_ssize_t *perm = (Py_ssize_t *)PyBytes_AS_STRING(layout);
     Py_ssize_t *off = perm + n;
-    char *bytes = PyBytes_AS_STRING(layout) + head;
+    Py_ssize_t *name_order = off + n + 1;
+    char *bytes = PyBytes_AS_STRING(layout) + LAYOUT_HEAD(n);
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         perm[i] = refs[i].index;
         off[i] = pos;
         memcpy(bytes + pos, refs[i].data, refs[i].len);
         pos += refs[i].len;
+        /* Python's str order is code point order, which is the byte order of the UTF-8 (surrogatepass
+         * too) after the tag and length */
+        Py_ssize_t skip = 2;
+        while ((unsigned char)refs[i].data[skip - 1] & 0x80) skip++;
+        names[i].data = refs[i].data + skip;
+        names[i].len = refs[i].len - skip;
+        names[i].index = i;
     }
     off[n] = pos;
+    qsort(names, (size_t)n, sizeof(KeyRef), keyref_cmp);
+    for (Py_ssize_t i = 0; i < n; i++) name_order[i] = names[i].index;
 done:
     PyMem_Free(refs);
+    PyMem_Free(names);
     PyMem_Free(offs);
     buf_free(&kb);
     return layout;
@@ -331,7 +385,7 @@ static int enc_dict_items(Buf *b, PyObject *d, PyObject **keys, PyObject **vals,
         if (!layout) return -1;
         const Py_ssize_t *perm = (const Py_ssize_t *)PyBytes_AS_STRING(layout);
         const Py_ssize_t *off = perm + n;
-        const char *bytes = PyBytes_AS_STRING(layout) + sizeof(Py_ssize_t) * (2 * n + 1);
+        const char *bytes = PyBytes_AS_STRING(layout) + LAYOUT_HEAD(n);
         int rc = buf_head(b, 0x64, (size_t)n);
         for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
             rc = buf_put(b, bytes + off[i], off[i + 1] - off[i]);
@@ -588,7 +642,8 @@ static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
     if (n && !layout) goto done_fps;
     const Py_ssize_t *perm = layout ? (const Py_ssize_t *)PyBytes_AS_STRING(layout) : NULL;
     const Py_ssize_t *off = perm + n;
-    const char *kbytes = layout ? PyBytes_AS_STRING(layout) + sizeof(Py_ssize_t) * (2 * n + 1) : NULL;
+    const Py_ssize_t *name_order = off + n + 1;
+    const char *kbytes = layout ? PyBytes_AS_STRING(layout) + LAYOUT_HEAD(n) : NULL;
     /* the dict's encoding, hashing each value's slice */
     if (buf_head(&b, 0x64, (size_t)n) < 0) goto done_fps;
     for (j = 0; j < n; j++) {
@@ -601,23 +656,21 @@ static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
     if (buf_head(&c, 0x64, (size_t)n) < 0) goto done_fps;
     for (j = 0; j < n; j++) {
         if (buf_put(&c, kbytes + off[j], off[j + 1] - off[j]) < 0) goto done_fps;
-        PyObject *fp = PyLong_FromUnsignedLongLong(fps[j]);
-        if (!fp) goto done_fps;
-        int rc = enc_int(&c, fp);
-        Py_DECREF(fp);
-        if (rc < 0) goto done_fps;
+        if (enc_u64(&c, fps[j]) < 0) goto done_fps;
     }
     feats = PyList_New(n);
     if (!feats) goto done_fps;
-    for (j = 0; j < n; j++) {
-        PyObject *fp = PyLong_FromUnsignedLongLong(fps[j]);
-        PyObject *pair = fp ? PyTuple_Pack(2, keys[perm[j]], fp) : NULL;
+    for (j = 0; j < n; j++) { /* in sorted() order of (name, fp): the names' order, as names are distinct */
+        Py_ssize_t at = name_order[j];
+        PyObject *fp = PyLong_FromUnsignedLongLong(fps[at]);
+        PyObject *pair = fp ? PyTuple_Pack(2, keys[perm[at]], fp) : NULL;
         Py_XDECREF(fp);
         if (!pair) goto done_fps;
+        /* (str, int) can be part of no cycle: untracked, these pairs (one per feature per record) do not
+         * feed the cyclic GC's generations (CPython's own _PyTuple_MaybeUntrack does the same, later) */
+        PyObject_GC_UnTrack(pair);
         PyList_SET_ITEM(feats, j, pair);
     }
-    /* Python's sorted() of (name, fp) pairs: code point order, not canonical (length-first) order */
-    if (PyList_Sort(feats) < 0) goto done_fps;
     PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
     PyObject *combined = data ? PyLong_FromUnsignedLongLong(XXH3_64bits(c.data, (size_t)c.len)) : NULL;
     if (combined) result = PyTuple_Pack(3, data, feats, combined);

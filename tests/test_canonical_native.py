@@ -225,6 +225,10 @@ def test_feature_fingerprints_equal_the_per_feature_python_definition():
     assert pairs == sorted((k, xxhash.xxh3_64_intdigest(py_encode(v))) for k, v in features.items())
     assert combined == fingerprint.combine(dict(pairs)) == xxhash.xxh3_64_intdigest(py_encode(dict(pairs)))
     assert native.feature_fingerprints({}) == REF["feature_fingerprints"]({})
+    # name order (code points) differs from canonical order (length first), also beyond one-byte lengths
+    names = {"b": 1, "aa": 2, "é": 3, "z" * 130: 4, "y" * 200: 5, "\ud800": 6, "\U0001f600": 7, "": 8}
+    assert native.feature_fingerprints(names) == REF["feature_fingerprints"](names)
+    assert [k for k, _ in native.feature_fingerprints(names)[1]] == sorted(names)
     other = collections.OrderedDict([("b", 1), ("a", 2)])  # not a plain dict: the Python definition runs
     assert native.feature_fingerprints(other) == REF["feature_fingerprints"](other)
 
