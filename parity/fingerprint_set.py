@@ -64,6 +64,19 @@ def write_part(out_dir: str, part: str, rows: PartRows) -> None:
                     os.path.join(values, f"{part}.parquet"))
 
 
+def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list], values: dict[str, list]) -> None:
+    """`write_part` of one batch given column by column (FP_SCHEMA's columns but part and row, and
+    VALUE_SCHEMA's): the same files, built without a dict per row (Arrow converts lists far faster)."""
+    parts = os.path.join(out_dir, PARTS_DIR)
+    os.makedirs(parts, exist_ok=True)
+    os.makedirs(os.path.join(out_dir, VALUES_DIR), exist_ok=True)
+    count = len(fingerprints["key_fp"])
+    columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
+    _atomic_parquet(pa.Table.from_pydict(columns, schema=FP_SCHEMA), os.path.join(parts, f"{part}.parquet"))
+    _atomic_parquet(pa.Table.from_pydict(values, schema=VALUE_SCHEMA),
+                    os.path.join(out_dir, VALUES_DIR, f"{part}.parquet"))
+
+
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
     parts = os.path.join(out_dir, PARTS_DIR)
     os.makedirs(parts, exist_ok=True)

@@ -1,4 +1,9 @@
-"""The state of one record as it moves through a side's stages (a plain, picklable object)."""
+"""The state of one batch of records as it moves through a side's stages: one object per batch, by column.
+
+A batch is one Beam element. Its state is kept column by column in plain lists (not one object per record), so
+that Beam's coder pickles a batch as a handful of lists that the C pickler walks without calling back into
+Python, and every stage loops over plain lists.
+"""
 from __future__ import annotations
 
 import json
@@ -9,52 +14,82 @@ from parity.config import SideConfig, capture_field_types
 from parity.schema import FieldType
 
 
-class Rec:
-    """One captured record on one side, with the value it takes at each stage so far.
+def key_text(key: Any) -> str:
+    """A record key as the JSON text reports show (`123`, `"a"`, `[1, "a"]`)."""
+    if type(key) is int:  # the common key; json.dumps writes an int as its repr
+        return repr(key)
+    return json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True)
+
+
+class RecBatch:
+    """The records of one batch on one side, with the value each takes at each stage so far.
+
+    Every attribute but `part` and `values` is a list with one item per record, in read order.
 
     Attributes:
-        rid: (file index, record index): unique within a side; never reported.
-        location: where the record was read, e.g. `capture/trips.jsonl:12`.
-        record: the record dict at the current stage.
-        key: the record key (a list of the key fields' values, or the input fingerprint).
-        key_bytes: the canonical bytes of `key`.
-        input_fp: the input stage fingerprint (used to order duplicates and ties).
-        timestamp_us: event time in µs, or None without a timestamp config.
-        arrival_us: arrival time in µs for lateness replay, or None.
-        windows: the proto windows Beam's WindowFn assigned.
-        group: the grouping key, `group_bytes` its canonical bytes.
-        values: stage name -> the value fingerprinted for that stage.
-        transform_input: the record handed to the transform, or None when it never gets there.
+        part: the batch id (`"<file>-<batch>"`), stable across runs and retries.
+        rids: (file index, record index) per record: unique within a side; never reported.
+        locations: where each record was read, e.g. `capture/trips.jsonl:12`.
+        records: the record dicts at the current stage.
+        keys: the record keys (a key field's value, a list of them, or the input fingerprint).
+        key_bytes: the canonical bytes of each key.
+        input_bytes: the canonical bytes of each record as read (the input stage value).
+        input_fps: the input stage fingerprints (used to order duplicates and ties).
+        timestamps: event times in µs, or None without a timestamp config.
+        arrivals: arrival times in µs for lateness replay, or None.
+        windows: the proto windows Beam's WindowFn assigned to each record.
+        groups: the grouping keys, `group_bytes` their canonical bytes.
+        values: stage name -> the list of values fingerprinted for that stage (from `window` on).
+        transform_inputs: the record handed to the transform, or None when it never gets there.
     """
 
-    __slots__ = ("rid", "location", "record", "key", "key_bytes", "input_fp", "timestamp_us", "arrival_us",
-                 "windows", "group", "group_bytes", "values", "transform_input")
+    __slots__ = ("part", "rids", "locations", "records", "keys", "key_bytes", "input_bytes", "input_fps",
+                 "timestamps", "arrivals", "windows", "groups", "group_bytes", "values", "transform_inputs")
 
-    def __init__(self, rid: tuple[int, int], location: str, record: dict, key: Any, key_bytes: bytes,
-                 input_fp: int):
-        self.rid = rid
-        self.location = location
-        self.record = record
-        self.key = key
-        self.key_bytes = key_bytes
-        self.input_fp = input_fp
-        self.timestamp_us: int | None = None
-        self.arrival_us: int | None = None
-        self.windows: list[tuple] = []
-        self.group: Any = None
-        self.group_bytes: bytes = b""
-        self.values: dict[str, Any] = {"input": record}
-        self.transform_input: dict | None = None
+    def __init__(self, part: str):
+        self.part = part
+        self.rids: list[tuple[int, int]] = []
+        self.locations: list[str] = []
+        self.records: list[dict] = []
+        self.keys: list[Any] = []
+        self.key_bytes: list[bytes] = []
+        self.input_bytes: list[bytes] = []
+        self.input_fps: list[int] = []
+        self.timestamps: list[int | None] = []
+        self.arrivals: list[int | None] = []
+        self.windows: list[list[tuple]] = []
+        self.groups: list[Any] = []
+        self.group_bytes: list[bytes] = []
+        self.values: dict[str, list] = {}
+        self.transform_inputs: list[dict | None] = []
 
-    def __getstate__(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__slots__)
+    def __len__(self) -> int:
+        return len(self.rids)
 
-    def __setstate__(self, state: tuple) -> None:
-        for name, value in zip(self.__slots__, state):
-            setattr(self, name, value)
+    def __reduce__(self) -> tuple:
+        # A tuple of plain lists: pickled in C, no per-record Python calls.
+        return _rebuild, (tuple(getattr(self, name) for name in self.__slots__),)
 
-    def key_text(self) -> str:
-        return json.dumps(canonical.to_json(self.key), ensure_ascii=False, sort_keys=True)
+    def reversed(self) -> "RecBatch":
+        """The same records in reverse order (the noise replay's other order)."""
+        out = RecBatch(self.part)
+        for name in self.__slots__[1:]:
+            column = getattr(self, name)
+            if isinstance(column, dict):
+                setattr(out, name, {stage: items[::-1] for stage, items in column.items()})
+            else:
+                setattr(out, name, column[::-1])
+        return out
+
+    def key_text(self, index: int) -> str:
+        return key_text(self.keys[index])
+
+
+def _rebuild(state: tuple) -> RecBatch:
+    batch = RecBatch.__new__(RecBatch)
+    for name, value in zip(RecBatch.__slots__, state):
+        setattr(batch, name, value)
+    return batch
 
 
 def side_field_types(side: SideConfig) -> dict[str, FieldType] | None:

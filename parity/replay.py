@@ -1,6 +1,6 @@
 """Replays one side as a Beam job and writes its fingerprint set.
 
-The pipeline works on batches of records (`list[Rec]`), never one element per record:
+The pipeline works on batches of records (`RecBatch`, column by column), never one element per record:
 
     ReadBatches -> [Lateness] -> [MergeWindows] -> [Aggregates] -> ApplyStages -> Transform -> WriteSet
 
@@ -18,7 +18,7 @@ import apache_beam as beam
 from parity import canonical
 from parity.config import Config, SideConfig, capture_field_types
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
-from parity.records import Rec, side_field_types
+from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, WriteBatchFn,
@@ -68,11 +68,13 @@ class ReplaySide(beam.PTransform):
         if window is None or window.lateness is None:
             return beam.pvalue.AsSingleton(batches.pipeline | "NoLateness" >> beam.Create([{}]))
         spec = window.lateness
+        # Without defaults: Beam would hand the combined arrival rows of the whole side to the default's
+        # step as a side input, and its state cache walks a side input object by object to weigh it.
         late = (batches
                 | "ArrivalRows" >> beam.Map(arrival_rows)
-                | "AllArrivals" >> beam.CombineGlobally(concat_lists)
-                | "ReplayArrivals" >> beam.Map(lambda rows: window_stage.replay_lateness(spec, rows)))
-        return beam.pvalue.AsSingleton(late)
+                | "AllArrivals" >> beam.CombineGlobally(concat_lists).without_defaults()
+                | "ReplayArrivals" >> beam.Map(lambda rows: window_stage.late_records(spec, rows)))
+        return beam.pvalue.AsSingleton(late, default_value={})
 
     def _merges(self, batches: beam.PCollection, late: Any) -> Any:
         windowfn = window_stage.build_windowfn(self.side.window)
@@ -142,13 +144,13 @@ def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
     return shard_stage.merge_group_states(specs, states) if states else []
 
 
-def _tft_instances(batch: tuple[str, list[Rec]], types: dict) -> Iterable[dict]:
-    for rec in batch[1]:
-        if rec.transform_input is not None:
+def _tft_instances(batch: RecBatch, types: dict) -> Iterable[dict]:
+    for index, value in enumerate(batch.transform_inputs):
+        if value is not None:
             try:
-                yield to_instance(rec.transform_input, types)
+                yield to_instance(value, types)
             except ValueError as exc:
-                raise UserCodeError(f"record {rec.key_text()}: {exc}") from exc
+                raise UserCodeError(f"record {batch.key_text(index)}: {exc}") from exc
 
 
 def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str]]:

@@ -1,30 +1,33 @@
 """The DoFns and per-batch functions of a side's replay: thin adapters over the pure stage modules.
 
-Every element is `(part, records)`: a batch id (`"<file>-<batch>"`, stable across runs and retries) and the
-list of `Rec`s of that batch.
+Every element is a `RecBatch`: the records of one batch, column by column, with its batch id (`part`,
+`"<file>-<batch>"`, stable across runs and retries). Stages loop over the batch's lists and call the
+canonical encoder and the fingerprint kernels once per column (`encode_many`, `encode_fingerprints`), not once
+per value.
 """
 from __future__ import annotations
 
-import xxhash
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
+import xxhash
 
 from parity import canonical, progress
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
 from parity.errors import UserCodeError
-from parity.fingerprint_set import PartRows, write_part, write_quarantine_part
-from parity.records import Rec, side_field_types
+from parity.fingerprint import encode_fingerprints, feature_fingerprints
+from parity.fingerprint_set import write_part_columns, write_quarantine_part
+from parity.records import RecBatch, key_text, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
-from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs
+from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs, seed_outputs_many
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
 from parity.stages.transform import PythonTransform, SavedTransform
 
 DROPPED_LATE = {"dropped": "late"}
-Batch = tuple[str, list[Rec]]
+COMPUTED_STAGES = STAGES[1:]  # the input stage's value is the record as read: its bytes are kept from the read
 
 
 def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
@@ -48,86 +51,130 @@ class ReadBatchesFn(beam.DoFn):
         self._lateness = side.window.lateness if side.window else None
         self._arrival_unit = side.timestamp.unit if side.timestamp and side.timestamp.field else "s"
 
-    def process(self, element: tuple[int, str, str]) -> Iterator[Batch]:
+    def process(self, element: tuple[int, str, str]) -> Iterator[RecBatch]:
         file_index, path, display = element
         side = self._side
         fmt = side.capture.format or detect_format(path)
         for batch_index, read in enumerate(read_file(path, fmt, side.capture.schema_dict, self._batch_size,
                                                      display)):
-            part = f"{file_index:05d}-{batch_index:06d}"
+            batch = RecBatch(f"{file_index:05d}-{batch_index:06d}")
             quarantined = [_quarantine_entry(q.location, q.reason, q.preview) for q in read.quarantined]
-            recs = []
-            for record_index, (record, location) in enumerate(zip(read.records, read.locations)):
-                rec, problem = self._rec((file_index, batch_index * self._batch_size + record_index),
-                                         location, record)
-                if problem is not None:
-                    quarantined.append(_quarantine_entry(location, problem, repr(record)))
-                else:
-                    recs.append(rec)
+            first = batch_index * self._batch_size
+            self._fill(batch, [(file_index, first + i) for i in range(len(read.records))], read.locations,
+                       read.records, quarantined)
             progress.records_read(side.name, len(read.records) + len(read.quarantined))
-            if self._reorder:
-                recs.reverse()
             if quarantined:
-                write_quarantine_part(self._out_dir, part, quarantined)
-            if recs:
-                yield part, recs
+                write_quarantine_part(self._out_dir, batch.part, quarantined)
+            if len(batch):
+                yield batch.reversed() if self._reorder else batch
 
-    def _rec(self, rid: tuple[int, int], location: str, record: dict) -> tuple[Rec | None, str | None]:
+    def _fill(self, batch: RecBatch, rids: list[tuple[int, int]], locations: list[str], records: list[dict],
+              quarantined: list[dict]) -> None:
+        """Adds the records that can be replayed to `batch`; a quarantine entry for each of the others."""
         side = self._side
-        try:
-            data = canonical.encode(record)
-        except TypeError as exc:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
-            return None, f"unsupported value: {exc}"
-        if len(data) > side.capture.max_record_bytes:
-            return None, (f"record too large: {len(data)} bytes above capture.max_record_bytes "
-                          f"{side.capture.max_record_bytes}")
-        input_fp = xxhash.xxh3_64_intdigest(data)
+        max_bytes = side.capture.max_record_bytes
         key_fields = side.capture.key
-        if key_fields:
-            missing = [f for f in key_fields if record.get(f) is None]
-            if missing:
-                return None, (f"missing key field '{missing[0]}': capture.key names it; the record lacks it "
-                              f"or it is null")
-            key: Any = record[key_fields[0]] if len(key_fields) == 1 else [record[f] for f in key_fields]
-        else:
-            key = input_fp
-        rec = Rec(rid, location, record, key, canonical.encode(key), input_fp)
+        single_key = key_fields[0] if key_fields and len(key_fields) == 1 else None
+        hash64 = xxhash.xxh3_64_intdigest
+        event_time = self._event_time
+        lateness, arrival_unit = self._lateness, self._arrival_unit
         try:
-            rec.timestamp_us = self._event_time.micros(record)
-            if self._lateness is not None:
-                arrival = record.get(self._lateness.arrival)
-                try:
-                    rec.arrival_us = to_micros(arrival, self._arrival_unit)
-                except TimestampError as exc:
-                    return None, f"arrival time: field '{self._lateness.arrival}' {exc}"
-        except TimestampError as exc:
-            return None, f"event time: {exc}"
-        except Exception as exc:
-            raise UserCodeError(f"record {rec.key_text()}: timestamp.function raised "
-                                f"{type(exc).__name__}: {exc}") from exc
+            encoded: list[bytes | str] = canonical.encode_many(records)
+        except TypeError:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
+            encoded = [_encode_or_reason(record) for record in records]
+        for rid, location, record, data in zip(rids, locations, records, encoded):
+            if isinstance(data, str):
+                quarantined.append(_quarantine_entry(location, data, repr(record)))
+                continue
+            if len(data) > max_bytes:
+                quarantined.append(_quarantine_entry(
+                    location, f"record too large: {len(data)} bytes above capture.max_record_bytes {max_bytes}",
+                    repr(record)))
+                continue
+            input_fp = hash64(data)
+            if single_key is not None:
+                key: Any = record.get(single_key)
+                if key is None:
+                    quarantined.append(_quarantine_entry(location, _missing_key(single_key), repr(record)))
+                    continue
+            elif key_fields:
+                missing = [f for f in key_fields if record.get(f) is None]
+                if missing:
+                    quarantined.append(_quarantine_entry(location, _missing_key(missing[0]), repr(record)))
+                    continue
+                key = [record[f] for f in key_fields]
+            else:
+                key = input_fp
+            try:
+                timestamp = event_time.micros(record)
+                arrival = None
+                if lateness is not None:
+                    try:
+                        arrival = to_micros(record.get(lateness.arrival), arrival_unit)
+                    except TimestampError as exc:
+                        quarantined.append(_quarantine_entry(location, f"arrival time: field "
+                                                             f"'{lateness.arrival}' {exc}", repr(record)))
+                        continue
+            except TimestampError as exc:
+                quarantined.append(_quarantine_entry(location, f"event time: {exc}", repr(record)))
+                continue
+            except Exception as exc:
+                raise UserCodeError(f"record {key_text(key)}: timestamp.function raised "
+                                    f"{type(exc).__name__}: {exc}") from exc
+            batch.rids.append(rid)
+            batch.locations.append(location)
+            batch.records.append(record)
+            batch.keys.append(key)
+            batch.input_bytes.append(data)
+            batch.input_fps.append(input_fp)
+            batch.timestamps.append(timestamp)
+            batch.arrivals.append(arrival)
+        batch.key_bytes = canonical.encode_many(batch.keys)
+        batch.windows, batch.groups = self._windows_and_groups(batch)
+        batch.group_bytes = canonical.encode_many(batch.groups)
+
+    def _windows_and_groups(self, batch: RecBatch) -> tuple[list[list[tuple]], list[Any]]:
+        shard, key_fn = self._side.shard, self._key_fn
         try:
-            rec.windows = window_stage.assign(self._windowfn, rec.timestamp_us, record)
-            rec.group = shard_stage.grouping_key(side.shard, record, self._key_fn)
-        except Exception as exc:
-            raise UserCodeError(f"record {rec.key_text()}: window or shard key function raised "
-                                f"{type(exc).__name__}: {exc}") from exc
-        rec.group_bytes = canonical.encode(rec.group)
-        return rec, None
+            windows = window_stage.assign_many(self._windowfn, batch.timestamps, batch.records)
+            groups = [shard_stage.grouping_key(shard, record, key_fn) for record in batch.records]
+        except Exception:
+            for index, (timestamp, record) in enumerate(zip(batch.timestamps, batch.records)):
+                try:  # find the record to name
+                    window_stage.assign(self._windowfn, timestamp, record)
+                    shard_stage.grouping_key(shard, record, key_fn)
+                except Exception as exc:
+                    raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function raised "
+                                        f"{type(exc).__name__}: {exc}") from exc
+            raise
+        return windows, groups
 
 
-def final_windows(rec: Rec, late: dict, merges: dict) -> tuple[list[tuple], list[tuple]]:
-    """(windows the record is in after lateness and merging, windows it was late for)."""
-    expired = late.get(rec.rid, ())
-    kept = [w for w in rec.windows if w not in expired]
+def _encode_or_reason(record: dict) -> bytes | str:
+    try:
+        return canonical.encode(record)
+    except TypeError as exc:
+        return f"unsupported value: {exc}"
+
+
+def _missing_key(name: str) -> str:
+    return f"missing key field '{name}': capture.key names it; the record lacks it or it is null"
+
+
+def final_windows(windows: list[tuple], expired: Iterable[tuple], group_bytes: bytes,
+                  merges: dict) -> list[tuple]:
+    """The windows a record is in after lateness (`expired`: the windows it was late for) and merging."""
+    kept = [w for w in windows if w not in expired] if expired else windows
     if merges and kept:
-        mapping = merges.get(rec.group_bytes, {})
+        mapping = merges.get(group_bytes, {})
         kept = sorted({mapping.get(w, w) for w in kept})
-    return kept, list(expired)
+    return kept
 
 
-def arrival_rows(batch: Batch) -> list[tuple]:
-    return [(r.arrival_us, r.timestamp_us if r.timestamp_us is not None else 0, r.input_fp, r.rid, r.windows)
-            for r in batch[1]]
+def arrival_rows(batch: RecBatch) -> list[tuple]:
+    return [(arrival, timestamp if timestamp is not None else 0, input_fp, rid, windows)
+            for arrival, timestamp, input_fp, rid, windows
+            in zip(batch.arrivals, batch.timestamps, batch.input_fps, batch.rids, batch.windows)]
 
 
 def concat_lists(lists: Iterable[list]) -> list:
@@ -137,20 +184,22 @@ def concat_lists(lists: Iterable[list]) -> list:
     return result
 
 
-def merge_rows(batch: Batch, late: dict) -> Iterator[tuple[bytes, set]]:
+def merge_rows(batch: RecBatch, late: dict) -> Iterator[tuple[bytes, set]]:
     groups: dict[bytes, set] = {}
-    for rec in batch[1]:
-        expired = late.get(rec.rid, ())
-        groups.setdefault(rec.group_bytes, set()).update(w for w in rec.windows if w not in expired)
+    for rid, windows, group_bytes in zip(batch.rids, batch.windows, batch.group_bytes):
+        expired = late.get(rid, ()) if late else ()
+        groups.setdefault(group_bytes, set()).update(w for w in windows if w not in expired)
     yield from groups.items()
 
 
-def aggregate_partials(batch: Batch, side: SideConfig, late: dict, merges: dict) -> Iterator[tuple]:
+def aggregate_partials(batch: RecBatch, side: SideConfig, late: dict, merges: dict) -> Iterator[tuple]:
     aggregator = shard_stage.Aggregator(side.shard.aggregates)  # type: ignore[union-attr]
-    for rec in batch[1]:
-        kept, _ = final_windows(rec, late, merges)
+    add = aggregator.add
+    for rid, windows, group_bytes, record, timestamp, input_fp in zip(
+            batch.rids, batch.windows, batch.group_bytes, batch.records, batch.timestamps, batch.input_fps):
+        kept = final_windows(windows, late.get(rid) if late else None, group_bytes, merges)
         for win in kept:
-            aggregator.add((win, rec.group_bytes), rec.record, (rec.timestamp_us or 0, rec.input_fp))
+            add((win, group_bytes), record, (timestamp or 0, input_fp))
     yield from aggregator.groups.items()
 
 
@@ -186,53 +235,81 @@ class ApplyStagesFn(beam.DoFn):
                 raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder: "
                                     f"{type(exc).__name__}: {exc}") from exc
         self._seed = _seed_spec(side)
+        self._seed_batched = self._seed is not None and \
+            not any(isinstance(op, FunctionOp) for _, op in self._seed.ops)
 
-    def process(self, batch: Batch, late: dict, merges: dict, aggregates: dict) -> Iterator[Batch]:
-        part, recs = batch
+    def process(self, batch: RecBatch, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
-        live = []
-        for rec in recs:
-            kept, expired = final_windows(rec, late, merges)
-            window_value: dict[str, Any] = {"timestamp_us": rec.timestamp_us,
-                                            "windows": [list(w) for w in (kept or rec.windows)]}
+        count = len(batch)
+        window_values: list[Any] = [None] * count
+        shard_values: list[Any] = [DROPPED_LATE] * count
+        live: list[int] = []
+        live_records: list[dict] = []
+        shard_ids: dict[bytes, int] = {}
+        for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
+                batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
+            expired = late.get(rid) if late else None
+            kept = final_windows(windows, expired, group_bytes, merges)
+            window_value: dict[str, Any] = {"timestamp_us": timestamp,
+                                            "windows": [list(w) for w in (kept or windows)]}
+            window_values[i] = window_value
             if expired and not kept:
                 window_value["late"] = True
-                rec.values["window"] = window_value
-                for stage in STAGES[2:]:
-                    rec.values[stage] = DROPPED_LATE
                 continue
             if expired:
                 window_value["late_windows"] = [list(w) for w in expired]
-            rec.values["window"] = window_value
-            record = dict(rec.record)
+            record = dict(record)
             attached: dict[str, Any] = {}
             if names:
-                per_window = [aggregates.get((w, rec.group_bytes), {}) for w in kept]
+                per_window = [aggregates.get((w, group_bytes), {}) for w in kept]
                 for name in names:
                     values = [agg.get(name) for agg in per_window]
                     attached[name] = values[0] if len(values) == 1 else values
                 record.update(attached)
-            rec.values["shard"] = {"key": rec.group,
-                                   "shard": shard_stage.shard_id(shard, rec.group, rec.group_bytes),
-                                   "aggregates": attached}
-            rec.record = record
-            live.append(rec)
-        decoded = roundtrip_batch(self._coder, [r.record for r in live]) if self._coder else \
-            [r.record for r in live]
-        for rec, value in zip(live, decoded):
+            shard_id = shard_ids.get(group_bytes)
+            if shard_id is None:
+                shard_id = shard_ids[group_bytes] = shard_stage.shard_id(shard, group, group_bytes)
+            shard_values[i] = {"key": group, "shard": shard_id, "aggregates": attached}
+            batch.records[i] = record
+            live.append(i)
+            live_records.append(record)
+        coder_values: list[Any] = [DROPPED_LATE] * count
+        seed_values: list[Any] = [DROPPED_LATE] * count
+        transform_values: list[Any] = [DROPPED_LATE] * count
+        transform_inputs: list[dict | None] = [None] * count
+        decoded = roundtrip_batch(self._coder, live_records) if self._coder else live_records
+        passed: list[int] = []
+        for i, value in zip(live, decoded):
             if isinstance(value, CoderFailure):
-                rec.values["coder"] = {"error": value.message}
-                rec.values["seed"] = rec.values["transform"] = {"error": "coder round trip failed"}
+                coder_values[i] = {"error": value.message}
+                seed_values[i] = transform_values[i] = {"error": "coder round trip failed"}
                 continue
-            rec.values["coder"] = value
+            coder_values[i] = value
+            transform_inputs[i] = value
+            passed.append(i)
+        self._seeds(batch, passed, transform_inputs, seed_values)
+        batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
+                        "seed": seed_values, "transform": transform_values}
+        batch.transform_inputs = transform_inputs
+        yield batch
+
+    def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
+        spec = self._seed
+        if spec is None:
+            for i in passed:
+                seed_values[i] = {}
+            return
+        if self._seed_batched:
+            for i, outputs in zip(passed, seed_outputs_many(spec, [batch.key_bytes[i] for i in passed])):
+                seed_values[i] = outputs
+            return
+        for i in passed:
             try:
-                rec.values["seed"] = seed_outputs(self._seed, value, rec.key_bytes) if self._seed else {}
+                seed_values[i] = seed_outputs(spec, inputs[i], batch.key_bytes[i])
             except Exception as exc:
-                raise UserCodeError(f"record {rec.key_text()}: a seed function of side '{self._side.name}' "
+                raise UserCodeError(f"record {batch.key_text(i)}: a seed function of side '{self._side.name}' "
                                     f"raised {type(exc).__name__}: {exc}") from exc
-            rec.transform_input = value
-        yield part, recs
 
 
 class ApplyTransformFn(beam.DoFn):
@@ -249,46 +326,49 @@ class ApplyTransformFn(beam.DoFn):
         self._saved = SavedTransform(self._saved_dir, side_field_types(self._side)) if self._saved_dir else None
 
     def process(self, batch, *unused_side_inputs):  # no hints: Beam checks *args hints
-        part, recs = batch
-        todo = [r for r in recs if r.transform_input is not None]
+        inputs = batch.transform_inputs
+        todo = [i for i, value in enumerate(inputs) if value is not None]
         if self._saved is not None:
-            outputs = self._apply_saved(todo)
+            outputs = self._apply_saved(batch, todo)
         elif self._python is not None:
             outputs = []
-            for rec in todo:
+            apply_one = self._python.apply_one
+            for i in todo:
                 try:
-                    outputs.append(self._python.apply_one(rec.transform_input))  # type: ignore[arg-type]
+                    outputs.append(apply_one(inputs[i]))
                 except UserCodeError as exc:
-                    raise UserCodeError(f"record {rec.key_text()}: {exc}") from exc
+                    raise UserCodeError(f"record {batch.key_text(i)}: {exc}") from exc
                 except Exception as exc:
-                    raise UserCodeError(f"record {rec.key_text()}: transform.python "
+                    raise UserCodeError(f"record {batch.key_text(i)}: transform.python "
                                         f"'{self._side.transform.ref.text}' raised "  # type: ignore[union-attr]
                                         f"{type(exc).__name__}: {exc}") from exc
         else:
-            outputs = [dict(r.transform_input) for r in todo]  # type: ignore[arg-type]
-        for rec, features in zip(todo, outputs):
-            rec.values["transform"] = features
-        yield part, recs
+            outputs = [dict(inputs[i]) for i in todo]
+        values = batch.values["transform"]
+        for i, features in zip(todo, outputs):
+            values[i] = features
+        yield batch
 
-    def _apply_saved(self, todo: list[Rec]) -> list[dict]:
+    def _apply_saved(self, batch: RecBatch, todo: list[int]) -> list[dict]:
         saved = self._saved
+        inputs = batch.transform_inputs
         try:
-            return saved.apply([r.transform_input for r in todo])  # type: ignore[union-attr,misc]
+            return saved.apply([inputs[i] for i in todo])  # type: ignore[union-attr,misc]
         except UserCodeError:
             raise
         except Exception as batch_exc:
-            for rec in todo:  # find the record to name
+            for i in todo:  # find the record to name
                 try:
-                    saved.apply([rec.transform_input])  # type: ignore[union-attr,list-item]
+                    saved.apply([inputs[i]])  # type: ignore[union-attr,list-item]
                 except Exception as exc:
-                    raise UserCodeError(f"record {rec.key_text()}: the transform graph "
+                    raise UserCodeError(f"record {batch.key_text(i)}: the transform graph "
                                         f"{self._saved_dir} raised {type(exc).__name__}: "
                                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
             raise UserCodeError(f"the transform graph {self._saved_dir} raised on a batch: "
                                 f"{type(batch_exc).__name__}: {batch_exc}") from batch_exc
 
 
-def _unencodable(rec: Rec, stage: str, value: Any, exc: TypeError) -> str:
+def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
     """Names the record, the stage and (for dict values) the field whose value cannot be fingerprinted."""
     where = ""
     if isinstance(value, dict):
@@ -298,8 +378,21 @@ def _unencodable(rec: Rec, stage: str, value: Any, exc: TypeError) -> str:
             except TypeError:
                 where = f" field {name!r}"
                 break
-    return (f"record {rec.key_text()}: the {stage} stage value{where} cannot be fingerprinted: {exc}; return "
+    return (f"record {key}: the {stage} stage value{where} cannot be fingerprinted: {exc}; return "
             f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
+
+
+def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list[bytes], list[int]]:
+    """The canonical bytes and fingerprints of one stage's values of a batch (one kernel call)."""
+    try:
+        return encode_fingerprints(values)
+    except TypeError:
+        for i, value in enumerate(values):  # find the record to name
+            try:
+                canonical.encode(value)
+            except TypeError as exc:  # user code produced a value with no canonical encoding
+                raise UserCodeError(_unencodable(batch.key_text(i), stage, value, exc)) from exc
+        raise
 
 
 class WriteBatchFn(beam.DoFn):
@@ -308,30 +401,37 @@ class WriteBatchFn(beam.DoFn):
     def __init__(self, out_dir: str):
         self._out_dir = out_dir
 
-    def process(self, batch: Batch) -> Iterator[str]:
-        part, recs = batch
-        encode = canonical.encode
-        hash64 = xxhash.xxh3_64_intdigest
-        hash128 = xxhash.xxh3_128_digest
-        fp_rows, value_rows = [], []
-        for rec in recs:
-            fp_row: dict[str, Any] = {"key_fp": hash128(rec.key_bytes), "key": rec.key_text()}
-            value_row: dict[str, Any] = {"key_bytes": rec.key_bytes, "location": rec.location}
-            for stage in STAGES:
-                value = rec.values.get(stage)
+    def process(self, batch: RecBatch) -> Iterator[str]:
+        count = len(batch)
+        hash64, hash128 = xxhash.xxh3_64_intdigest, xxhash.xxh3_128_digest
+        fp_columns: dict[str, list] = {
+            "key_fp": [hash128(b) for b in batch.key_bytes],
+            "key": [key_text(k) for k in batch.keys],
+            "input_fp": [hash64(b) for b in batch.input_bytes]}
+        value_columns: dict[str, list] = {"key_bytes": batch.key_bytes, "location": batch.locations,
+                                          "input": batch.input_bytes}
+        features_column: list[list] = [[] for _ in range(count)]
+        for stage in COMPUTED_STAGES:
+            values = batch.values[stage]
+            if stage != "transform":
+                value_columns[stage], fp_columns[f"{stage}_fp"] = _stage_fingerprints(batch, stage, values)
+                continue
+            data: list[bytes] = [b""] * count
+            fps: list[int] = [0] * count
+            plain = []
+            for i, (value, reached) in enumerate(zip(values, batch.transform_inputs)):
+                if reached is None:
+                    plain.append(i)
+                    continue
                 try:
-                    data = encode(value)
-                except TypeError as exc:  # user code produced a value with no canonical encoding
-                    raise UserCodeError(_unencodable(rec, stage, value, exc)) from exc
-                value_row[stage] = data
-                if stage == "transform" and rec.transform_input is not None:
-                    features = {name: hash64(encode(v)) for name, v in value.items()}
-                    fp_row["features"] = sorted(features.items())
-                    fp_row["transform_fp"] = hash64(encode(features))
-                else:
-                    fp_row[f"{stage}_fp"] = hash64(data)
-            fp_row.setdefault("features", [])
-            fp_rows.append(fp_row)
-            value_rows.append(value_row)
-        write_part(self._out_dir, part, PartRows(fp_rows, value_rows))
-        yield part
+                    data[i], features_column[i], fps[i] = feature_fingerprints(value)
+                except TypeError as exc:
+                    raise UserCodeError(_unencodable(batch.key_text(i), stage, value, exc)) from exc
+            if plain:
+                plain_data, plain_fps = _stage_fingerprints(batch, stage, [values[i] for i in plain])
+                for i, item, fp in zip(plain, plain_data, plain_fps):
+                    data[i], fps[i] = item, fp
+            value_columns[stage], fp_columns["transform_fp"] = data, fps
+        fp_columns["features"] = features_column
+        write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)
+        yield batch.part

@@ -132,6 +132,38 @@ def seed_outputs(spec: SeedSpec, record: dict[str, Any], key_bytes: bytes) -> di
     return outputs
 
 
+def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes]) -> list[dict[str, Any]]:
+    """`seed_outputs` of many records of a spec without `function` ops (which read the record).
+
+    The same outputs, computed op by op over the batch: each op's seed prefix is built once, not per record.
+
+    Raises:
+        ValueError: the spec has a `function` op (call `seed_outputs` per record instead).
+    """
+    outputs: list[dict[str, Any]] = [{} for _ in key_bytes]
+    for name, op in spec.ops:
+        if isinstance(op, FunctionOp):
+            raise ValueError(f"seed op {name!r} is a function: call seed_outputs per record")
+        if spec.value is None or op.hash == "python":
+            draws = [_draw(op.hash, spec.value, name, kb) for kb in key_bytes]
+        else:
+            prefix = _draw_bytes(spec.value, name, b"")
+            if op.hash == "xxh3":
+                h64 = xxhash.xxh3_64_intdigest
+                draws = [(h64(prefix + kb), 1 << 64) for kb in key_bytes]
+            else:
+                draws = [draw(op.hash, spec.value, name, kb) for kb in key_bytes]
+        if isinstance(op, SampleOp):
+            rate = op.rate
+            for out, (u, size) in zip(outputs, draws):
+                out[name] = u / size < rate
+        else:
+            buckets = op.buckets
+            for out, (u, _) in zip(outputs, draws):
+                out[name] = _bucket(buckets, u)
+    return outputs
+
+
 def draw(hash_name: str, seed: int | str, op_name: str, key_bytes: bytes) -> tuple[int, int]:
     """The seeded draw `(u, range)` of one record for one op: `0 <= u < range` (see the module doc).
 

@@ -1,0 +1,102 @@
+"""The batched stage functions give exactly what their one-record references give."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from apache_beam.transforms import window as beam_window
+
+from parity.config import LatenessSpec, WindowSpec
+from parity.stages import window as window_stage
+from parity.stages.coder import AvroRecordCoder, CoderFailure, roundtrip_batch
+from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs, seed_outputs_many
+
+HOUR = 3_600_000_000
+
+
+def _stamps() -> list[int]:
+    rnd = random.Random(11)
+    stamps = [rnd.randrange(-10 * HOUR, 10 * HOUR) for _ in range(500)]
+    stamps += [1_700_000_000_000_000 + rnd.randrange(0, 6 * HOUR) for _ in range(500)]
+    stamps += [0, -1, 1, HOUR, HOUR - 1, -HOUR, -HOUR - 1, 2**62, -(2**62), 59_999_999, 60_000_000]
+    return stamps
+
+
+@pytest.mark.parametrize("windowfn", [
+    window_stage.build_windowfn(WindowSpec("fixed", size_us=HOUR)),
+    window_stage.build_windowfn(WindowSpec("fixed", size_us=HOUR, offset_us=900_000_000)),
+    window_stage.build_windowfn(WindowSpec("fixed", size_us=7_000_001, offset_us=13)),
+    window_stage.build_windowfn(WindowSpec("sliding", size_us=HOUR, period_us=HOUR // 4)),
+    window_stage.build_windowfn(WindowSpec("sliding", size_us=600_000_000, period_us=60_000_000,
+                                           offset_us=30_000_000)),
+    window_stage.build_windowfn(WindowSpec("sliding", size_us=1_000_003, period_us=333_331, offset_us=7)),
+    window_stage.build_windowfn(WindowSpec("global")),
+    window_stage.build_windowfn(WindowSpec("session", gap_us=HOUR)),
+], ids=["fixed", "fixed-offset", "fixed-odd", "sliding", "sliding-offset", "sliding-odd", "global", "session"])
+def test_assign_many_equals_beam_assign_per_record(windowfn: beam_window.WindowFn) -> None:
+    stamps = _stamps()
+    records = [{"i": i} for i in range(len(stamps))]
+    assert window_stage.assign_many(windowfn, stamps, records) == \
+        [window_stage.assign(windowfn, ts, r) for ts, r in zip(stamps, records)]
+
+
+def test_assign_many_without_timestamps_uses_beams_minimum() -> None:
+    windowfn = window_stage.build_windowfn(WindowSpec("fixed", size_us=HOUR))
+    assert window_stage.assign_many(windowfn, [None, 5], [{}, {}]) == \
+        [window_stage.assign(windowfn, None, {}), window_stage.assign(windowfn, 5, {})]
+
+
+@pytest.mark.parametrize("value", [42, "42", None])
+def test_seed_outputs_many_equals_seed_outputs(value: int | str | None) -> None:
+    ops = (("s", SampleOp(0.3)), ("t", SplitOp((("train", 8), ("eval", 2)))), ("m", SampleOp(0.5, "md5")),
+           ("c", SplitOp((("a", 1), ("b", 1), ("c", 5)), "crc32")), ("p", SampleOp(0.5, "python")))
+    spec = SeedSpec(value, ops)
+    keys = [bytes([i % 251]) * (i % 7) + str(i).encode() for i in range(400)]
+    many = seed_outputs_many(spec, keys)
+    if value is None:  # unseeded: random on purpose; same shape
+        assert [sorted(o) for o in many] == [sorted(seed_outputs(spec, {}, k)) for k in keys]
+        return
+    assert many == [seed_outputs(spec, {}, k) for k in keys]
+
+
+def test_seed_outputs_many_refuses_function_ops() -> None:
+    spec = SeedSpec(1, (("f", FunctionOp(lambda record, rng: rng.random())),))
+    with pytest.raises(ValueError):
+        seed_outputs_many(spec, [b"k"])
+
+
+def test_avro_batch_round_trip_equals_one_by_one() -> None:
+    coder = AvroRecordCoder({"a": "int64", "b": "float32", "s": "string", "l": "list<float64>"})
+    rnd = random.Random(5)
+    records = [{"a": rnd.randrange(-2**40, 2**40), "b": rnd.random() * 1e6, "s": str(rnd.random()),
+                "l": [rnd.random() for _ in range(i % 4)], **({"extra": i} if i % 5 == 0 else {})}
+               for i in range(300)]
+    records.append({"a": None, "b": None, "s": None, "l": None})
+    batched = roundtrip_batch(coder, records)
+    assert batched == [coder.decode(coder.encode(r)) for r in records]
+    assert [list(r) for r in batched] == [list(coder.decode(coder.encode(r))) for r in records]
+
+
+def test_avro_batch_round_trip_isolates_a_failing_record() -> None:
+    coder = AvroRecordCoder({"a": "int64"})
+    out = roundtrip_batch(coder, [{"a": 1}, {"a": "x"}, {"a": 2**70}, {"a": 3}])
+    assert out[0] == {"a": 1} and out[3] == {"a": 3}
+    assert isinstance(out[1], CoderFailure) and out[1].message.startswith("encode: ")
+    assert isinstance(out[2], CoderFailure)
+
+
+def test_late_records_equal_the_reference_replay() -> None:
+    rnd = random.Random(3)
+    windowfn = window_stage.build_windowfn(WindowSpec("sliding", size_us=HOUR, period_us=HOUR // 2))
+    rows = []
+    for i in range(3000):
+        event = rnd.randrange(0, 20 * HOUR)
+        arrival = event + rnd.choice([0, 1, 10, 10**6, 10**8, 2 * HOUR, 5 * HOUR])
+        rows.append((arrival, event, rnd.randrange(0, 2**64), (0, i), window_stage.assign(windowfn, event, {})))
+    rows += [rows[10][:3] + ((1, 0),) + rows[10][4:], (rows[20][0], rows[20][1], 0, (1, 1), [window_stage.GLOBAL])]
+    for spec in (LatenessSpec("arrival", 60_000_000, 0), LatenessSpec("arrival", 0, HOUR // 3),
+                 LatenessSpec("arrival", 10**6, 0)):
+        expected = window_stage.replay_lateness(spec, rows)
+        assert expected  # the rows do plant late records
+        assert window_stage.late_records(spec, rows) == expected
+        assert window_stage.late_records(spec, rows[::-1]) == expected
