@@ -27,6 +27,7 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["parity", "parity.*"]),
     ext_modules=[_CANONICAL_EXT],
+    license_files=["vendor/xxhash/LICENSE"],  # the extension compiles xxHash in (BSD-2-Clause)
     include_package_data=True,
     python_requires=">=3.11",
     install_requires=[
