@@ -107,10 +107,10 @@ def self_time_share(production, capture: str, tft_output: str, work: str, rate: 
 
     window_process = pb._WindowTapFn.process
 
-    def window_wrapper(self, element, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
+    def window_wrapper(self, element, windowed=beam.DoFn.WindowedValueParam):
         begin = time.perf_counter()
         try:
-            return window_process(self, element, timestamp, window)
+            return window_process(self, element, windowed)
         finally:
             spent["tap"] += time.perf_counter() - begin
 

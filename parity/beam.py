@@ -14,8 +14,8 @@ for that stage (docs/design.md, "Stage values"), so a tapped set diffs cleanly a
 | stage | default value of an element |
 |---|---|
 | `input` | the element (a record dict) |
-| `window` | `{"timestamp_us": µs, "windows": [[start_us, end_us], ...]}` from Beam's own `TimestampParam` and |
-|          | `WindowParam` (global window: `[["global"]]`; no timestamp: null); `late=True` adds `"late": true` |
+| `window` | `{"timestamp_us": µs, "windows": [[start_us, end_us], ...]}` from Beam's own timestamp and windows |
+|          | of the element (global window: `[["global"]]`; no timestamp: null); `late=True` adds `"late": true` |
 | `shard`, `coder`, `seed` | the element (pass `value_fn` to shape it as the replay does) |
 | `transform` | the element, a dict of features: one fingerprint per feature; the stage's fingerprint is |
 |             | that of `{feature: fingerprint}` |
@@ -377,10 +377,13 @@ def _window(window: Any) -> list:
 
 
 class _WindowTapFn(_TapFn):
-    """The window stage: the value is read from Beam's own timestamp and window of each element.
+    """The window stage: the value is read from Beam's own timestamp and windows of each element.
 
-    Beam calls a DoFn that asks for `WindowParam` once per window of an element, one call after the other,
-    with the same element and timestamp objects: such calls are merged into one record with all its windows.
+    It asks Beam for the element's `WindowedValueParam` (its timestamp and all its windows in one call)
+    rather than `WindowParam`, for which Beam calls a DoFn once per window, through its slower per-window
+    path. When a step before the tap did split an element by window (a DoFn reading `WindowParam` that
+    emits the same object in each of its windows), Beam delivers the parts one after the other with the same
+    element and timestamp objects: they are merged into one record with all its windows.
     A record's row holds its timestamp and whether its value is kept until the batch is written; its values
     are then built and encoded together, once every window of its last element is known.
     """
@@ -391,31 +394,34 @@ class _WindowTapFn(_TapFn):
         self._windows: list[list] = []  # per record, its windows ([start_us, end_us] or ["global"])
         self._window_lists: dict[Any, list] = {}  # a window -> the one-window list of it, shared
 
-    def process(self, element: Any, timestamp=beam.DoFn.TimestampParam,  # type: ignore[override]
-                window=beam.DoFn.WindowParam) -> None:
+    def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> None:  # type: ignore[override]
+        timestamp, windows = windowed.timestamp, windowed.windows
         last = self._last
-        if last is not None and last[0] is element and last[2] is timestamp:  # the element's next window
+        if last is not None and last[0] is element and last[2] is timestamp:  # the element's other windows
             i = last[1]
             if i is not None:
-                self._windows[i] = self._windows[i] + [_window(window)]  # never the shared list itself
+                self._windows[i] = self._windows[i] + [_window(w) for w in windows]  # never a shared list
             return None
         if len(self._rows) >= self._limit_rows:  # only between elements: an element's windows stay together
             self._flush()
         entry = self._entry(element)
-        if entry is None or entry[2] >= self._limit:  # quarantined or outside the sample: once, not per window
+        if entry is None or entry[2] >= self._limit:  # quarantined or outside the sample
             self._last = (element, None, timestamp)
             return None
-        windows = self._window_lists.get(window)
-        if windows is None:
-            if len(self._window_lists) >= 4096:
-                self._window_lists.clear()
-            windows = self._window_lists[window] = [_window(window)]
+        if len(windows) == 1:
+            listed = self._window_lists.get(windows[0])
+            if listed is None:
+                if len(self._window_lists) >= 4096:
+                    self._window_lists.clear()
+                listed = self._window_lists[windows[0]] = [_window(windows[0])]
+        else:
+            listed = [_window(w) for w in windows]
         digest = entry[2]
         ts = timestamp.micros if timestamp is not None else _MIN_US
         rows = self._rows
         rows += (entry[1], entry[0], None if ts <= _MIN_US else ts, digest <= self._bound and self._keeps(digest))
         self._last = (element, len(self._windows), timestamp)
-        self._windows.append(windows)
+        self._windows.append(listed)
         return None
 
     def _finish_values(self) -> None:
