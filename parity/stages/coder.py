@@ -243,6 +243,9 @@ class AvroRecordCoder(Coder):
         if _UNTYPED in self.types:
             raise ValueError(f"field name {_UNTYPED!r} is reserved by the avro coder")
         self.schema = fastavro.parse_schema(_avro_schema(self.types))
+        # For batches whose records hold exactly the typed fields: no untyped map to build and take apart.
+        self._typed_schema = fastavro.parse_schema(_avro_schema(self.types, untyped=False))
+        self._names = frozenset(self.types)
 
     def encode(self, value: dict[str, Any]) -> bytes:
         buffer = io.BytesIO()
@@ -256,6 +259,12 @@ class AvroRecordCoder(Coder):
         """`decode(encode(v))` of each value, as one Avro container of the batch (the same datum encoding;
         fastavro loops over the records in compiled code). Raises when any record fails."""
         buffer = io.BytesIO()
+        names = self._names
+        if all(v.keys() == names for v in values):
+            # The fields come back in schema order (sorted), as `decode` orders them, and no untyped map.
+            fastavro.writer(buffer, self._typed_schema, values, disable_tuple_notation=True)
+            buffer.seek(0)
+            return list(fastavro.reader(buffer))
         fastavro.writer(buffer, self.schema, [self._row(v) for v in values], disable_tuple_notation=True)
         buffer.seek(0)
         return [self._record(row) for row in fastavro.reader(buffer)]
@@ -405,13 +414,14 @@ _AVRO_TYPES = {"int64": "long", "int32": "int", "float64": "double", "float32": 
                "bytes": "bytes", "bool": "boolean"}
 
 
-def _avro_schema(types: Mapping[str, _Type]) -> dict[str, Any]:
+def _avro_schema(types: Mapping[str, _Type], untyped: bool = True) -> dict[str, Any]:
     fields: list[dict[str, Any]] = []
     for name in sorted(types):
         scalar, is_list = types[name]
         avro_type: Any = {"type": "array", "items": _AVRO_TYPES[scalar]} if is_list else _AVRO_TYPES[scalar]
         fields.append({"name": name, "type": ["null", avro_type], "default": None})
-    fields.append({"name": _UNTYPED, "type": {"type": "map", "values": ["null", "string"]}, "default": {}})
+    if untyped:
+        fields.append({"name": _UNTYPED, "type": {"type": "map", "values": ["null", "string"]}, "default": {}})
     return {"type": "record", "name": "ParityRecord", "namespace": "parity", "fields": fields}
 
 

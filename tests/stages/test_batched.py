@@ -100,3 +100,12 @@ def test_late_records_equal_the_reference_replay() -> None:
         assert expected  # the rows do plant late records
         assert window_stage.late_records(spec, rows) == expected
         assert window_stage.late_records(spec, rows[::-1]) == expected
+
+
+def test_avro_batch_of_exactly_typed_records_equals_one_by_one() -> None:
+    coder = AvroRecordCoder({"a": "int64", "b": "float32", "s": "string", "l": "list<float64>", "t": "bool"})
+    records = [{"t": i % 2 == 0, "s": f"x{i}", "l": [i / 3] * (i % 3), "b": i / 7, "a": i * 10**12}
+               for i in range(200)]
+    batched = roundtrip_batch(coder, records)
+    one_by_one = [coder.decode(coder.encode(r)) for r in records]
+    assert batched == one_by_one and [list(r) for r in batched] == [list(r) for r in one_by_one]
