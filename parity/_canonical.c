@@ -557,6 +557,10 @@ static PyObject *batch(PyObject *values, int what) {
     BUF_INIT(b, stack);
     if (((what & OUT_BYTES) && !bytes_out) || ((what & OUT_FP) && !fp_out)) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_Check(seq) && i >= PyList_GET_SIZE(seq)) { /* a callback shrank the input list */
+            PyErr_SetString(PyExc_RuntimeError, "list changed size during canonical encoding");
+            goto fail;
+        }
         PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
         b.len = 0;
         Py_INCREF(v);
@@ -641,8 +645,8 @@ static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
     layout = n ? str_layout(keys, n) : NULL;
     if (n && !layout) goto done_fps;
     const Py_ssize_t *perm = layout ? (const Py_ssize_t *)PyBytes_AS_STRING(layout) : NULL;
-    const Py_ssize_t *off = perm + n;
-    const Py_ssize_t *name_order = off + n + 1;
+    const Py_ssize_t *off = layout ? perm + n : NULL;
+    const Py_ssize_t *name_order = layout ? off + n + 1 : NULL;
     const char *kbytes = layout ? PyBytes_AS_STRING(layout) + LAYOUT_HEAD(n) : NULL;
     /* the dict's encoding, hashing each value's slice */
     if (buf_head(&b, 0x64, (size_t)n) < 0) goto done_fps;

@@ -205,6 +205,19 @@ def test_a_callback_that_mutates_the_dict_being_encoded_does_not_crash():
     assert native.encode(target)[:1] == b"d"
 
 
+def test_a_callback_that_shrinks_the_batch_being_encoded_raises_instead_of_crashing():
+    values: list = []
+
+    class Sneaky(list):
+        def __iter__(self):
+            values.clear()
+            return super().__iter__()
+
+    values.extend([Sneaky([1]), "a", "b"])
+    with pytest.raises(RuntimeError, match="changed size"):
+        native.fingerprints(values)
+
+
 def test_batch_functions_accept_any_iterable_and_equal_the_per_value_ones():
     values = [None, {"a": 1}, [1.5, "x"], 2**70, np.float32(3), "é"]
     data = [py_encode(v) for v in values]
