@@ -1,16 +1,18 @@
 """Pairing, first divergence and the tolerance tier over two fingerprint sets (pure, in process).
 
-Only fingerprints are compared for every record (vectorised over Arrow/numpy columns); the stage values of a
-pair are read only when its fingerprints differ, to apply tolerance and classify the cause.
+Only fingerprints are compared for every record, bucket by bucket with digests first and vectorised over
+Arrow/numpy columns (parity.hashdiff); the stage values of a pair are read only when its fingerprints differ,
+to apply tolerance and classify the cause. Memory is bounded: nothing holds all records of a side.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from parity import hashdiff
 from parity.config import STAGES, Tolerance, ToleranceSpec
 from parity.errors import FingerprintSetError
 from parity.fingerprint_set import FingerprintSet
@@ -28,10 +30,11 @@ class PairOutcome:
     within: tuple[str, ...]             # of those, the stages whose differences are within tolerance
     first_stage: str
     diverged: bool
-    left: dict[str, Any]                # decoded stage values (plus location)
-    right: dict[str, Any]
+    left: dict[str, Any]                # decoded values: the first differing stage's, whole; the transform's when
+    right: dict[str, Any]               # it differs (only its differing features unless it is the first)
     feature_deltas: dict[str, tuple[bool, float | None]] = field(default_factory=dict)
     # feature -> (within tolerance, |delta| when numeric)
+    fps: dict[str, tuple[int, int]] = field(default_factory=dict)  # differing stage -> (left, right) fingerprints
 
 
 @dataclass
@@ -58,16 +61,6 @@ def check_compatible(left: FingerprintSet, right: FingerprintSet) -> None:
             raise FingerprintSetError(
                 f"the fingerprint sets have different {what}: {left.path} has {lm.get(field_name)!r}, "
                 f"{right.path} has {rm.get(field_name)!r}; replay both sides with the same capture.key")
-
-
-def _ordinals(keys: list[bytes]) -> list[int]:
-    """0 for the first record of a key, 1 for its first duplicate, ... (rows are sorted by key)."""
-    ordinals, previous, count = [], None, 0
-    for key in keys:
-        count = count + 1 if key == previous else 0
-        ordinals.append(count)
-        previous = key
-    return ordinals
 
 
 def numeric_within(a: Any, b: Any, tol: Tolerance) -> tuple[bool, float | None]:
@@ -108,71 +101,299 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer))
 
 
+FETCH_PAIRS = 50_000      # differing pairs whose stage values are fetched together (one read per values file)
+_DECODED_CACHE = 20_000   # decoded values (and tolerance verdicts) remembered at once while pairs are yielded
+
+
 def compare(left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec) -> DiffOutcome:
-    """Pairs the two sets by key (duplicates in input-fingerprint order) and compares them stage by stage."""
-    check_compatible(left, right)
-    lt, rt = left.table, right.table
-    lkeys = lt.column("key_fp").to_pylist()
-    rkeys = rt.column("key_fp").to_pylist()
-    lord, rord = _ordinals(lkeys), _ordinals(rkeys)
-    rindex = {(k, o): j for j, (k, o) in enumerate(zip(rkeys, rord))}
-    li, ri, left_only = [], [], []
-    for i, pair_key in enumerate(zip(lkeys, lord)):
-        j = rindex.pop(pair_key, None)
-        if j is None:
-            left_only.append(i)
-        else:
-            li.append(i)
-            ri.append(j)
-    right_only = sorted(rindex.values())
-    lidx, ridx = np.array(li, dtype=np.int64), np.array(ri, dtype=np.int64)
-    differs = {}
-    for stage in STAGES:
-        lcol = lt.column(f"{stage}_fp").to_numpy()
-        rcol = rt.column(f"{stage}_fp").to_numpy()
-        differs[stage] = lcol[lidx] != rcol[ridx] if len(lidx) else np.zeros(0, dtype=bool)
-    any_diff = np.zeros(len(lidx), dtype=bool)
-    for stage in STAGES:
-        any_diff |= differs[stage]
-    mismatch_positions = np.nonzero(any_diff)[0]
-    mismatches = _outcomes(left, right, lidx, ridx, mismatch_positions, differs, tolerance)
-    stage_diverged = {s: int(differs[s].sum()) for s in STAGES}
-    stage_within = {s: sum(1 for m in mismatches if s in m.within) for s in STAGES}
-    lkey_text = lt.column("key").to_pylist()
-    rkey_text = rt.column("key").to_pylist()
+    """Pairs the two sets by key (duplicates in input-fingerprint order) and compares them stage by stage.
+
+    Keeps every differing pair, with its values, in memory (small sets, tests); `DiffStream` yields them.
+    """
+    stream = DiffStream(left, right, tolerance)
+    mismatches = list(stream)
     return DiffOutcome(
-        left_rows=lt.num_rows, right_rows=rt.num_rows, paired=len(li),
-        matched=len(li) - len(mismatch_positions), left_only=len(left_only), right_only=len(right_only),
-        duplicate_keys=sum(1 for o in lord if o) + sum(1 for o in rord if o),
-        stage_diverged=stage_diverged, stage_within=stage_within, mismatches=mismatches,
-        left_only_keys=[lkey_text[i] for i in left_only], right_only_keys=[rkey_text[j] for j in right_only])
+        left_rows=stream.left_rows, right_rows=stream.right_rows, paired=stream.paired, matched=stream.matched,
+        left_only=stream.left_only, right_only=stream.right_only, duplicate_keys=stream.duplicate_keys,
+        stage_diverged=stream.stage_diverged, stage_within=stream.stage_within, mismatches=mismatches,
+        left_only_keys=stream.left_only_keys, right_only_keys=stream.right_only_keys)
 
 
-def _outcomes(left: FingerprintSet, right: FingerprintSet, lidx: np.ndarray, ridx: np.ndarray,
-              positions: np.ndarray, differs: dict[str, np.ndarray],
-              tolerance: ToleranceSpec) -> list[PairOutcome]:
-    lt, rt = left.table, right.table
-    lrefs = [(lt.column("part")[int(lidx[p])].as_py(), lt.column("row")[int(lidx[p])].as_py()) for p in positions]
-    rrefs = [(rt.column("part")[int(ridx[p])].as_py(), rt.column("row")[int(ridx[p])].as_py()) for p in positions]
-    lvalues, rvalues = left.values(lrefs), right.values(rrefs)
+class DiffStream:
+    """The differing pairs of two fingerprint sets, in key order, one by one, in bounded memory.
 
-    def tol_for(name: str | None) -> Tolerance:
-        return tolerance.for_feature(name) if name else tolerance.default
+    Iterate it once; the counts (the fields of `DiffOutcome` but `mismatches`) are complete afterwards.
+    Fingerprints are compared bucket by bucket, digests first (parity.hashdiff); the pairs whose fingerprints
+    differ have their stage values fetched FETCH_PAIRS at a time (one read per values file), decoding only the
+    stages that differ, each distinct (stage, fingerprint) once, and tolerance is applied once per distinct
+    (stage, left fingerprint, right fingerprint). `keep_unpaired`: one-sided keys kept per side (None: all).
+    """
 
-    outcomes = []
-    for p, lref, rref in zip(positions, lrefs, rrefs):
-        i = int(lidx[p])
-        lv, rv = lvalues[lref], rvalues[rref]
-        differing = tuple(s for s in STAGES if differs[s][p])
-        within = tuple(s for s in differing if values_within(lv[s], rv[s], tol_for))
-        deltas: dict[str, tuple[bool, float | None]] = {}
-        if "transform" in differing:
-            deltas = _feature_deltas(lv["transform"], rv["transform"], tolerance)
-        outcomes.append(PairOutcome(
-            key=lt.column("key")[i].as_py(), key_fp=lt.column("key_fp")[i].as_py(), differing=differing,
-            within=within, first_stage=differing[0], diverged=len(within) < len(differing),
-            left=lv, right=rv, feature_deltas=deltas))
-    return outcomes
+    def __init__(self, left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec,
+                 keep_unpaired: int | None = None) -> None:
+        check_compatible(left, right)
+        self._left, self._right, self._tolerance = left, right, tolerance
+        self._keep = keep_unpaired
+        self.left_rows = self.right_rows = self.paired = self.matched = 0
+        self.left_only = self.right_only = self.duplicate_keys = 0
+        self.buckets_whole = self.buckets_drilled = 0
+        self.stage_diverged = {s: 0 for s in STAGES}
+        self.stage_within = {s: 0 for s in STAGES}
+        self.left_only_keys: list[str] = []
+        self.right_only_keys: list[str] = []
+
+    @property
+    def mismatches(self) -> DiffStream:
+        """The stream itself (what `DiffOutcome.mismatches` holds), for `build_report`."""
+        return self
+
+    def __iter__(self) -> Iterator[PairOutcome]:
+        pending: list[_Pending] = []
+        waiting = 0
+        for lchunk, rchunk in hashdiff.chunks(self._left, self._right):
+            found = self._count(lchunk, rchunk, hashdiff.pair(lchunk, rchunk))
+            if found is not None:
+                pending.append(found)
+                waiting += len(found.lpos)
+            if waiting >= FETCH_PAIRS:
+                yield from self._outcomes(pending)
+                pending, waiting = [], 0
+        if pending:
+            yield from self._outcomes(pending)
+
+    def _count(self, lchunk: hashdiff.Chunk, rchunk: hashdiff.Chunk, pairs: hashdiff.Pairs) -> _Pending | None:
+        self.left_rows += lchunk.rows
+        self.right_rows += rchunk.rows
+        self.duplicate_keys += pairs.duplicates
+        self.buckets_whole += pairs.buckets_whole
+        self.buckets_drilled += pairs.buckets_drilled
+        self.paired += pairs.matched_whole + len(pairs.left)
+        self.matched += pairs.matched_whole
+        self.left_only += len(pairs.left_only)
+        self.right_only += len(pairs.right_only)
+        for keys, chunk, rows in ((self.left_only_keys, lchunk, pairs.left_only),
+                                  (self.right_only_keys, rchunk, pairs.right_only)):
+            room = len(rows) if self._keep is None else max(0, min(len(rows), self._keep - len(keys)))
+            if room:
+                keys.extend(chunk.column("key", rows[:room]))
+        li, ri = pairs.left, pairs.right
+        differs = np.zeros((len(STAGES), len(li)), bool)
+        for s, stage in enumerate(STAGES):
+            differs[s] = lchunk.fps[s][li] != rchunk.fps[s][ri]
+            self.stage_diverged[stage] += int(differs[s].sum())
+        any_diff = differs.any(axis=0)
+        self.matched += int(len(li) - any_diff.sum())
+        if not any_diff.any():
+            return None
+        at = np.flatnonzero(any_diff)
+        return _Pending(lchunk, rchunk, li[at], ri[at], differs[:, at])
+
+    def _outcomes(self, pending: list[_Pending]) -> Iterator[PairOutcome]:
+        """Fetches the differing stage values of the pending pairs (as bytes), then yields their outcomes."""
+        values = _PairValues(self._left, self._right, _fetch(self._left, pending, left=True),
+                             _fetch(self._right, pending, left=False), self._tolerance)
+        for found in pending:
+            lfps = [fps[found.lpos].tolist() for fps in found.lchunk.fps]
+            rfps = [fps[found.rpos].tolist() for fps in found.rchunk.fps]
+            differs = found.differs.T.tolist()
+            keys, key_fps = found.lchunk.column("key", found.lpos), found.lchunk.column("key_fp", found.lpos)
+            for n, (key, key_fp) in enumerate(zip(keys, key_fps)):
+                lv: dict[str, Any] = {}
+                rv: dict[str, Any] = {}
+                within, fps = [], {}
+                differing = tuple(stage for stage, d in zip(STAGES, differs[n]) if d)
+                deltas: dict[str, tuple[bool, float | None]] = {}
+                for s, stage in enumerate(STAGES):
+                    if not differs[n][s]:
+                        continue
+                    fps[stage] = lfps[s][n], rfps[s][n]
+                    if stage == differing[0]:
+                        lv[stage], rv[stage] = values.whole(s, *fps[stage])
+                    if stage == "transform":
+                        deltas, lv[stage], rv[stage] = values.features(s, *fps[stage], whole=stage == differing[0])
+                    if values.within(s, *fps[stage]):
+                        within.append(stage)
+                        self.stage_within[stage] += 1
+                yield PairOutcome(key=key, key_fp=key_fp, differing=differing, within=tuple(within),
+                                  first_stage=differing[0], diverged=len(within) < len(differing),
+                                  left=lv, right=rv, feature_deltas=deltas, fps=fps)
+
+
+class _PairValues:
+    """Stage values of one fetch round's pairs, decoded on demand and each at most once (bounded memos).
+
+    A dict value (every stage value but markers) is first split into its top-level fields without decoding;
+    fields with equal bytes on both sides are equal (and within tolerance), so only the differing fields are
+    decoded, unless the whole value is needed (the first divergent stage: causes and examples).
+    """
+
+    def __init__(self, left: FingerprintSet, right: FingerprintSet, lbytes: dict, rbytes: dict,
+                 tolerance: ToleranceSpec) -> None:
+        self._sets, self._bytes, self._tolerance = (left, right), (lbytes, rbytes), tolerance
+        self._whole: dict[tuple[int, int, int], Any] = {}
+        self._within: dict[tuple[int, int, int], bool] = {}
+        self._features: dict[tuple[int, int, bool], tuple] = {}
+        self._fields: dict[tuple[int, int, int], tuple | None] = {}
+        self._names: dict[bytes, Any] = {}
+
+    def _tol_for(self, name: str | None) -> Tolerance:
+        return self._tolerance.for_feature(name) if name else self._tolerance.default
+
+    def _one(self, side: int, s: int, fp: int) -> Any:
+        memo = (side, s, fp)
+        if memo not in self._whole:
+            _remember(self._whole)
+            data, part, row = self._bytes[side][(s, fp)]
+            self._whole[memo] = self._sets[side].decode_value(part, row, STAGES[s], data)
+        return self._whole[memo]
+
+    def whole(self, s: int, lfp: int, rfp: int) -> tuple[Any, Any]:
+        return self._one(0, s, lfp), self._one(1, s, rfp)
+
+    def _split(self, s: int, lfp: int, rfp: int) -> tuple | None:
+        """(decoded differing fields {name: (left, right)}, the only field's name or None) when both values
+        are dicts with the same field names; None otherwise."""
+        memo = (s, lfp, rfp)
+        if memo not in self._fields:
+            _remember(self._fields)
+            ldata, lpart, lrow = self._bytes[0][(s, lfp)]
+            rdata, rpart, rrow = self._bytes[1][(s, rfp)]
+            lf, rf = _dict_fields(ldata), _dict_fields(rdata)
+            if lf is None or rf is None or lf.keys() != rf.keys():
+                self._fields[memo] = None
+            else:
+                stage, (lset, rset) = STAGES[s], self._sets
+                differing = {self._name(lpart, lrow, stage, k): (lset.decode_value(lpart, lrow, stage, lf[k]),
+                                                                 rset.decode_value(rpart, rrow, stage, rf[k]))
+                             for k in lf if lf[k] != rf[k]}
+                only = self._name(lpart, lrow, stage, next(iter(lf))) if len(lf) == 1 else None
+                self._fields[memo] = (differing, only)
+        return self._fields[memo]
+
+    def _name(self, part: str, row: int, stage: str, data: bytes) -> Any:
+        """A dict key from its canonical bytes (keys repeat from record to record: decoded once)."""
+        if data not in self._names:
+            _remember(self._names)
+            self._names[data] = self._sets[0].decode_value(part, row, stage, data)
+        return self._names[data]
+
+    def within(self, s: int, lfp: int, rfp: int) -> bool:
+        """values_within of the two values (dict fields with equal bytes are within)."""
+        memo = (s, lfp, rfp)
+        if memo not in self._within:
+            _remember(self._within)
+            split = None if (0, s, lfp) in self._whole and (1, s, rfp) in self._whole else self._split(s, lfp, rfp)
+            if split is None:
+                verdict = values_within(*self.whole(s, lfp, rfp), self._tol_for)
+            else:
+                verdict = all(values_within(a, b, self._tol_for, name if isinstance(name, str) else None)
+                              for name, (a, b) in split[0].items())
+            self._within[memo] = verdict
+        return self._within[memo]
+
+    def features(self, s: int, lfp: int, rfp: int, whole: bool) -> tuple[dict, Any, Any]:
+        """(feature deltas, left value, right value) of the transform stage; the values are whole when `whole`
+        or when they are not two dicts of the same features, else dicts of the differing features only."""
+        memo = (lfp, rfp, whole)
+        if memo not in self._features:
+            _remember(self._features)
+            split = None if whole else self._split(s, lfp, rfp)
+            if split is None or split[1] in ("dropped", "error"):  # a marker: no features
+                left, right = self.whole(s, lfp, rfp)
+                self._features[memo] = (_feature_deltas(left, right, self._tolerance), left, right)
+            else:
+                deltas, left, right = {}, {}, {}
+                for name in sorted(split[0]):
+                    a, b = split[0][name]
+                    left[name], right[name] = a, b
+                    tol = self._tolerance.for_feature(name)
+                    deltas[name] = (values_within(a, b, lambda _n: tol), _max_abs_delta(a, b))
+                self._features[memo] = (deltas, left, right)
+        return self._features[memo]
+
+
+def _remember(memo: dict) -> None:
+    if len(memo) >= _DECODED_CACHE:
+        memo.clear()
+
+
+_FIXED_SIZE = {0x4E: 0, 0x54: 0, 0x46: 0, 0x66: 8, 0x67: 4, 0x74: 8, 0x44: 8}  # None, bools, floats, datetimes
+_SIZED = frozenset((0x69, 0x73, 0x62, 0x6D))                                  # int, str, bytes, decimal
+_DICT, _LIST, _SET = 0x64, 0x6C, 0x65
+
+
+def _uleb128(data: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return n, pos
+
+
+def _skip(data: bytes, pos: int) -> int:
+    """The offset after the canonical value at `pos` (docs/canonical-encoding.md), without decoding it."""
+    tag = data[pos]
+    pos += 1
+    if tag in _FIXED_SIZE:
+        return pos + _FIXED_SIZE[tag]
+    if tag in _SIZED:
+        n, pos = _uleb128(data, pos)
+        return pos + n
+    if tag in (_LIST, _SET, _DICT):
+        n, pos = _uleb128(data, pos)
+        for _ in range(2 * n if tag == _DICT else n):
+            pos = _skip(data, pos)
+        return pos
+    raise ValueError(f"unknown canonical tag 0x{tag:02x}")
+
+
+def _dict_fields(data: bytes | None) -> dict[bytes, bytes] | None:
+    """A canonical dict's entries as {key bytes: value bytes} (undecoded); None when `data` is not one."""
+    if not data or data[0] != _DICT:
+        return None
+    try:
+        n, pos = _uleb128(data, 1)
+        fields = {}
+        for _ in range(n):
+            middle = _skip(data, pos)
+            end = _skip(data, middle)
+            fields[data[pos:middle]] = data[middle:end]
+            pos = end
+    except (IndexError, ValueError):
+        return None  # decoded whole, which names what is wrong
+    return fields if pos == len(data) and len(fields) == n else None
+
+
+@dataclass
+class _Pending:
+    """Pairs of one chunk whose fingerprints differ: row positions and the (stage, pair) mask of differences."""
+
+    lchunk: hashdiff.Chunk
+    rchunk: hashdiff.Chunk
+    lpos: np.ndarray
+    rpos: np.ndarray
+    differs: np.ndarray
+
+
+def _fetch(fset: FingerprintSet, pending: list[_Pending], left: bool) -> dict[tuple[int, int], tuple]:
+    """(canonical bytes, part, row) by (stage index, fingerprint) for the differing stages of the pending pairs,
+    each distinct value read once."""
+    wanted: dict[tuple[int, int], tuple[str, int]] = {}
+    for found in pending:
+        chunk, positions = (found.lchunk, found.lpos) if left else (found.rchunk, found.rpos)
+        parts, rows = chunk.column("part", positions), chunk.column("row", positions)
+        for s in range(len(STAGES)):
+            fps = chunk.fps[s][positions].tolist()
+            for n in np.flatnonzero(found.differs[s]).tolist():
+                wanted.setdefault((s, fps[n]), (parts[n], rows[n]))
+    stages_at: dict[tuple[str, int], list[str]] = {}
+    for (s, _fp), ref in wanted.items():
+        stages_at.setdefault(ref, []).append(STAGES[s])
+    data = fset.stage_bytes(stages_at)
+    return {(s, fp): (data[ref][STAGES[s]], *ref) for (s, fp), ref in wanted.items()}
 
 
 def _feature_deltas(left: Any, right: Any, tolerance: ToleranceSpec) -> dict[str, tuple[bool, float | None]]:

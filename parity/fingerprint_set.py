@@ -302,8 +302,12 @@ class FingerprintSet:
         return result
 
     def decode_value(self, part: str, row: int, stage: str, data: bytes | None) -> Any:
-        """A stage value from its canonical bytes (as `stage_bytes` gave them); refuses anything else."""
-        return self._decode(self._values_path(part), row, stage, data)
+        """A stage value (or a part of one) from its canonical bytes, as `stage_bytes` gave them; refuses
+        anything else, naming the values file, row and stage."""
+        try:
+            return canonical.decode(data) if data is not None else None
+        except ValueError:
+            return self._decode(self._values_path(part), row, stage, data)
 
     def _values_path(self, part: str) -> str:
         if not part or os.path.basename(part) != part or part in (".", ".."):

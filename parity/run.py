@@ -11,7 +11,7 @@ import apache_beam as beam
 from parity import analyzers, canonical, progress, tap_set
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
-from parity.diff import compare
+from parity.diff import DiffStream
 from parity.environment import environment_manifest
 from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError
 from parity.fingerprint_set import FingerprintSet, finalize, read_set
@@ -197,8 +197,8 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
         if done.returncode != 0:
             raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {done.returncode}): "
                               f"{(done.stderr.strip().splitlines() or [''])[-1]}")
-        outcome = compare(read_set(primary), read_set(again), ToleranceSpec())
-        features = sorted({name for m in outcome.mismatches for name in m.feature_deltas})
+        outcome = DiffStream(read_set(primary), read_set(again), ToleranceSpec(), keep_unpaired=0)
+        features = sorted({name for m in outcome for name in m.feature_deltas})  # counts are complete after
         result[side.name] = {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
     return result
 
@@ -216,7 +216,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
 
     tolerance = config.tolerance if config else ToleranceSpec()
     report_spec = config.report if config else ReportSpec()
-    outcome = compare(left, right, tolerance)
+    outcome = DiffStream(left, right, tolerance, keep_unpaired=report_spec.examples)  # read once, by build_report
     analyzer_entries = analyzers.compare(analyzers.read(left.path), analyzers.read(right.path))
     report = build_report(
         name=config.name if config else left.manifest.get("config_name", ""),

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from array import array
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -46,29 +47,37 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                  feature_names: tuple[list[str], list[str]] = ([], []),
                  analyzers: list[dict] | None = None,
                  noise: Mapping[str, Mapping[str, list[str]]] | None = None) -> dict[str, Any]:
-    """Assembles report.json (a plain dict in contract order)."""
-    causes_of: list[tuple[str, str, str]] = []  # (stage, cause, explanation) per diverged record
+    """Assembles report.json (a plain dict in contract order).
+
+    Reads `outcome.mismatches` once, in order (it may be a `parity.diff.DiffStream`), and `outcome`'s counts
+    after that. Records whose first divergent stage has the same pair of fingerprints are classified once.
+    """
+    stage_order = {s: i for i, s in enumerate(STAGES)}
+    first_counts: Counter = Counter()
+    cause_counts: Counter = Counter()
+    kept: Counter = Counter()
+    example_list: list[dict] = []
+    feature_stats = _FeatureStats(numeric_pairs=not redact)
+    classified: dict[tuple, tuple[str, str]] = {}
+    within = 0
     for m in outcome.mismatches:
-        if m.diverged:
-            cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage),
-                                          cause_context)
-            if m.first_stage in cause_context.nondeterministic_stages:
-                cause = "seed.nondeterministic"
-                explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
-                               f"baseline): this difference is nondeterminism, not the other side")
-            if redact:
-                explanation = _DELTA.sub(lambda match: f"|delta| {_magnitude(match.group(1))}", explanation)
-            causes_of.append((m.first_stage, cause, explanation))
-        else:
-            causes_of.append((m.first_stage, "", ""))
-    diverged = [m for m in outcome.mismatches if m.diverged]
-    within = len(outcome.mismatches) - len(diverged)
-    first_counts = Counter(m.first_stage for m in diverged)
-    cause_counts = Counter((stage, cause) for (stage, cause, _), m in zip(causes_of, outcome.mismatches)
-                           if m.diverged)
+        feature_stats.add(m)
+        if not m.diverged:
+            within += 1
+            continue
+        stage, (cause, explanation) = m.first_stage, _cause(m, cause_context, redact, classified)
+        first_counts[stage] += 1
+        cause_counts[(stage, cause)] += 1
+        if kept[(stage, cause)] >= examples:
+            continue
+        kept[(stage, cause)] += 1
+        example_list.append({"key": _key(m, redact), "stage": stage, "cause": cause,
+                             "left": _json_value(m.left.get(stage), redact),
+                             "right": _json_value(m.right.get(stage), redact),
+                             "explanation": explanation})
+    diverged = sum(first_counts.values())
     stages = [{"name": s, "diverged": outcome.stage_diverged[s], "first_diverged": first_counts.get(s, 0),
                "within_tolerance": outcome.stage_within[s]} for s in STAGES]
-    stage_order = {s: i for i, s in enumerate(STAGES)}
     causes = [{"stage": stage, "cause": cause, "records": count, "explanation": explain(cause, count)}
               for (stage, cause), count in sorted(cause_counts.items(),
                                                   key=lambda kv: (stage_order[kv[0][0]], -kv[1], kv[0][1]))]
@@ -80,22 +89,12 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
             first = {"stage": s, "records": first_counts[s], "cause": top["cause"],
                      "explanation": top["explanation"]}
             break
-    example_list: list[dict] = []
-    kept: Counter = Counter()
-    for m, (stage, cause, explanation) in zip(outcome.mismatches, causes_of):
-        if not m.diverged or kept[(stage, cause)] >= examples:
-            continue
-        kept[(stage, cause)] += 1
-        example_list.append({"key": _key(m, redact), "stage": stage, "cause": cause,
-                             "left": _json_value(m.left.get(stage), redact),
-                             "right": _json_value(m.right.get(stage), redact),
-                             "explanation": explanation})
     # No capture locations here: a reordered capture must give the same bytes (`parity show` has them).
     example_list.sort(key=lambda e: (stage_order[e["stage"]], e["cause"]))
     left_total = outcome.left_rows + quarantined[0]
     right_total = outcome.right_rows + quarantined[1]
     records = {"left": left_total, "right": right_total, "paired": outcome.paired, "matched": outcome.matched,
-               "within_tolerance": within, "diverged": len(diverged), "left_only": outcome.left_only,
+               "within_tolerance": within, "diverged": diverged, "left_only": outcome.left_only,
                "right_only": outcome.right_only, "duplicate_keys": outcome.duplicate_keys,
                "quarantined": {"left": quarantined[0], "right": quarantined[1]},
                "quarantine_reasons": {"left": dict(sorted(quarantine_reasons[0].items())),
@@ -106,13 +105,13 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                    for k in sorted(set(env_left) | set(env_right)) if env_left.get(k) != env_right.get(k)]
     return {
         "format": FORMAT,
-        "verdict": "parity" if len(diverged) <= tolerance.max_diverged else "diverged",
+        "verdict": "parity" if diverged <= tolerance.max_diverged else "diverged",
         "sides": {"left": sides[0], "right": sides[1]},
         "records": records,
         "stages": stages,
         "first_divergence": first,
         "causes": causes,
-        "features": _features(outcome, feature_names, redact),
+        "features": feature_stats.features(feature_names, redact),
         "examples": example_list,
         "analyzers": [_redacted_analyzer(a) for a in analyzers or []] if redact else analyzers or [],
         "environment": {"left": dict(sorted(env_left.items())), "right": dict(sorted(env_right.items())),
@@ -126,6 +125,30 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         "unpaired_examples": {"left_only": [_unpaired(k, redact) for k in outcome.left_only_keys[:examples]],
                               "right_only": [_unpaired(k, redact) for k in outcome.right_only_keys[:examples]]},
     }
+
+
+_CLASSIFIED_CACHE = 100_000  # distinct (stage, fingerprints) classifications remembered at once
+
+
+def _cause(m: PairOutcome, context: CauseContext, redact: bool,
+           classified: dict[tuple, tuple[str, str]]) -> tuple[str, str]:
+    """(cause, explanation) of a diverged record, from its first divergent stage's values (memoised by their
+    fingerprints: classification is a function of the two values and the run's context)."""
+    memo = (m.first_stage, *m.fps[m.first_stage]) if m.first_stage in m.fps else None
+    if memo is not None and memo in classified:
+        return classified[memo]
+    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context)
+    if m.first_stage in context.nondeterministic_stages:
+        cause = "seed.nondeterministic"
+        explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
+                       f"baseline): this difference is nondeterminism, not the other side")
+    if redact:
+        explanation = _DELTA.sub(lambda match: f"|delta| {_magnitude(match.group(1))}", explanation)
+    if memo is not None:
+        if len(classified) >= _CLASSIFIED_CACHE:
+            classified.clear()
+        classified[memo] = (cause, explanation)
+    return cause, explanation
 
 
 _DELTA = re.compile(r"\|delta\| ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
@@ -167,30 +190,50 @@ def _unpaired(key_text: str, redact: bool) -> Any:
     return json.loads(key_text)
 
 
-def _features(outcome: DiffOutcome, feature_names: tuple[list[str], list[str]],
-              redact: bool = False) -> list[dict]:
-    stats: dict[str, dict[str, Any]] = {}
-    for m in outcome.mismatches:
+class _FeatureStats:
+    """Per feature, over the differing pairs: mismatched and within-tolerance counts, the largest |delta|, and
+    (unless redacted) the (left, right) numbers behind the histograms, kept as packed floats."""
+
+    def __init__(self, numeric_pairs: bool) -> None:
+        self._stats: dict[str, dict[str, Any]] = {}
+        self._pairs: dict[str, tuple[array, array]] | None = {} if numeric_pairs else None
+
+    def add(self, m: PairOutcome) -> None:
         for name, (ok, delta) in m.feature_deltas.items():
-            entry = stats.setdefault(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+            entry = self._stats.setdefault(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
             entry["within_tolerance" if ok else "mismatched"] += 1
             if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
                 entry["max_abs_delta"] = delta
-    left_names, right_names = set(feature_names[0]), set(feature_names[1])
-    names = set(stats) | left_names | right_names
-    pairs = {} if redact else _numeric_pairs(outcome)
-    features = []
-    for name in sorted(names):
-        entry = stats.get(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
-        presence = "both" if (name in left_names) == (name in right_names) else \
-            "left" if name in left_names else "right"
-        feature = {"name": name, "stage": "transform", "mismatched": entry["mismatched"],
-                   "within_tolerance": entry["within_tolerance"],
-                   "max_abs_delta": None if redact else entry["max_abs_delta"], "presence": presence}
-        if not redact:  # histograms are built from raw values: a redacted report has none
-            feature["histograms"] = histograms(pairs.get(name, []))
-        features.append(feature)
-    return features
+        if self._pairs is None or not m.feature_deltas:
+            return
+        left, right = m.left.get("transform"), m.right.get("transform")
+        if not isinstance(left, dict) or not isinstance(right, dict):
+            return
+        for name in m.feature_deltas:
+            if name not in left or name not in right:
+                continue
+            a, b = _numbers(left[name]), _numbers(right[name])
+            if a is not None and b is not None and len(a) == len(b):
+                lefts, rights = self._pairs.setdefault(name, (array("d"), array("d")))
+                lefts.extend(a)
+                rights.extend(b)
+
+    def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
+        left_names, right_names = set(feature_names[0]), set(feature_names[1])
+        names = set(self._stats) | left_names | right_names
+        features = []
+        for name in sorted(names):
+            entry = self._stats.get(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+            presence = "both" if (name in left_names) == (name in right_names) else \
+                "left" if name in left_names else "right"
+            feature = {"name": name, "stage": "transform", "mismatched": entry["mismatched"],
+                       "within_tolerance": entry["within_tolerance"],
+                       "max_abs_delta": None if redact else entry["max_abs_delta"], "presence": presence}
+            if not redact:  # histograms are built from raw values: a redacted report has none
+                lefts, rights = (self._pairs or {}).get(name, (array("d"), array("d")))
+                feature["histograms"] = histograms_of(lefts, rights)
+            features.append(feature)
+        return features
 
 
 def _numbers(value: Any) -> list[float] | None:
@@ -209,25 +252,6 @@ def _numbers(value: Any) -> list[float] | None:
     except OverflowError:  # an int beyond the float range
         return None
     return [number] if math.isfinite(number) else None
-
-
-def _numeric_pairs(outcome: DiffOutcome) -> dict[str, list[tuple[float, float]]]:
-    """Per feature, the (left, right) numbers of the pairs whose transform values differ in that feature.
-
-    A list feature contributes one pair per element when both sides hold as many finite numbers.
-    """
-    pairs: dict[str, list[tuple[float, float]]] = {}
-    for m in outcome.mismatches:
-        left, right = m.left.get("transform"), m.right.get("transform")
-        if not isinstance(left, dict) or not isinstance(right, dict):
-            continue
-        for name in m.feature_deltas:
-            if name not in left or name not in right:
-                continue
-            a, b = _numbers(left[name]), _numbers(right[name])
-            if a is not None and b is not None and len(a) == len(b):
-                pairs.setdefault(name, []).extend(zip(a, b))
-    return pairs
 
 
 def _edge(x: float) -> float:
@@ -274,11 +298,14 @@ def histograms(pairs: list[tuple[float, float]]) -> dict[str, Any] | None:
     HISTOGRAM_BINS equal-width bins between the minimum and the maximum (a single value is widened by
     +-0.5); the edges are rounded to 6 significant digits, the counts use the exact edges. Deterministic.
     """
-    if len(pairs) < 2:
+    return histograms_of([a for a, _ in pairs], [b for _, b in pairs])
+
+
+def histograms_of(left: Sequence[float], right: Sequence[float]) -> dict[str, Any] | None:
+    """`histograms` of the pairs (left[i], right[i]), given as two sequences (e.g. packed `array('d')`s)."""
+    if len(left) < 2:
         return None
-    left = [a for a, _ in pairs]
-    right = [b for _, b in pairs]
-    deltas = [min(max(b - a, -_MAX_FLOAT), _MAX_FLOAT) for a, b in pairs]  # an overflow is clamped
+    deltas = [min(max(b - a, -_MAX_FLOAT), _MAX_FLOAT) for a, b in zip(left, right)]  # an overflow is clamped
     lo, hi = _range(left + right)
     dlo, dhi = _range(deltas)
     return {"values": {"edges": _edges(lo, hi), "left": _histogram(left, lo, hi),

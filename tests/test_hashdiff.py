@@ -1,0 +1,145 @@
+"""The bounded-memory diff and finalize: bucketed, digest-first, streaming; same answers as a plain reference.
+
+Sets are written with the real `write_part` + `finalize`; the chunk and bucket sizes are shrunk so that a few
+thousand records cross many chunk boundaries, spill buckets and fetch rounds.
+"""
+import json
+import random
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from parity import canonical, diff, fingerprint_set, hashdiff
+from parity.config import STAGES, ToleranceSpec
+from parity.fingerprint import fingerprint, key_fingerprint
+from parity.fingerprint_set import FP_SCHEMA, PartRows, finalize, read_set, write_part
+
+MANIFEST = {"side": "s", "key": ["id"], "config_name": "t", "environment": {}, "runner": "DirectRunner"}
+
+
+def _record(key, stage_values):
+    values = {"key_bytes": canonical.encode(key), "location": f"cap:{key}"}
+    fps = {}
+    for stage in STAGES:
+        values[stage] = canonical.encode(stage_values[stage])
+        fps[f"{stage}_fp"] = fingerprint(stage_values[stage])
+    features = stage_values["transform"] if isinstance(stage_values["transform"], dict) else {}
+    row = {"key_fp": key_fingerprint(key), "key": json.dumps(key), **fps,
+           "features": [(k, fingerprint(v)) for k, v in sorted(features.items())]}
+    return row, values
+
+
+def _write_set(path, records, parts=7, seed=0):
+    rng = random.Random(seed)
+    rows = [_record(*r) for r in records]
+    rng.shuffle(rows)
+    for p in range(parts):
+        chunk = rows[p::parts]
+        write_part(str(path), f"p{p:03d}", PartRows(fingerprints=[r for r, _ in chunk], values=[v for _, v in chunk]))
+    return finalize(str(path), dict(MANIFEST))
+
+
+def _values(i, drift=None):
+    v = {"input": {"id": i, "x": i * 1.5}, "window": {"timestamp_us": i * 10, "windows": [["global"]]},
+         "shard": {"key": [i % 5], "shard": i % 3, "aggregates": {"n": i % 7}},
+         "coder": {"id": i, "x": i * 1.5}, "seed": {"split": "train"},
+         "transform": {"f": float(i), "g": i % 4}}
+    if drift == "window":
+        v["window"] = {"timestamp_us": i * 10_000, "windows": [["global"]]}
+    elif drift == "transform":
+        v["transform"] = {"f": float(i) + 0.5, "g": i % 4}
+    elif drift == "shard":
+        v["shard"] = {"key": [i % 5], "shard": i % 3, "aggregates": {"n": i % 7 + 1}}
+        v["coder"] = {"id": i, "x": i * 1.5, "n": 1}
+    return v
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(hashdiff, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(hashdiff, "BUCKET_BITS", 6)
+    monkeypatch.setattr(hashdiff, "_ALL_BUCKETS", 1 << 6)
+    monkeypatch.setattr(diff, "FETCH_PAIRS", 50)
+    monkeypatch.setattr(fingerprint_set, "BUCKET_ROWS", 300)
+    monkeypatch.setattr(fingerprint_set, "SPILL_ROWS", 250)
+
+
+def _reference(left_rows, right_rows):
+    """Today's pairing written plainly: (key, ordinal) pairs in input-fingerprint order."""
+    def index(rows):
+        seen, out = {}, {}
+        for r in sorted(rows, key=lambda r: (r["key_fp"], r["input_fp"], r["part"], r["row"])):
+            o = seen.get(r["key_fp"], 0)
+            seen[r["key_fp"]] = o + 1
+            out[(r["key_fp"], o)] = r
+        return out
+    lidx, ridx = index(left_rows), index(right_rows)
+    paired = sorted(set(lidx) & set(ridx))
+    diverged = {s: sum(lidx[k][f"{s}_fp"] != ridx[k][f"{s}_fp"] for k in paired) for s in STAGES}
+    matched = sum(all(lidx[k][f"{s}_fp"] == ridx[k][f"{s}_fp"] for s in STAGES) for k in paired)
+    return {"paired": len(paired), "left_only": len(set(lidx) - set(ridx)), "right_only": len(set(ridx) - set(lidx)),
+            "matched": matched, "stage_diverged": diverged,
+            "duplicate_keys": sum(k[1] > 0 for k in lidx) + sum(k[1] > 0 for k in ridx)}
+
+
+def test_finalize_sorts_through_key_range_buckets_like_one_in_memory_sort(tmp_path, small_chunks):
+    records = [(i, _values(i)) for i in range(2000)]
+    manifest = _write_set(tmp_path / "a", records)
+    table = pq.read_table(tmp_path / "a" / "fingerprints.parquet", schema=FP_SCHEMA)
+    assert fingerprint_set.bucket_bits(2000) > 2
+    assert table.num_rows == 2000 and manifest["records"]["fingerprinted"] == 2000
+    assert table.equals(table.sort_by(fingerprint_set.SORT_KEYS))
+    assert manifest["features"] == ["f", "g"]
+    assert not (tmp_path / "a" / "_parts").exists()
+
+
+def test_the_streamed_diff_counts_like_a_plain_pairing_with_duplicates_and_one_sided_keys(tmp_path, small_chunks):
+    left = [(i, _values(i)) for i in range(1500)] + [(7, _values(7)), (7, _values(8)), (11, _values(3))]
+    right = [(i, _values(i, drift=("window" if i % 17 == 0 else "transform" if i % 5 == 0 else
+                                   "shard" if i % 11 == 0 else None)))
+             for i in range(100, 1700)] + [(7, _values(8)), (300, _values(1))]
+    _write_set(tmp_path / "l", left, seed=1)
+    _write_set(tmp_path / "r", right, seed=2)
+    lset, rset = read_set(str(tmp_path / "l")), read_set(str(tmp_path / "r"))
+    outcome = diff.compare(lset, rset, ToleranceSpec())
+    expected = _reference(lset.table.to_pylist(), rset.table.to_pylist())
+    for name, value in expected.items():
+        assert getattr(outcome, name) == value, name
+    assert outcome.paired == outcome.matched + len(outcome.mismatches)
+    keys = [m.key_fp for m in outcome.mismatches]
+    assert keys == sorted(keys)
+    assert len(outcome.left_only_keys) == outcome.left_only and sorted({int(k) for k in outcome.left_only_keys}) == \
+        list(range(100))
+    order = [key_fingerprint(json.loads(k)) for k in outcome.left_only_keys]
+    assert order == sorted(order)
+    windowed = [m for m in outcome.mismatches if m.first_stage == "window"]
+    assert windowed and all(m.left["window"]["timestamp_us"] * 1000 == m.right["window"]["timestamp_us"]
+                            for m in windowed)
+    assert all(m.first_stage in m.left and m.first_stage in m.right for m in outcome.mismatches)
+    shifted = [m for m in outcome.mismatches if m.first_stage == "shard"]
+    assert shifted and all(m.differing == ("shard", "coder") and m.diverged for m in shifted)
+    drifted = [m for m in outcome.mismatches if m.first_stage == "transform"]
+    assert drifted and all(m.feature_deltas == {"f": (False, 0.5)} for m in drifted)
+
+
+def test_a_bucket_whose_digests_agree_is_matched_without_pairing(tmp_path, small_chunks):
+    records = [(i, _values(i)) for i in range(1000)]
+    _write_set(tmp_path / "l", records, seed=1)
+    _write_set(tmp_path / "r", records[:-1] + [(999, _values(999, drift="transform"))], seed=2)
+    stream = diff.DiffStream(read_set(str(tmp_path / "l")), read_set(str(tmp_path / "r")), ToleranceSpec())
+    found = list(stream)
+    assert [m.key for m in found] == ["999"] and found[0].differing == ("transform",)
+    assert stream.matched == 999 and stream.paired == 1000
+    assert stream.buckets_drilled == 1 and stream.buckets_whole >= 40
+
+
+def test_pairing_pairs_duplicates_in_row_order_and_leaves_the_rest_one_sided():
+    key = np.array([5, 5, 5, 9], np.uint64)
+    left = hashdiff.Chunk(table=None, hi=key, lo=np.zeros(4, np.uint64), fps=[np.arange(4, dtype=np.uint64)] * 6)
+    right = hashdiff.Chunk(table=None, hi=key[:2].copy(), lo=np.zeros(2, np.uint64),
+                           fps=[np.arange(2, dtype=np.uint64)] * 6)
+    pairs = hashdiff.pair(left, right)
+    assert pairs.left.tolist() == [0, 1] and pairs.right.tolist() == [0, 1]
+    assert pairs.left_only.tolist() == [2, 3] and pairs.right_only.tolist() == []
+    assert pairs.duplicates == 3
