@@ -5,7 +5,9 @@ the Prism runner binary. `--direct_num_workers` and `--direct_running_mode` are 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+import gc
+from typing import Any, Iterator, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -14,11 +16,39 @@ from parity.errors import ConfigError
 RUNNERS = ("DirectRunner", "FlinkRunner")
 
 
+# Cyclic garbage collection while a replay runs: the first generation collected every GC_THRESHOLDS[0]
+# container allocations instead of Python's 700, and the objects that exist before the run (Beam, TensorFlow,
+# the pipeline) frozen out of full collections. Decoding a batch allocates thousands of dicts and lists,
+# nearly all freed by reference counting; at 700 the collector runs every few hundred records and its full
+# passes walk every live object of the process. Measured on the 100,000-record taxi replay: 17-20% less CPU.
+GC_THRESHOLDS = (50_000, 50, 100)
+
+
+@contextlib.contextmanager
+def replay_gc() -> Iterator[None]:
+    """Collects less often while a pipeline runs in this process; restores the collector's state after."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
 def make_runner(name: str) -> Any:
     if name == "DirectRunner":
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-        return FnApiRunner()
+        class _FnApiRunner(FnApiRunner):
+            """FnApiRunner, which runs the whole pipeline inside `run_pipeline`, under `replay_gc`."""
+
+            def run_pipeline(self, pipeline: Any, options: Any) -> Any:
+                with replay_gc():
+                    return super().run_pipeline(pipeline, options)
+
+        return _FnApiRunner()
     if name == "FlinkRunner":
         from apache_beam.runners.portability.flink_runner import FlinkRunner
 
