@@ -336,14 +336,17 @@ def _uleb128(data: bytes, pos: int) -> tuple[int, int]:
 def _skip(data: bytes, pos: int) -> int:
     """The offset after the canonical value at `pos` (docs/canonical-encoding.md), without decoding it."""
     tag = data[pos]
-    pos += 1
-    if tag in _FIXED_SIZE:
-        return pos + _FIXED_SIZE[tag]
     if tag in _SIZED:
-        n, pos = _uleb128(data, pos)
+        n = data[pos + 1]
+        if n < 0x80:  # a one-byte length: most ints and strings
+            return pos + 2 + n
+        n, pos = _uleb128(data, pos + 1)
         return pos + n
+    size = _FIXED_SIZE.get(tag)
+    if size is not None:
+        return pos + 1 + size
     if tag in (_LIST, _SET, _DICT):
-        n, pos = _uleb128(data, pos)
+        n, pos = _uleb128(data, pos + 1)
         for _ in range(2 * n if tag == _DICT else n):
             pos = _skip(data, pos)
         return pos
