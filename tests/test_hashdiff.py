@@ -143,3 +143,18 @@ def test_pairing_pairs_duplicates_in_row_order_and_leaves_the_rest_one_sided():
     assert pairs.left.tolist() == [0, 1] and pairs.right.tolist() == [0, 1]
     assert pairs.left_only.tolist() == [2, 3] and pairs.right_only.tolist() == []
     assert pairs.duplicates == 3
+
+
+def test_a_canonical_dict_splits_into_the_bytes_of_its_fields_for_every_value_type():
+    import datetime
+    import decimal
+
+    value = {"none": None, "t": True, "f": False, "i": -(2 ** 70), "small": 5, "x": 1.25,
+             "x32": np.float32(0.5), "s": "é" * 200, "b": b"\x00\xff", "l": [1, [2.5, "a"], {"k": None}],
+             "set": frozenset({1, 2}), "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
+             "day": datetime.date(2024, 1, 2), "dec": decimal.Decimal("1.50"), 7: {"nested": [None]}}
+    fields = diff._dict_fields(canonical.encode(value))
+    assert {canonical.decode(k): canonical.decode(v) for k, v in fields.items()} == value
+    assert diff._dict_fields(canonical.encode([1, 2])) is None
+    assert diff._dict_fields(canonical.encode(value)[:-1]) is None
+    assert diff._dict_fields(b"\x64\x01\x99") is None
