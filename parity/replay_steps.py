@@ -172,9 +172,13 @@ def final_windows(windows: list[tuple], expired: Iterable[tuple], group_bytes: b
 
 
 def arrival_rows(batch: RecBatch) -> list[tuple]:
-    return [(arrival, timestamp if timestamp is not None else 0, input_fp, rid, windows)
+    # The tie breaker shifted into int64 (same order): Beam's coder pickles each int beyond int64 on its own.
+    return [(arrival, timestamp if timestamp is not None else 0, input_fp - _INT63, rid, windows)
             for arrival, timestamp, input_fp, rid, windows
             in zip(batch.arrivals, batch.timestamps, batch.input_fps, batch.rids, batch.windows)]
+
+
+_INT63 = 1 << 63
 
 
 def concat_lists(lists: Iterable[list]) -> list:

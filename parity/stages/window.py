@@ -142,8 +142,8 @@ def late_records(spec: LatenessSpec,
                  arrivals: Sequence[tuple[int, int, int, Any, Sequence[Window]]]) -> dict[Any, list[Window]]:
     """`replay_lateness` with numpy: the same result, the sort and the running watermark in compiled code.
 
-    Falls back to `replay_lateness` when a time or duration is beyond ±2**61 µs (73,000 years) or a tie
-    breaker is not a 64-bit fingerprint.
+    Falls back to `replay_lateness` when a time or duration is beyond ±2**61 µs (73,000 years) or the tie
+    breakers fit neither int64 nor uint64.
     """
     import numpy as np
 
@@ -154,7 +154,11 @@ def late_records(spec: LatenessSpec,
     try:
         arrival = np.array([a[0] for a in arrivals], dtype=np.int64)
         event = np.array([a[1] for a in arrivals], dtype=np.int64)
-        tie = np.array([a[2] for a in arrivals], dtype=np.uint64)
+        ties = [a[2] for a in arrivals]
+        try:
+            tie = np.array(ties, dtype=np.int64)
+        except OverflowError:
+            tie = np.array(ties, dtype=np.uint64)
     except (OverflowError, TypeError, ValueError):
         return replay_lateness(spec, arrivals)
     if (np.abs(arrival) >= _SAFE).any() or (np.abs(event) >= _SAFE).any():

@@ -109,3 +109,10 @@ def test_avro_batch_of_exactly_typed_records_equals_one_by_one() -> None:
     batched = roundtrip_batch(coder, records)
     one_by_one = [coder.decode(coder.encode(r)) for r in records]
     assert batched == one_by_one and [list(r) for r in batched] == [list(r) for r in one_by_one]
+
+
+def test_late_records_take_signed_tie_breakers() -> None:
+    rows = [(10, 5_000_000_000, t, (0, i), [(0, 3_600_000_000)]) for i, t in enumerate([-(2**63), -1, 0, 2**63 - 1])]
+    rows += [(5, 1, 3, (1, 0), [(0, 1)])]
+    spec = LatenessSpec("arrival", 0, 0)
+    assert window_stage.late_records(spec, rows) == window_stage.replay_lateness(spec, rows)
