@@ -54,12 +54,13 @@ class ReplaySide(beam.PTransform):
             batch_size = max(1, batch_size // 2 - 3)
         batches = (root
                    | "CaptureFiles" >> beam.Create(files, reshuffle=False)
-                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder)))
+                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder))
+                   .with_output_types(RecBatch))
         late = self._lateness(batches)
         merges = self._merges(batches, late)
         aggregates = self._aggregates(batches, late, merges)
         staged = batches | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side), late=late, merges=merges,
-                                                       aggregates=aggregates)
+                                                       aggregates=aggregates).with_output_types(RecBatch)
         transformed = self._transform(staged)
         return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir))
 
@@ -102,10 +103,10 @@ class ReplaySide(beam.PTransform):
     def _transform(self, staged: beam.PCollection) -> beam.PCollection:
         spec = self.side.transform
         if spec is None or spec.kind == "python":
-            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None))
+            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None)).with_output_types(RecBatch)
         if spec.kind == "saved":
             saved = spec.path or self.saved_dir
-            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved))
+            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved)).with_output_types(RecBatch)
         return self._tft(staged)
 
     def _tft(self, staged: beam.PCollection) -> beam.PCollection:
@@ -129,7 +130,7 @@ class ReplaySide(beam.PTransform):
             transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
         return staged | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir),
-                                                  beam.pvalue.AsSingleton(written))
+                                                  beam.pvalue.AsSingleton(written)).with_output_types(RecBatch)
 
 
 def _union(windows: Iterable[Iterable]) -> set:
