@@ -510,22 +510,18 @@ static int enc(Buf *b, PyObject *v) {
 
 /* ----------------------------------------------------------------------------------------- Python entry */
 
-static PyObject *py_encode(PyObject *self, PyObject *v) {
+/* Encodes `v` into a stack-first buffer and hands the bytes to `finish` (bytes, xxh3_64 or xxh3_128 digest). */
+static PyObject *encode_then(PyObject *v, PyObject *(*finish)(const char *, Py_ssize_t)) {
     char stack[STACK_BYTES];
     Buf b;
     BUF_INIT(b, stack);
-    PyObject *r = enc(&b, v) < 0 ? NULL : PyBytes_FromStringAndSize(b.data, b.len);
+    PyObject *r = enc(&b, v) < 0 ? NULL : finish(b.data, b.len);
     buf_free(&b);
     return r;
 }
 
-static PyObject *py_fingerprint(PyObject *self, PyObject *v) {
-    char stack[STACK_BYTES];
-    Buf b;
-    BUF_INIT(b, stack);
-    PyObject *r = enc(&b, v) < 0 ? NULL : PyLong_FromUnsignedLongLong(XXH3_64bits(b.data, (size_t)b.len));
-    buf_free(&b);
-    return r;
+static PyObject *fp64(const char *data, Py_ssize_t len) {
+    return PyLong_FromUnsignedLongLong(XXH3_64bits(data, (size_t)len));
 }
 
 static PyObject *digest128(const char *data, Py_ssize_t len) {
@@ -534,14 +530,11 @@ static PyObject *digest128(const char *data, Py_ssize_t len) {
     return PyBytes_FromStringAndSize((const char *)c.digest, sizeof(c.digest));
 }
 
-static PyObject *py_key_fingerprint(PyObject *self, PyObject *v) {
-    char stack[STACK_BYTES];
-    Buf b;
-    BUF_INIT(b, stack);
-    PyObject *r = enc(&b, v) < 0 ? NULL : digest128(b.data, b.len);
-    buf_free(&b);
-    return r;
-}
+static PyObject *py_encode(PyObject *self, PyObject *v) { return encode_then(v, PyBytes_FromStringAndSize); }
+
+static PyObject *py_fingerprint(PyObject *self, PyObject *v) { return encode_then(v, fp64); }
+
+static PyObject *py_key_fingerprint(PyObject *self, PyObject *v) { return encode_then(v, digest128); }
 
 enum { OUT_BYTES = 1, OUT_FP = 2 };
 

@@ -42,6 +42,7 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 
 from parity import canonical
+from parity.capture import reason_kind
 from parity.config import STAGES
 from parity.fingerprint_set import write_quarantine_part
 from parity.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, finalize_tap_set,
@@ -266,10 +267,9 @@ class _TapFn(beam.DoFn):
             return None
 
     def _quarantine(self, element: Any, reason: str) -> None:
-        kind = reason.split(":", 1)[0].strip()[:80]
         preview = "" if self._redact else repr(element)[:120]
         self._quarantined.append({"location": f"tap {self._stage}/{self._label}", "reason": reason,
-                                  "reason_kind": kind, "preview": preview})
+                                  "reason_kind": reason_kind(reason), "preview": preview})
 
     def process(self, element: Any) -> None:
         entry = self._entry(element)
