@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["ENCODING_VERSION", "decode", "encode", "encode_many", "to_json"]
+__all__ = ["ENCODING_VERSION", "decode", "dict_fields", "encode", "encode_many", "to_json"]
 
 ENCODING_VERSION = "parity.canonical/1"
 
@@ -394,6 +394,49 @@ def _dec(data: bytes, pos: int, hashable: bool) -> tuple[Any, int]:
         raw, pos = _read_sized(data, pos)
         return decimal.Decimal(raw.decode("ascii")), pos
     raise ValueError(f"unknown canonical tag 0x{tag:02x} at offset {pos - 1}")
+
+
+_FIXED_SIZE = {0x4E: 0, 0x54: 0, 0x46: 0, 0x66: 8, 0x67: 4, 0x74: 8, 0x44: 8}  # None, bools, floats, datetimes
+_SIZED = frozenset((0x69, 0x73, 0x62, 0x6D))                                  # int, str, bytes, decimal
+_DICT, _LIST, _SET = 0x64, 0x6C, 0x65
+
+
+def _skip(data: bytes, pos: int) -> int:
+    """The offset after the canonical value at `pos` (docs/canonical-encoding.md), without decoding it."""
+    tag = data[pos]
+    if tag in _SIZED:
+        n = data[pos + 1]
+        if n < 0x80:  # a one-byte length: most ints and strings
+            return pos + 2 + n
+        n, pos = _read_uleb128(data, pos + 1)
+        return pos + n
+    size = _FIXED_SIZE.get(tag)
+    if size is not None:
+        return pos + 1 + size
+    if tag in (_LIST, _SET, _DICT):
+        n, pos = _read_uleb128(data, pos + 1)
+        for _ in range(2 * n if tag == _DICT else n):
+            pos = _skip(data, pos)
+        return pos
+    raise ValueError(f"unknown canonical tag 0x{tag:02x}")
+
+
+def dict_fields(data: bytes | None) -> dict[bytes, bytes] | None:
+    """A canonical dict's entries as {key bytes: value bytes}, undecoded (the diff decodes only the fields that
+    differ); None when `data` is not one canonical dict."""
+    if not data or data[0] != _DICT:
+        return None
+    try:
+        n, pos = _read_uleb128(data, 1)
+        fields = {}
+        for _ in range(n):
+            middle = _skip(data, pos)
+            end = _skip(data, middle)
+            fields[data[pos:middle]] = data[middle:end]
+            pos = end
+    except (IndexError, ValueError):
+        return None  # decoded whole, which names what is wrong
+    return fields if pos == len(data) and len(fields) == n else None
 
 
 def decode(data: bytes) -> Any:

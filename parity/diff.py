@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from parity import hashdiff
+from parity import canonical, hashdiff
 from parity.config import STAGES, Tolerance, ToleranceSpec
 from parity.errors import FingerprintSetError
 from parity.fingerprint_set import FingerprintSet
@@ -258,7 +258,7 @@ class _PairValues:
             _remember(self._fields)
             ldata, lpart, lrow = self._bytes[0][(s, lfp)]
             rdata, rpart, rrow = self._bytes[1][(s, rfp)]
-            lf, rf = _dict_fields(ldata), _dict_fields(rdata)
+            lf, rf = canonical.dict_fields(ldata), canonical.dict_fields(rdata)
             if lf is None or rf is None or lf.keys() != rf.keys():
                 self._fields[memo] = None
             else:
@@ -317,59 +317,6 @@ def _remember(memo: dict) -> None:
         memo.clear()
 
 
-_FIXED_SIZE = {0x4E: 0, 0x54: 0, 0x46: 0, 0x66: 8, 0x67: 4, 0x74: 8, 0x44: 8}  # None, bools, floats, datetimes
-_SIZED = frozenset((0x69, 0x73, 0x62, 0x6D))                                  # int, str, bytes, decimal
-_DICT, _LIST, _SET = 0x64, 0x6C, 0x65
-
-
-def _uleb128(data: bytes, pos: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        n |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return n, pos
-
-
-def _skip(data: bytes, pos: int) -> int:
-    """The offset after the canonical value at `pos` (docs/canonical-encoding.md), without decoding it."""
-    tag = data[pos]
-    if tag in _SIZED:
-        n = data[pos + 1]
-        if n < 0x80:  # a one-byte length: most ints and strings
-            return pos + 2 + n
-        n, pos = _uleb128(data, pos + 1)
-        return pos + n
-    size = _FIXED_SIZE.get(tag)
-    if size is not None:
-        return pos + 1 + size
-    if tag in (_LIST, _SET, _DICT):
-        n, pos = _uleb128(data, pos + 1)
-        for _ in range(2 * n if tag == _DICT else n):
-            pos = _skip(data, pos)
-        return pos
-    raise ValueError(f"unknown canonical tag 0x{tag:02x}")
-
-
-def _dict_fields(data: bytes | None) -> dict[bytes, bytes] | None:
-    """A canonical dict's entries as {key bytes: value bytes} (undecoded); None when `data` is not one."""
-    if not data or data[0] != _DICT:
-        return None
-    try:
-        n, pos = _uleb128(data, 1)
-        fields = {}
-        for _ in range(n):
-            middle = _skip(data, pos)
-            end = _skip(data, middle)
-            fields[data[pos:middle]] = data[middle:end]
-            pos = end
-    except (IndexError, ValueError):
-        return None  # decoded whole, which names what is wrong
-    return fields if pos == len(data) and len(fields) == n else None
-
-
 @dataclass
 class _Pending:
     """Pairs of one chunk whose fingerprints differ: row positions and the (stage, pair) mask of differences."""
@@ -421,8 +368,6 @@ def _is_marker(value: dict) -> bool:
 
 
 def _same(a: Any, b: Any) -> bool:
-    from parity import canonical
-
     return canonical.encode(a) == canonical.encode(b)
 
 

@@ -153,8 +153,8 @@ def test_a_canonical_dict_splits_into_the_bytes_of_its_fields_for_every_value_ty
              "x32": np.float32(0.5), "s": "é" * 200, "b": b"\x00\xff", "l": [1, [2.5, "a"], {"k": None}],
              "set": frozenset({1, 2}), "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
              "day": datetime.date(2024, 1, 2), "dec": decimal.Decimal("1.50"), 7: {"nested": [None]}}
-    fields = diff._dict_fields(canonical.encode(value))
+    fields = canonical.dict_fields(canonical.encode(value))
     assert {canonical.decode(k): canonical.decode(v) for k, v in fields.items()} == value
-    assert diff._dict_fields(canonical.encode([1, 2])) is None
-    assert diff._dict_fields(canonical.encode(value)[:-1]) is None
-    assert diff._dict_fields(b"\x64\x01\x99") is None
+    assert canonical.dict_fields(canonical.encode([1, 2])) is None
+    assert canonical.dict_fields(canonical.encode(value)[:-1]) is None
+    assert canonical.dict_fields(b"\x64\x01\x99") is None
