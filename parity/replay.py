@@ -5,7 +5,9 @@ The pipeline works on batches of records (`RecBatch`, column by column), never o
     ReadBatches -> [Lateness] -> [MergeWindows] -> [Aggregates] -> ApplyStages -> Transform -> WriteSet
 
 Stages that need the whole side (lateness in arrival order, session merging, per-(window, key) aggregates,
-TFT analysis) are combines whose results reach the per-batch stages as side inputs.
+TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
+those side inputs (the read batches before ApplyStages; with TFT, the staged batches before Transform) are
+spilled to files and only their paths travel (`parity.spill`), so a side never sits in the runner's memory.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any, Iterable
 
 import apache_beam as beam
 
-from parity import canonical
+from parity import canonical, spill
 from parity.config import Config, SideConfig, capture_field_types
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
 from parity.records import RecBatch, side_field_types
@@ -59,8 +61,10 @@ class ReplaySide(beam.PTransform):
         late = self._lateness(batches)
         merges = self._merges(batches, late)
         aggregates = self._aggregates(batches, late, merges)
-        staged = batches | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side), late=late, merges=merges,
-                                                       aggregates=aggregates).with_output_types(RecBatch)
+        staged = (batches
+                  | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
+                  | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side), late=late, merges=merges,
+                                                aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
         return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir))
 
@@ -129,8 +133,10 @@ class ReplaySide(beam.PTransform):
         with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False):
             transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
-        return staged | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir),
-                                                  beam.pvalue.AsSingleton(written)).with_output_types(RecBatch)
+        return (staged
+                | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
+                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True),
+                                            beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
 
 
 def _union(windows: Iterable[Iterable]) -> set:
@@ -163,7 +169,7 @@ def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str
 
 def prepare_out_dir(out_dir: str) -> None:
     """Empties a fingerprint-set folder so a replay never mixes with an earlier one's parts."""
-    for name in ("_parts", "values", "_tft_tmp", TFT_OUTPUT):
+    for name in ("_parts", "values", "_tft_tmp", spill.SPILL_DIR, TFT_OUTPUT):
         shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
 

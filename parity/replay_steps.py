@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 import apache_beam as beam
 import xxhash
 
-from parity import canonical, progress
+from parity import canonical, progress, spill
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
 from parity.errors import UserCodeError
@@ -242,7 +242,10 @@ class ApplyStagesFn(beam.DoFn):
         self._seed_batched = self._seed is not None and \
             not any(isinstance(op, FunctionOp) for _, op in self._seed.ops)
 
-    def process(self, batch: RecBatch, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
+    def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
+        # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
+        # since the runner materialises whatever reaches this step (parity.spill).
+        batch: RecBatch = spill.load(path)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
         count = len(batch)
@@ -319,9 +322,10 @@ class ApplyStagesFn(beam.DoFn):
 class ApplyTransformFn(beam.DoFn):
     """The transform stage of a batch: a python function, an exported TFT graph, or a pass-through."""
 
-    def __init__(self, side: SideConfig, saved_dir: str | None):
+    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False):
         self._side = side
         self._saved_dir = saved_dir
+        self._spilled = spilled  # batches come as spill files (with TFT, while the analysis runs)
 
     def setup(self) -> None:
         spec = self._side.transform
@@ -330,6 +334,8 @@ class ApplyTransformFn(beam.DoFn):
         self._saved = SavedTransform(self._saved_dir, side_field_types(self._side)) if self._saved_dir else None
 
     def process(self, batch, *unused_side_inputs):  # no hints: Beam checks *args hints
+        if self._spilled:
+            batch = spill.load(batch)
         inputs = batch.transform_inputs
         todo = [i for i, value in enumerate(inputs) if value is not None]
         if self._saved is not None:

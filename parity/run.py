@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical, progress, tap_set
+from parity import analyzers, canonical, progress, spill, tap_set
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import DiffStream
@@ -50,6 +50,8 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
         last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
         raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
                           f"{last}") from exc  # a worker's traceback text ends with the real error
+    finally:
+        spill.remove(out_dir)
     key = list(side.capture.key) if side.capture.key else "input"
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
                                   "environment": environment_manifest(), "runner": runner})

@@ -1,0 +1,55 @@
+"""Disk-backed hand-off of batches between two stages of a replay.
+
+A batch runner materialises a PCollection whose consumer must wait for a side input (the whole side's
+lateness, merges, aggregates, or TFT's analysis): Beam's FnApiRunner keeps every encoded element in memory and
+copies them again into its data channel, about 2.7 times the encoded size of the whole side. Spilling the
+batches to files and handing on only their paths keeps one batch in memory at a time, as a streaming runner's
+disk-backed shuffle would.
+
+The folder lives in the fingerprint set's output folder (which every worker already writes its parts to) and
+is removed when the replay ends; files are written under a temporary name and renamed, so a retried bundle
+rewrites the same file and a half-written one is never read.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+from typing import Any, Iterator
+
+import apache_beam as beam
+
+SPILL_DIR = "_spill"
+
+
+def spill_dir(out_dir: str) -> str:
+    return os.path.join(out_dir, SPILL_DIR)
+
+
+class SpillFn(beam.DoFn):
+    """Writes each batch to `<out_dir>/_spill/<tag>-<part>.pkl` and yields that path."""
+
+    def __init__(self, out_dir: str, tag: str):
+        self._out_dir = out_dir
+        self._tag = tag
+
+    def setup(self) -> None:
+        os.makedirs(spill_dir(self._out_dir), exist_ok=True)
+
+    def process(self, batch: Any) -> Iterator[str]:
+        path = os.path.join(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "wb") as handle:
+            pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, path)
+        yield path
+
+
+def load(path: str) -> Any:
+    """The batch a SpillFn wrote to `path`."""
+    with open(path, "rb") as handle:
+        return pickle.load(handle)
+
+
+def remove(out_dir: str) -> None:
+    shutil.rmtree(spill_dir(out_dir), ignore_errors=True)
