@@ -212,6 +212,40 @@ def test_a_transform_that_raises_names_the_record_and_exits_two(tmp_path, capsys
     assert str(2**55 + 7) in err and "ValueError: bad fare" in err
 
 
+def test_a_replay_leaves_no_spill_files_behind_whether_it_succeeds_or_fails(tmp_path):
+    config = _write_pair(tmp_path, module="engine_features_spill")
+    parity.check(config, out_dir=str(tmp_path / "out"))
+    for side in ("offline", "production"):
+        names = os.listdir(tmp_path / "out" / "sides" / side)
+        assert "fingerprints.parquet" in names and "_spill" not in names
+    (tmp_path / "raising").mkdir()
+    config = _write_pair(tmp_path / "raising", module="engine_features_spill_raise")
+    (tmp_path / "raising" / "engine_features_spill_raise.py").write_text(
+        "def features(record):\n    raise ValueError('no')\n")
+    assert main(["check", config, "--out", str(tmp_path / "failed")]) == 2
+    assert os.path.isdir(tmp_path / "failed" / "sides" / "offline")
+    assert "_spill" not in os.listdir(tmp_path / "failed" / "sides" / "offline")
+
+
+def test_a_spilled_batch_loads_back_equal_column_by_column(tmp_path):
+    from parity import spill
+    from parity.records import RecBatch
+
+    batch = RecBatch("00000-000003")
+    batch.rids = [(0, 6000), (0, 6001)]
+    batch.records = [{"id": 1, "fare": 2.5}, {"id": 2, "fare": None}]
+    batch.values = {"window": [{"windows": [[0, 3600]]}, None]}
+    spill_fn = spill.SpillFn(str(tmp_path), "read")
+    spill_fn.setup()
+    [path] = spill_fn.process(batch)
+    assert os.path.basename(path) == "read-00000-000003.pkl"
+    loaded = spill.load(path)
+    assert [getattr(loaded, name) for name in RecBatch.__slots__] == \
+        [getattr(batch, name) for name in RecBatch.__slots__]
+    spill.remove(str(tmp_path))
+    assert not os.path.exists(spill.spill_dir(str(tmp_path)))
+
+
 def test_a_side_with_more_quarantined_records_than_allowed_stops_with_exit_two(tmp_path, capsys):
     config = _write_pair(tmp_path, records=_records(20), extra_lines=["{broken"] * 3, module="engine_features_q")
     assert main(["check", config, "--out", str(tmp_path / "out")]) == 2

@@ -186,7 +186,7 @@ def _verdict(report: Mapping[str, Any]) -> str:
             f'{"".join(lines)}</header>')
 
 
-def _records(records: Mapping[str, Any]) -> str:
+def _records(records: Mapping[str, Any], taps: Mapping[str, Any] | None = None) -> str:
     quarantined = records.get("quarantined", {})
     reasons = records.get("quarantine_reasons", {})
     rows = [[label, _num(records.get(field))] for label, field in (
@@ -197,7 +197,14 @@ def _records(records: Mapping[str, Any]) -> str:
         detail = ", ".join(f"{reason}: {count}" for reason, count in reasons.get(side, {}).items())
         rows.append([f"quarantined on the {side}" + (f" ({detail})" if detail else ""),
                      _num(quarantined.get(side, 0))])
-    return _section("records", "Records", _table(["", "records"], rows))
+    note = ""
+    if taps:  # a set written by taps: only some stages and a sample of keys were compared
+        outside = taps.get("outside_sample", {})
+        for side in ("left", "right"):
+            rows.append([f"outside the taps' sample on the {side}", _num(outside.get(side, 0))])
+        note = (f"<p>Taps: stages compared {', '.join(f'<code>{_e(s)}</code>' for s in taps.get('stages_compared', []))}"
+                f"; sample rate {_e(taps.get('sample_rate'))}.</p>")
+    return _section("records", "Records", _table(["", "records"], rows) + note)
 
 
 def _funnel(report: Mapping[str, Any]) -> str:
@@ -434,7 +441,7 @@ def render_html(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str:
         _verdict(report), _funnel(report), _causes(report.get("causes", [])),
         _features(report.get("features", []), sides, bool(report.get("redacted"))), _examples(report, out_dir),
         _analyzers(report.get("analyzers", [])),
-        _environment(report.get("environment", {}), sides), _records(report.get("records", {})),
+        _environment(report.get("environment", {}), sides), _records(report.get("records", {}), report.get("taps")),
         _unpaired(report), _reproduce(report, out_dir), footer])
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
