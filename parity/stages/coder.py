@@ -246,6 +246,7 @@ class AvroRecordCoder(Coder):
         # For batches whose records hold exactly the typed fields: no untyped map to build and take apart.
         self._typed_schema = fastavro.parse_schema(_avro_schema(self.types, untyped=False))
         self._names = frozenset(self.types)
+        self._plain_schemas: dict[frozenset, Any] = {}
 
     def encode(self, value: dict[str, Any]) -> bytes:
         buffer = io.BytesIO()
@@ -262,12 +263,26 @@ class AvroRecordCoder(Coder):
         names = self._names
         if all(v.keys() == names for v in values):
             # The fields come back in schema order (sorted), as `decode` orders them, and no untyped map.
-            fastavro.writer(buffer, self._typed_schema, values, disable_tuple_notation=True)
+            fastavro.writer(buffer, self._batch_schema(values), values, disable_tuple_notation=True)
             buffer.seek(0)
             return list(fastavro.reader(buffer))
         fastavro.writer(buffer, self.schema, [self._row(v) for v in values], disable_tuple_notation=True)
         buffer.seek(0)
         return [self._record(row) for row in fastavro.reader(buffer)]
+
+    def _batch_schema(self, values: list[dict[str, Any]]) -> Any:
+        """The typed schema, with a plain type instead of the `["null", T]` union for each field that holds
+        only values of T's exact Python type in this batch (no None, no bool in a long, no int beyond its
+        range). Such a value's bytes differ only by the union index, and it decodes to the same value, so
+        the round trip is unchanged; fastavro writes and reads a plain field about twice as fast as a union.
+        Any other field keeps the union and fastavro's own checks."""
+        plain = frozenset(name for name, spec in self.types.items()
+                          if _all_exact(spec, [v[name] for v in values]))
+        schema = self._plain_schemas.get(plain)
+        if schema is None:
+            schema = self._plain_schemas[plain] = fastavro.parse_schema(
+                _avro_schema(self.types, untyped=False, plain=plain))
+        return schema
 
     def _row(self, value: dict[str, Any]) -> dict[str, Any]:
         types = self.types
@@ -414,11 +429,33 @@ _AVRO_TYPES = {"int64": "long", "int32": "int", "float64": "double", "float32": 
                "bytes": "bytes", "bool": "boolean"}
 
 
-def _avro_schema(types: Mapping[str, _Type], untyped: bool = True) -> dict[str, Any]:
+_EXACT = {"int64": (int, -2**63, 2**63), "int32": (int, -2**31, 2**31), "float64": (float,), "float32": (float,),
+          "string": (str,), "bytes": (bytes,), "bool": (bool,)}
+
+
+def _all_exact(spec: _Type, column: list[Any]) -> bool:
+    """Whether every value of the column has the exact Python type of the field (list elements too) and, for
+    ints, lies within the Avro type's range."""
+    scalar, is_list = spec
+    exact = _EXACT[scalar]
+    kind = exact[0]
+    if is_list:
+        if any(type(v) is not list for v in column):
+            return False
+        column = [item for v in column for item in v]
+    if any(type(v) is not kind for v in column):
+        return False
+    return len(exact) == 1 or not column or (exact[1] <= min(column) and max(column) < exact[2])
+
+
+def _avro_schema(types: Mapping[str, _Type], untyped: bool = True, plain: frozenset = frozenset()) -> dict[str, Any]:
     fields: list[dict[str, Any]] = []
     for name in sorted(types):
         scalar, is_list = types[name]
         avro_type: Any = {"type": "array", "items": _AVRO_TYPES[scalar]} if is_list else _AVRO_TYPES[scalar]
+        if name in plain:
+            fields.append({"name": name, "type": avro_type})
+            continue
         fields.append({"name": name, "type": ["null", avro_type], "default": None})
     if untyped:
         fields.append({"name": _UNTYPED, "type": {"type": "map", "values": ["null", "string"]}, "default": {}})
