@@ -202,8 +202,8 @@ def _records(records: Mapping[str, Any], taps: Mapping[str, Any] | None = None) 
         outside = taps.get("outside_sample", {})
         for side in ("left", "right"):
             rows.append([f"outside the taps' sample on the {side}", _num(outside.get(side, 0))])
-        note = (f"<p>Taps: stages compared {', '.join(f'<code>{_e(s)}</code>' for s in taps.get('stages_compared', []))}"
-                f"; sample rate {_e(taps.get('sample_rate'))}.</p>")
+        stages = ", ".join(f"<code>{_e(s)}</code>" for s in taps.get("stages_compared", []))
+        note = f"<p>Taps: stages compared {stages}; sample rate {_e(taps.get('sample_rate'))}.</p>"
     return _section("records", "Records", _table(["", "records"], rows) + note)
 
 
