@@ -685,6 +685,478 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------ columns */
+
+/* Column kinds of encode_columns (parity/columnar.py maps Arrow types to them). */
+enum {
+    C_NULL = 0, C_BOOL = 1, C_I8 = 2, C_I16 = 3, C_I32 = 4, C_I64 = 5, C_U8 = 6, C_U16 = 7, C_U32 = 8, C_U64 = 9,
+    C_F64 = 10, C_F32_AS_F64 = 11, C_F32 = 12, C_STR = 13, C_LSTR = 14, C_BIN = 15, C_LBIN = 16, C_LIST = 17,
+    C_LLIST = 18, C_KINDS = 19
+};
+
+#define MAX_COLUMN_DEPTH 32
+
+typedef struct Column {
+    int kind;
+    const unsigned char *valid;              /* validity bitmap, NULL: no nulls */
+    const unsigned char *values;
+    const unsigned char *offsets;            /* int32 or int64 offsets of the string, binary and list kinds */
+    Py_ssize_t offset;                       /* cell i is at offset + i in the buffers */
+    Py_ssize_t values_len;                   /* the last offset (strings), items in the child (lists) */
+    struct Column *child;                    /* the items of a list kind */
+} Column;
+
+static inline int bit_at(const unsigned char *bits, Py_ssize_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+static void column_release(Column *c) {
+    if (c->child) {
+        column_release(c->child);
+        PyMem_Free(c->child);
+        c->child = NULL;
+    }
+}
+
+static inline int64_t offset_at(const Column *c, Py_ssize_t at) {
+    if (c->kind == C_LSTR || c->kind == C_LBIN || c->kind == C_LLIST) {
+        int64_t x;
+        memcpy(&x, c->offsets + 8 * at, 8);
+        return x;
+    }
+    int32_t x;
+    memcpy(&x, c->offsets + 4 * at, 4);
+    return x;
+}
+
+/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html) */
+struct ArrowSchema {
+    const char *format, *name, *metadata;
+    int64_t flags, n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length, null_count, offset, n_buffers, n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+/* the kind of an Arrow format string; -1: not covered */
+static int arrow_kind(const char *f, int float32_as_float64) {
+    if (!f[0]) return -1;
+    if (f[1] == 0) {
+        switch (f[0]) {
+        case 'n': return C_NULL; case 'b': return C_BOOL;
+        case 'c': return C_I8; case 's': return C_I16; case 'i': return C_I32; case 'l': return C_I64;
+        case 'C': return C_U8; case 'S': return C_U16; case 'I': return C_U32; case 'L': return C_U64;
+        case 'g': return C_F64; case 'f': return float32_as_float64 ? C_F32_AS_F64 : C_F32;
+        case 'u': return C_STR; case 'U': return C_LSTR; case 'z': return C_BIN; case 'Z': return C_LBIN;
+        default: return -1;
+        }
+    }
+    if (f[0] == '+' && f[2] == 0) return f[1] == 'l' ? C_LIST : f[1] == 'L' ? C_LLIST : -1;
+    return -1;
+}
+
+/* An exported array (cell i at logical index base + i) -> c. 0: done; 1: a type not covered (c partly set;
+ * column_release frees it); -1: an exception. */
+static int column_from_arrow(const struct ArrowArray *a, const struct ArrowSchema *s, Py_ssize_t base,
+                             int float32_as_float64, int depth, Column *c) {
+    c->kind = s->dictionary || a->dictionary || depth > MAX_COLUMN_DEPTH ? -1 : arrow_kind(s->format, float32_as_float64);
+    if (c->kind < 0) return 1;
+    int var = c->kind >= C_STR, list = c->kind >= C_LIST;
+    int64_t want_buffers = c->kind == C_NULL ? 0 : var && !list ? 3 : 2;
+    if (a->n_buffers != want_buffers || a->n_children != (list ? 1 : 0) || s->n_children != a->n_children) {
+        PyErr_Format(PyExc_ValueError, "Arrow array of format '%s' with %lld buffers and %lld children",
+                     s->format, (long long)a->n_buffers, (long long)a->n_children);
+        return -1;
+    }
+    c->offset = (Py_ssize_t)(a->offset + base);
+    if (c->kind == C_NULL) return 0;
+    c->valid = a->null_count != 0 ? a->buffers[0] : NULL; /* -1: unknown */
+    if (!var) {
+        c->values = a->buffers[1];
+        return c->values || a->length == 0 ? 0 : (PyErr_SetString(PyExc_ValueError, "Arrow array without values"), -1);
+    }
+    c->offsets = a->buffers[1];
+    if (!list) c->values = a->buffers[2];
+    if (!c->offsets) {
+        if (a->length) { PyErr_SetString(PyExc_ValueError, "Arrow array without offsets"); return -1; }
+        c->values_len = 0;
+    } else {
+        int64_t first = offset_at(c, (Py_ssize_t)a->offset), last = offset_at(c, (Py_ssize_t)(a->offset + a->length));
+        if (first < 0 || last < first || (list && last > a->children[0]->length)) {
+            PyErr_SetString(PyExc_ValueError, "malformed Arrow array: offsets outside its values");
+            return -1;
+        }
+        c->values_len = (Py_ssize_t)last;
+    }
+    if (!list) return 0;
+    c->child = PyMem_Calloc(1, sizeof(Column));
+    if (!c->child) { PyErr_NoMemory(); return -1; }
+    return column_from_arrow(a->children[0], s->children[0], 0, float32_as_float64, depth + 1, c->child);
+}
+
+static inline int uleb_len(uint64_t n) {
+    int k = 1;
+    while (n >= 0x80) { n >>= 7; k++; }
+    return k;
+}
+
+static inline unsigned char *put_head(unsigned char *p, char tag, uint64_t n) {
+    *p++ = (unsigned char)tag;
+    while (n >= 0x80) { *p++ = (unsigned char)((n & 0x7F) | 0x80); n >>= 7; }
+    *p++ = (unsigned char)n;
+    return p;
+}
+
+/* bytes of the minimal two's complement of x (1..8) */
+static inline int int_width(long long x) {
+    unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
+    return (m ? 64 - __builtin_clzll(m) : 0) / 8 + 1;
+}
+
+static inline unsigned char *put_i64(unsigned char *p, long long x) {
+    int n = int_width(x);
+    p[0] = 0x69;
+    p[1] = (unsigned char)n;
+    unsigned long long u = (unsigned long long)x;
+    for (int i = n + 1; i >= 2; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    return p + 2 + n;
+}
+
+static inline unsigned char *put_u64(unsigned char *p, unsigned long long u) {
+    if (u < (1ULL << 63)) return put_i64(p, (long long)u);
+    p[0] = 0x69;
+    p[1] = 9;
+    p[2] = 0;
+    for (int i = 10; i >= 3; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    return p + 11;
+}
+
+static inline unsigned char *put_f64(unsigned char *p, double d) {
+    uint64_t u;
+    if (d != d) u = 0x7ff8000000000000ULL;
+    else memcpy(&u, &d, 8);
+    u = __builtin_bswap64(u);
+    p[0] = 0x66;
+    memcpy(p + 1, &u, 8);
+    return p + 9;
+}
+
+static inline unsigned char *put_f32(unsigned char *p, float f) {
+    uint32_t u;
+    if (f != f) u = 0x7fc00000U;
+    else memcpy(&u, &f, 4);
+    u = __builtin_bswap32(u);
+    p[0] = 0x67;
+    memcpy(p + 1, &u, 4);
+    return p + 5;
+}
+
+/* put_i64 writing 8 value bytes whatever the width, so that they are one store: only where the row has
+ * room for them (10 bytes from p); the cells after it overwrite the excess */
+static inline unsigned char *put_i64_over(unsigned char *p, long long x) {
+    int n = int_width(x);
+    uint64_t u = __builtin_bswap64((uint64_t)x << (64 - 8 * n));
+    p[0] = 0x69;
+    p[1] = (unsigned char)n;
+    memcpy(p + 2, &u, 8);
+    return p + 2 + n;
+}
+
+#define LOAD(T, v, at) ({ T x_; memcpy(&x_, (v) + sizeof(T) * (at), sizeof(T)); x_; })
+
+static inline int is_null(const Column *c, Py_ssize_t at) {
+    return c->kind == C_NULL || (c->valid && !bit_at(c->valid, at));
+}
+
+/* The encoded length of cell i (-1 and an exception for offsets outside the values: nothing is written
+ * before every cell's length is known, so the writer below never meets a bad offset). */
+static Py_ssize_t cell_len(const Column *c, Py_ssize_t i) {
+    Py_ssize_t at = c->offset + i;
+    if (is_null(c, at)) return 1;
+    const unsigned char *v = c->values;
+    switch (c->kind) {
+    case C_BOOL: return 1;
+    case C_I8: return 3;
+    case C_U8: return 2 + int_width(v[at]);
+    case C_I16: return 2 + int_width(LOAD(int16_t, v, at));
+    case C_U16: return 2 + int_width(LOAD(uint16_t, v, at));
+    case C_I32: return 2 + int_width(LOAD(int32_t, v, at));
+    case C_U32: return 2 + int_width(LOAD(uint32_t, v, at));
+    case C_I64: return 2 + int_width(LOAD(int64_t, v, at));
+    case C_U64: { uint64_t x = LOAD(uint64_t, v, at); return x >> 63 ? 11 : 2 + int_width((long long)x); }
+    case C_F64: case C_F32_AS_F64: return 9;
+    case C_F32: return 5;
+    default: break;
+    }
+    int64_t s = offset_at(c, at), e = offset_at(c, at + 1);
+    if (s < 0 || e < s || e > c->values_len) {
+        PyErr_SetString(PyExc_ValueError, "malformed column: offsets outside its values");
+        return -1;
+    }
+    Py_ssize_t len = 1 + uleb_len((uint64_t)(e - s));
+    if (c->kind != C_LIST && c->kind != C_LLIST) return len + (Py_ssize_t)(e - s);
+    for (int64_t k = s; k < e; k++) {
+        Py_ssize_t item = cell_len(c->child, (Py_ssize_t)k);
+        if (item < 0) return -1;
+        len += item;
+    }
+    return len;
+}
+
+/* Writes cell i at p (cell_len bytes, checked before); returns the end. */
+static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) {
+    Py_ssize_t at = c->offset + i;
+    if (is_null(c, at)) { *p = 0x4e; return p + 1; }
+    const unsigned char *v = c->values;
+    switch (c->kind) {
+    case C_BOOL: *p = bit_at(v, at) ? 0x54 : 0x46; return p + 1;
+    case C_I8: return put_i64(p, ((const int8_t *)v)[at]);
+    case C_U8: return put_i64(p, v[at]);
+    case C_I16: return put_i64(p, LOAD(int16_t, v, at));
+    case C_U16: return put_i64(p, LOAD(uint16_t, v, at));
+    case C_I32: return put_i64(p, LOAD(int32_t, v, at));
+    case C_U32: return put_i64(p, LOAD(uint32_t, v, at));
+    case C_I64: return put_i64(p, LOAD(int64_t, v, at));
+    case C_U64: return put_u64(p, LOAD(uint64_t, v, at));
+    case C_F64: return put_f64(p, LOAD(double, v, at));
+    case C_F32_AS_F64: return put_f64(p, (double)LOAD(float, v, at));
+    case C_F32: return put_f32(p, LOAD(float, v, at));
+    default: break;
+    }
+    int64_t s = offset_at(c, at), e = offset_at(c, at + 1);
+    if (c->kind == C_LIST || c->kind == C_LLIST) {
+        p = put_head(p, 0x6c, (uint64_t)(e - s));
+        for (int64_t k = s; k < e; k++) p = put_cell(p, c->child, (Py_ssize_t)k);
+        return p;
+    }
+    p = put_head(p, (c->kind == C_STR || c->kind == C_LSTR) ? 0x73 : 0x62, (uint64_t)(e - s));
+    memcpy(p, v + s, (size_t)(e - s));
+    return p + (e - s);
+}
+
+/* n bytes from src to dst, n small (names, most strings): overlapping fixed-size moves instead of a call */
+static inline void small_copy(unsigned char *dst, const unsigned char *src, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n > 16 && n <= 32) {
+        uint64_t a[2], b[2];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n < 4) {
+        for (size_t k = 0; k < n; k++) dst[k] = src[k];
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+
+/* Column loops: the kind switched on once per column, not per cell. */
+#define ROW_BLOCK 64
+#define EACH_CELL(body)                                                                                   \
+    for (Py_ssize_t i = i0; i < n; i++) {                                                                  \
+        Py_ssize_t at = c->offset + i;                                                                    \
+        if (valid && !bit_at(valid, at)) { NULL_CELL; continue; }                                         \
+        body;                                                                                             \
+    }
+
+/* adds the encoded length of cells i0..n-1 to len[i]; -1 and an exception for offsets outside the values */
+static int column_lengths(const Column *c, Py_ssize_t i0, Py_ssize_t n, Py_ssize_t *len) {
+    const unsigned char *v = c->values, *valid = c->valid;
+#define NULL_CELL len[i] += 1
+    switch (c->kind) {
+    case C_NULL: case C_BOOL: for (Py_ssize_t i = i0; i < n; i++) len[i] += 1; return 0;
+    case C_F64: case C_F32_AS_F64: EACH_CELL(len[i] += 9) return 0;
+    case C_F32: EACH_CELL(len[i] += 5) return 0;
+    case C_I64: EACH_CELL(len[i] += 2 + int_width(LOAD(int64_t, v, at))) return 0;
+    case C_I32: EACH_CELL(len[i] += 2 + int_width(LOAD(int32_t, v, at))) return 0;
+    case C_STR: {
+        int32_t last = LOAD(int32_t, c->offsets, c->offset + i0);
+        for (Py_ssize_t i = i0; i < n; i++) { /* every offset checked, null cells' too */
+            int32_t e = LOAD(int32_t, c->offsets, c->offset + i + 1);
+            if (last < 0 || e < last || e > c->values_len) {
+                PyErr_SetString(PyExc_ValueError, "malformed column: offsets outside its values");
+                return -1;
+            }
+            len[i] += (valid && !bit_at(valid, c->offset + i)) ? 1 : 1 + uleb_len((uint64_t)(e - last)) + (e - last);
+            last = e;
+        }
+        return 0;
+    }
+    default: break;
+    }
+#undef NULL_CELL
+    for (Py_ssize_t i = i0; i < n; i++) {
+        Py_ssize_t l = cell_len(c, i);
+        if (l < 0) return -1;
+        len[i] += l;
+    }
+    return 0;
+}
+
+/* writes key + cell i at cur[i] for rows i0..n-1, advancing cur[i]; end[i]: the end of row i */
+static void column_write(const Column *c, Py_ssize_t i0, Py_ssize_t n, const unsigned char *key, Py_ssize_t klen,
+                         unsigned char **cur, unsigned char *const *end) {
+    const unsigned char *v = c->values, *valid = c->valid;
+#define KEY unsigned char *p = cur[i]; small_copy(p, key, (size_t)klen); p += klen
+#define NULL_CELL do { KEY; *p = 0x4e; cur[i] = p + 1; } while (0)
+    switch (c->kind) {
+    case C_F64: EACH_CELL(KEY; cur[i] = put_f64(p, LOAD(double, v, at))) return;
+    case C_F32_AS_F64: EACH_CELL(KEY; cur[i] = put_f64(p, (double)LOAD(float, v, at))) return;
+    case C_F32: EACH_CELL(KEY; cur[i] = put_f32(p, LOAD(float, v, at))) return;
+    case C_I64: EACH_CELL(KEY; cur[i] = end[i] - p >= 10 ? put_i64_over(p, LOAD(int64_t, v, at))
+                                                      : put_i64(p, LOAD(int64_t, v, at))) return;
+    case C_I32: EACH_CELL(KEY; cur[i] = end[i] - p >= 10 ? put_i64_over(p, LOAD(int32_t, v, at))
+                                                      : put_i64(p, LOAD(int32_t, v, at))) return;
+    case C_STR: EACH_CELL(KEY;
+        int32_t s = LOAD(int32_t, c->offsets, at);
+        int32_t e = LOAD(int32_t, c->offsets, at + 1);
+        p = put_head(p, 0x73, (uint64_t)(e - s));
+        small_copy(p, v + s, (size_t)(e - s));
+        cur[i] = p + (e - s)) return;
+    default: break;
+    }
+#undef NULL_CELL
+    for (Py_ssize_t i = i0; i < n; i++) {
+        KEY;
+        cur[i] = put_cell(p, c, i);
+    }
+#undef KEY
+}
+
+typedef struct { const unsigned char *key; Py_ssize_t len; Py_ssize_t column; } Name;
+
+static int name_cmp(const void *pa, const void *pb) {
+    const Name *x = pa, *y = pb;
+    return cmp_bytes((const char *)x->key, x->len, (const char *)y->key, y->len);
+}
+
+/* encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]) or None
+ *
+ * The canonical bytes and xxh3_64 of each row of an Arrow record batch (anything with
+ * __arrow_c_array__ whose array is a struct), a row being the dict {name: value} of its cells (names: the
+ * columns' names, as str) plus None for each name of null_names: the same bytes as encode() of that dict. None when a column's type is not
+ * covered or two names are equal (parity/columnar.py says which types are).
+ *
+ * Column by column: every row's length first, then each row's bytes object of that length, written a
+ * block of rows at a time one column after the other (each column's loop has one kind), then hashed. */
+static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
+    PyObject *batch, *column_names, *nulls;
+    int f32_as_f64;
+    if (!PyArg_ParseTuple(args, "OO!O!p:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type, &nulls,
+                          &f32_as_f64)) return NULL;
+    PyObject *capsules = PyObject_CallMethod(batch, "__arrow_c_array__", NULL);
+    if (!capsules) return NULL;
+    PyObject *result = NULL, *bytes_out = NULL, *fp_out = NULL, *name_bytes = NULL;
+    Column *cols = NULL;
+    Name *names = NULL;
+    Py_ssize_t *len = NULL, m = 0, made = 0, i, j;
+    unsigned char **cur = NULL, **row_end = NULL;
+    if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
+        PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ did not return (schema, array) capsules");
+        goto done;
+    }
+    struct ArrowSchema *schema = PyCapsule_GetPointer(PyTuple_GET_ITEM(capsules, 0), "arrow_schema");
+    struct ArrowArray *array = schema ? PyCapsule_GetPointer(PyTuple_GET_ITEM(capsules, 1), "arrow_array") : NULL;
+    if (!array) goto done;
+    if (strcmp(schema->format, "+s") != 0 || array->n_children != schema->n_children ||
+        array->n_children != PyTuple_GET_SIZE(column_names)) {
+        PyErr_Format(PyExc_TypeError, "expected a record batch (a struct array), got Arrow format '%s'",
+                     schema->format);
+        goto done;
+    }
+    if (array->null_count != 0 && array->buffers[0]) { result = Py_NewRef(Py_None); goto done; } /* null rows */
+    Py_ssize_t n = (Py_ssize_t)array->length, nn = PyTuple_GET_SIZE(nulls);
+    m = (Py_ssize_t)array->n_children + nn;
+    cols = PyMem_Calloc(m ? m : 1, sizeof(Column));
+    names = PyMem_Calloc(m ? m : 1, sizeof(Name));
+    name_bytes = PyList_New(m);
+    len = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    cur = PyMem_Calloc(n ? n : 1, sizeof(unsigned char *));
+    row_end = PyMem_Calloc(n ? n : 1, sizeof(unsigned char *));
+    if (!cols || !names || !name_bytes || !len || !cur || !row_end) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
+    for (j = 0; j < m; j++, made++) {
+        PyObject *name;
+        if (j < array->n_children) {
+            int rc = column_from_arrow(array->children[j], schema->children[j], (Py_ssize_t)array->offset, f32_as_f64,
+                                       0, &cols[j]);
+            if (rc < 0) goto done;
+            if (rc > 0) { made++; result = Py_NewRef(Py_None); goto done; }
+            name = Py_NewRef(PyTuple_GET_ITEM(column_names, j)); /* not the C name, which ends at a NUL */
+        } else {
+            cols[j].kind = C_NULL;
+            name = Py_NewRef(PyTuple_GET_ITEM(nulls, j - array->n_children));
+        }
+        PyObject *key = name ? encode_then(name, PyBytes_FromStringAndSize) : NULL;
+        Py_XDECREF(name);
+        if (!key) goto done;
+        PyList_SET_ITEM(name_bytes, j, key);
+        names[j].key = (const unsigned char *)PyBytes_AS_STRING(key);
+        names[j].len = PyBytes_GET_SIZE(key);
+        names[j].column = j;
+    }
+    qsort(names, (size_t)m, sizeof(Name), name_cmp); /* the canonical order of a dict's entries */
+    for (j = 1; j < m; j++)
+        if (name_cmp(&names[j - 1], &names[j]) == 0) { result = Py_NewRef(Py_None); goto done; }
+    Py_ssize_t head = 1 + uleb_len((uint64_t)m);
+    for (j = 0; j < m; j++) head += names[j].len;
+    for (i = 0; i < n; i++) len[i] = head;
+    for (j = 0; j < m; j++)
+        if (column_lengths(&cols[names[j].column], 0, n, len) < 0) goto done;
+    bytes_out = PyList_New(n);
+    fp_out = PyList_New(n);
+    if (!bytes_out || !fp_out) goto done;
+    for (i = 0; i < n; i++) {
+        PyObject *o = PyBytes_FromStringAndSize(NULL, len[i]);
+        if (!o) goto done;
+        PyList_SET_ITEM(bytes_out, i, o);
+        row_end[i] = (unsigned char *)PyBytes_AS_STRING(o) + len[i];
+        cur[i] = put_head((unsigned char *)PyBytes_AS_STRING(o), 0x64, (uint64_t)m);
+    }
+    for (i = 0; i < n; i += ROW_BLOCK) { /* a block of rows at a time: its rows stay in L1 until hashed */
+        Py_ssize_t end = i + ROW_BLOCK < n ? i + ROW_BLOCK : n;
+        for (j = 0; j < m; j++)
+            column_write(&cols[names[j].column], i, end, names[j].key, names[j].len, cur, row_end);
+        for (Py_ssize_t r = i; r < end; r++) {
+            PyObject *o = PyList_GET_ITEM(bytes_out, r);
+            o = PyLong_FromUnsignedLongLong(XXH3_64bits(PyBytes_AS_STRING(o), (size_t)len[r]));
+            if (!o) goto done;
+            PyList_SET_ITEM(fp_out, r, o);
+        }
+    }
+    result = PyTuple_Pack(2, bytes_out, fp_out);
+done:
+    for (j = 0; j < made && j < m; j++) column_release(&cols[j]);
+    PyMem_Free(cols);
+    PyMem_Free(names);
+    PyMem_Free(len);
+    PyMem_Free(cur);
+    PyMem_Free(row_end);
+    Py_XDECREF(name_bytes);
+    Py_XDECREF(bytes_out);
+    Py_XDECREF(fp_out);
+    Py_DECREF(capsules); /* the capsules release the exported batch */
+    return result;
+}
+
 static PyObject *py_configure(PyObject *self, PyObject *args) {
     PyObject *k, *f, *ff = Py_None;
     if (!PyArg_ParseTuple(args, "O!O|O:configure", &PyDict_Type, &k, &f, &ff)) return NULL;
@@ -711,6 +1183,9 @@ static PyMethodDef methods[] = {
      "encode_fingerprints(values) -> (list[bytes], list[int]): each value's bytes and their xxh3_64."},
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
+    {"encode_batch", py_encode_batch, METH_VARARGS,
+     "encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]) or None: the rows of an "
+     "Arrow record batch as dicts."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},

@@ -61,7 +61,7 @@ class ReadBatchesFn(beam.DoFn):
             quarantined = [_quarantine_entry(q.location, q.reason, q.preview) for q in read.quarantined]
             first = batch_index * self._batch_size
             self._fill(batch, [(file_index, first + i) for i in range(len(read.records))], read.locations,
-                       read.records, quarantined)
+                       read.records, quarantined, read.encoded, read.fingerprints)
             progress.records_read(side.name, len(read.records) + len(read.quarantined))
             if quarantined:
                 write_quarantine_part(self._out_dir, batch.part, quarantined)
@@ -69,8 +69,11 @@ class ReadBatchesFn(beam.DoFn):
                 yield batch.reversed() if self._reorder else batch
 
     def _fill(self, batch: RecBatch, rids: list[tuple[int, int]], locations: list[str], records: list[dict],
-              quarantined: list[dict]) -> None:
-        """Adds the records that can be replayed to `batch`; a quarantine entry for each of the others."""
+              quarantined: list[dict], read_encoded: list | None = None, read_fps: list | None = None) -> None:
+        """Adds the records that can be replayed to `batch`; a quarantine entry for each of the others.
+
+        `read_encoded`/`read_fps`: the records' canonical bytes and fingerprints where the reader computed
+        them from columns (None entries: not computed); used when every record has them."""
         side = self._side
         max_bytes = side.capture.max_record_bytes
         key_fields = side.capture.key
@@ -78,11 +81,16 @@ class ReadBatchesFn(beam.DoFn):
         hash64 = xxhash.xxh3_64_intdigest
         event_time = self._event_time
         lateness, arrival_unit = self._lateness, self._arrival_unit
-        try:
-            encoded: list[bytes | str] = canonical.encode_many(records)
-        except TypeError:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
-            encoded = [_encode_or_reason(record) for record in records]
-        for rid, location, record, data in zip(rids, locations, records, encoded):
+        fps: list | None = None
+        if read_encoded and read_fps and len(read_encoded) == len(records) and None not in read_encoded:
+            encoded: list[bytes | str] = read_encoded
+            fps = read_fps
+        else:
+            try:
+                encoded = canonical.encode_many(records)
+            except TypeError:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
+                encoded = [_encode_or_reason(record) for record in records]
+        for index, (rid, location, record, data) in enumerate(zip(rids, locations, records, encoded)):
             if isinstance(data, str):
                 quarantined.append(_quarantine_entry(location, data, repr(record)))
                 continue
@@ -91,7 +99,7 @@ class ReadBatchesFn(beam.DoFn):
                     location, f"record too large: {len(data)} bytes above capture.max_record_bytes {max_bytes}",
                     repr(record)))
                 continue
-            input_fp = hash64(data)
+            input_fp = fps[index] if fps is not None else hash64(data)
             if single_key is not None:
                 key: Any = record.get(single_key)
                 if key is None:

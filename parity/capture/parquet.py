@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from parity import columnar
 from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
 from parity.schema import FieldType, SchemaMismatch, coerce_record
 
@@ -60,6 +61,8 @@ def read(
         return
     row = 0
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
+    identity = columnar.identity_schema(columns, schema)
+    missing = [name for name in schema if name not in columns.names] if schema else []
     with parquet_file:
         for group in range(parquet_file.num_row_groups):
             group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
@@ -86,16 +89,22 @@ def read(
                         yield Quarantined(f"{display_path}:row {row}", TOO_DEEP, "")
                         row += 1
                     continue
-                for record in _rows(batch):
+                # the rows' canonical bytes and fingerprints from the Arrow columns, where the schema keeps
+                # the values as they are (else None: the read step encodes the records)
+                encoded = columnar.row_encodings(batch, missing) if identity else None
+                for index, record in enumerate(_rows(batch)):
                     location = f"{display_path}:row {row}"
                     row += 1
-                    if schema is None:
+                    if schema is not None:
+                        try:
+                            record = coerce_record(record, schema)
+                        except SchemaMismatch as exc:
+                            yield Quarantined(location, str(exc), preview(record))
+                            continue
+                    if encoded is None:
                         yield record, location
-                        continue
-                    try:
-                        yield coerce_record(record, schema), location
-                    except SchemaMismatch as exc:
-                        yield Quarantined(location, str(exc), preview(record))
+                    else:
+                        yield record, location, encoded[0][index], encoded[1][index]
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
