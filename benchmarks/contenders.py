@@ -10,7 +10,8 @@ separately as `process_s`). Each writes its result as JSON to `--result`.
              fed from the capture files by a batched reader, with the per-(hour, zone) aggregates the
              transforms read computed in the same job; no fingerprints, no diff
     parity   `parity.check` on the work dir's config
-    kernel   parity's fingerprinting of record batches vs a plain xxh3 loop over pre-encoded bytes
+    kernel   parity's fingerprinting of record batches (dicts, and Arrow batches) vs a plain xxh3 loop over
+             pre-encoded bytes
     export   (not timed) the two sides' final features of a parity run as tf.Example TFRecord files for TFDV
 """
 from __future__ import annotations
@@ -302,7 +303,24 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
                 else:
                     encode_fingerprints(values)
 
+    # The same records as Arrow record batches of BATCH_SIZE rows (built outside the timed loop, as the
+    # Parquet reader gets them from the file): parity.columnar encodes and hashes each batch's rows from
+    # its columns, which is what the read step uses for a Parquet capture (parity/capture/parquet.py).
+    import pyarrow as pa
+
+    from parity import columnar
+
+    arrow_batches = [pa.RecordBatch.from_pylist(records[start:start + BATCH_SIZE])
+                     for start in range(0, n, BATCH_SIZE)]
+    if columnar.row_encodings(arrow_batches[0][:1]) != encode_fingerprints(arrow_batches[0][:1].to_pylist()):
+        raise AssertionError("the Arrow kernel's bytes differ from the records' canonical bytes")
+
+    def arrow_record() -> None:
+        for batch in arrow_batches:
+            columnar.row_encodings(batch)
+
     cases = {"plain_xxh3_record": plain_record, "parity_fingerprints_record": parity_record,
+             "parity_arrow_batch_record": arrow_record,
              "parity_encode_many_record": encode_many_record, "json_dumps_xxh3_record": json_record,
              "plain_xxh3_stages": plain_stages, "parity_writebatch_stages": parity_stages}
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -317,6 +335,7 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
             "records_per_second": {k: round(n / v) if v else None for k, v in medians.items()},
             "ratio_record": round(medians["plain_xxh3_record"] / medians["parity_fingerprints_record"], 4),
             "ratio_stages": round(medians["plain_xxh3_stages"] / medians["parity_writebatch_stages"], 4),
+            "ratio_arrow": round(medians["plain_xxh3_record"] / medians["parity_arrow_batch_record"], 4),
             "repeat": repeat}
 
 

@@ -307,6 +307,8 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
             row["kernel_records_per_s"] = {k: round(statistics.median(v)) for k, v in rps.items()}
             row["ratio_record"] = round(statistics.median(e["ratio_record"] for e in ok), 4)
             row["ratio_stages"] = round(statistics.median(e["ratio_stages"] for e in ok), 4)
+            if all("ratio_arrow" in e for e in ok):
+                row["ratio_arrow"] = round(statistics.median(e["ratio_arrow"] for e in ok), 4)
         if name == "naive" and ok:
             row["outcome"] = ok[-1].get("outcome")
         if name in ("parity", "floor") and ok:
@@ -353,6 +355,8 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
     if "ratio_record" in kernel:
         out["kernel_vs_plain_xxh3_record"] = kernel["ratio_record"]
         out["kernel_vs_plain_xxh3_stages"] = kernel["ratio_stages"]
+    if "ratio_arrow" in kernel:
+        out["kernel_vs_plain_xxh3_arrow"] = kernel["ratio_arrow"]
     return out
 
 
@@ -405,6 +409,8 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
         TARGETS["kernel_vs_plain_xxh3"], True)
     add("kernel records/s / plain xxh3 loop (WriteBatchFn stages)", ratios.get("kernel_vs_plain_xxh3_stages"),
         TARGETS["kernel_vs_plain_xxh3"], True)
+    add("kernel records/s / plain xxh3 loop (Arrow record batches, parity.columnar)",
+        ratios.get("kernel_vs_plain_xxh3_arrow"), TARGETS["kernel_vs_plain_xxh3"], True)
     rss = rows.get("parity", {}).get("peak_rss_mib")
     if rss:
         limit = TARGETS["peak_rss_gib_python_10m"] if args.transform == "python" else \
@@ -459,6 +465,8 @@ def render_markdown(result: dict[str, Any]) -> str:
                   "| loop | records/s | vs plain xxh3 |", "|---|---|---|"]
         labels = {"plain_xxh3_record": "plain `xxh3_64_intdigest` over pre-encoded record bytes",
                   "parity_fingerprints_record": "`parity.fingerprint.fingerprints(records)`",
+                  "parity_arrow_batch_record": "`parity.columnar.row_encodings(batch)`: bytes + xxh3 of Arrow "
+                                               "record batches' rows (the Parquet read path)",
                   "parity_encode_many_record": "`canonical.encode_many` + xxh3",
                   "json_dumps_xxh3_record": "`json.dumps(sort_keys)` + xxh3 in the loop (naive's kernel)",
                   "plain_xxh3_stages": f"plain xxh3 over pre-encoded stage bytes "

@@ -978,6 +978,13 @@ static inline void small_copy(unsigned char *dst, const unsigned char *src, size
         body;                                                                                             \
     }
 
+/* the encoded length of every cell of a column whose cells all have one length (else 0) */
+static Py_ssize_t fixed_len(const Column *c) {
+    if (c->kind == C_NULL || c->kind == C_BOOL) return 1;
+    if (c->valid) return 0;
+    return c->kind == C_F64 || c->kind == C_F32_AS_F64 ? 9 : c->kind == C_F32 ? 5 : c->kind == C_I8 ? 3 : 0;
+}
+
 /* adds the encoded length of cells i0..n-1 to len[i]; -1 and an exception for offsets outside the values */
 static int column_lengths(const Column *c, Py_ssize_t i0, Py_ssize_t n, Py_ssize_t *len) {
     const unsigned char *v = c->values, *valid = c->valid;
@@ -1117,10 +1124,10 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     for (j = 1; j < m; j++)
         if (name_cmp(&names[j - 1], &names[j]) == 0) { result = Py_NewRef(Py_None); goto done; }
     Py_ssize_t head = 1 + uleb_len((uint64_t)m);
-    for (j = 0; j < m; j++) head += names[j].len;
+    for (j = 0; j < m; j++) head += names[j].len + fixed_len(&cols[j]);
     for (i = 0; i < n; i++) len[i] = head;
     for (j = 0; j < m; j++)
-        if (column_lengths(&cols[names[j].column], 0, n, len) < 0) goto done;
+        if (!fixed_len(&cols[j]) && column_lengths(&cols[j], 0, n, len) < 0) goto done;
     bytes_out = PyList_New(n);
     fp_out = PyList_New(n);
     if (!bytes_out || !fp_out) goto done;
