@@ -767,7 +767,8 @@ static int arrow_kind(const char *f, int float32_as_float64) {
  * column_release frees it); -1: an exception. */
 static int column_from_arrow(const struct ArrowArray *a, const struct ArrowSchema *s, Py_ssize_t base,
                              int float32_as_float64, int depth, Column *c) {
-    c->kind = s->dictionary || a->dictionary || depth > MAX_COLUMN_DEPTH ? -1 : arrow_kind(s->format, float32_as_float64);
+    c->kind = s->dictionary || a->dictionary || depth > MAX_COLUMN_DEPTH ? -1
+                                                                         : arrow_kind(s->format, float32_as_float64);
     if (c->kind < 0) return 1;
     int var = c->kind >= C_STR, list = c->kind >= C_LIST;
     int64_t want_buffers = c->kind == C_NULL ? 0 : var && !list ? 3 : 2;
@@ -1060,8 +1061,9 @@ static int name_cmp(const void *pa, const void *pb) {
  *
  * The canonical bytes and xxh3_64 of each row of an Arrow record batch (anything with
  * __arrow_c_array__ whose array is a struct), a row being the dict {name: value} of its cells (names: the
- * columns' names, as str) plus None for each name of null_names: the same bytes as encode() of that dict. None when a column's type is not
- * covered or two names are equal (parity/columnar.py says which types are).
+ * columns' names, as str, since a C name ends at a NUL) plus None for each name of null_names: the same
+ * bytes as encode() of that dict. None when a column's type is not covered or two names are equal
+ * (parity/columnar.py says which types are).
  *
  * Column by column: every row's length first, then each row's bytes object of that length, written a
  * block of rows at a time one column after the other (each column's loop has one kind), then hashed. */
@@ -1099,7 +1101,10 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     len = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
     cur = PyMem_Calloc(n ? n : 1, sizeof(unsigned char *));
     row_end = PyMem_Calloc(n ? n : 1, sizeof(unsigned char *));
-    if (!cols || !names || !name_bytes || !len || !cur || !row_end) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
+    if (!cols || !names || !name_bytes || !len || !cur || !row_end) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
     for (j = 0; j < m; j++, made++) {
         PyObject *name;
         if (j < array->n_children) {

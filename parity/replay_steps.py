@@ -421,11 +421,11 @@ class WriteBatchFn(beam.DoFn):
 
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
-        hash64, hash128 = xxhash.xxh3_64_intdigest, xxhash.xxh3_128_digest
+        hash128 = xxhash.xxh3_128_digest
         fp_columns: dict[str, list] = {
             "key_fp": [hash128(b) for b in batch.key_bytes],
             "key": [key_text(k) for k in batch.keys],
-            "input_fp": [hash64(b) for b in batch.input_bytes]}
+            "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
         value_columns: dict[str, list] = {"key_bytes": batch.key_bytes, "location": batch.locations,
                                           "input": batch.input_bytes}
         features_column: list[list] = [[] for _ in range(count)]

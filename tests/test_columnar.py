@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ import parity
 from parity import canonical, columnar
 from parity.capture import read_file
 from parity.fingerprint import encode_fingerprints
+from parity.fingerprint_set import read_set
 from parity.schema import parse_type
 
 pytestmark = pytest.mark.skipif(canonical._native is None, reason="the C encoder is not built")
@@ -182,7 +184,8 @@ def test_the_parquet_reader_gives_each_records_encoding_when_the_schema_keeps_th
 def test_a_replay_of_a_parquet_capture_writes_the_same_set_with_or_without_the_column_encoder(tmp_path, monkeypatch):
     _parquet(str(tmp_path / "capture.parquet"))
     (tmp_path / "columnar_features.py").write_text(
-        "def features(record):\n    return {'fare': record['fare'], 'zone': record['zone'], 'n': len(record['tags'])}\n")
+        "def features(record):\n"
+        "    return {'fare': record['fare'], 'zone': record['zone'], 'n': len(record['tags'])}\n")
     (tmp_path / "parity.yaml").write_text(
         "version: 1\nname: columnar\n"
         "capture: {path: capture.parquet, key: [id], schema: {id: int64, t: int64, fare: float64, zone: string, "
@@ -204,3 +207,9 @@ def test_a_replay_of_a_parquet_capture_writes_the_same_set_with_or_without_the_c
         sets = [pq.read_table(os.path.join(tmp_path, out, "sides", side, "fingerprints.parquet"))
                 for out in ("columns", "dicts")]
         assert sets[0].equals(sets[1])
+        # each input fingerprint is the hash of the input bytes the set keeps for the record
+        written = read_set(os.path.join(tmp_path, "columns", "sides", side))
+        rows = written.table.select(["part", "row", "input_fp"]).to_pylist()
+        kept = written.stage_bytes({(r["part"], r["row"]): ["input"] for r in rows})
+        assert len(rows) == 250
+        assert all(xxhash.xxh3_64_intdigest(kept[(r["part"], r["row"])]["input"]) == r["input_fp"] for r in rows)

@@ -14,6 +14,9 @@ Values are what `pyarrow` `to_pylist()` gives, except types without a plain JSON
 | other extension types | the value of their storage type |
 
 With a schema, schema fields are coerced (missing columns give None) and other columns are kept.
+Where the schema keeps every column's values as they are (`columnar.identity_schema`: the common case of a
+file written with the schema's types), each record comes with its canonical bytes and fingerprint, computed
+from the batch's columns by `parity.columnar` (the read step then does not encode the dicts).
 A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based); so is every row
 of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs. A file that cannot
 be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown). The file
