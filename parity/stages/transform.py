@@ -93,12 +93,11 @@ def _column(values: list, spec: Any, name: str) -> Any:
     return ragged.to_sparse()
 
 
-def _python_value(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        if isinstance(value, (np.floating,)) and value.dtype == np.float32:
-            return value
-        return value.item()
-    return value
+def _values(array: np.ndarray) -> list:
+    """The Python values of a 1-D output array in one call: a float32 array's numpy.float32 scalars (`list`;
+    float32 stays a type of its own in fingerprints), every other dtype's Python values (`tolist`, which is
+    `.item()` of each: int, float, bool, bytes)."""
+    return list(array) if array.dtype == np.float32 else array.tolist()
 
 
 def _rows(tensor: Any, count: int) -> list:
@@ -108,11 +107,11 @@ def _rows(tensor: Any, count: int) -> list:
     if isinstance(tensor, tf.SparseTensor):
         tensor = tf.RaggedTensor.from_sparse(tensor)
     if isinstance(tensor, tf.RaggedTensor):
-        return [[_python_value(v) for v in row] for row in _ragged_rows(tensor)]
+        return [_values(row) for row in _ragged_rows(tensor)]
     array = tensor.numpy()
     if array.ndim == 1:
-        return [_python_value(v) for v in array]
-    return [[_python_value(v) for v in np.ravel(row)] for row in array]
+        return _values(array)
+    return [_values(np.ravel(row)) for row in array]
 
 
 def _ragged_rows(tensor: Any) -> list:
