@@ -142,9 +142,11 @@ def _coerce_list(value: Any, field_type: FieldType, element: FieldType) -> list[
 
 
 def _to_int(value: Any, type_name: str) -> int:
-    if isinstance(value, bool) or _is_numpy_bool(value):
+    if type(value) is int:  # the common case first (a bool's type is bool): no ABC check
+        result = value
+    elif isinstance(value, bool) or _is_numpy_bool(value):
         raise _mismatch(type_name, value)
-    if isinstance(value, numbers.Integral):
+    elif isinstance(value, numbers.Integral):
         result = int(value)
     elif isinstance(value, numbers.Real):
         as_float = float(value)
@@ -166,6 +168,8 @@ def _to_int(value: Any, type_name: str) -> int:
 
 
 def _to_float64(value: Any, type_name: str) -> float:
+    if type(value) is float:  # the common case first: no ABC check
+        return value
     if isinstance(value, bool) or _is_numpy_bool(value):
         raise _mismatch(type_name, value)
     if isinstance(value, numbers.Real):
