@@ -19,7 +19,7 @@ from parity import canonical, columnar
 from parity.capture import read_file
 from parity.fingerprint import encode_fingerprints
 from parity.fingerprint_set import read_set
-from parity.schema import parse_type
+from parity.schema import coerce_record, parse_type
 
 pytestmark = pytest.mark.skipif(canonical._native is None, reason="the C encoder is not built")
 
@@ -171,6 +171,10 @@ def test_the_parquet_reader_gives_each_records_encoding_when_the_schema_keeps_th
               "absent": parse_type("int64")}
     batches = list(read_file(path, "parquet", schema, 64, "capture.parquet"))
     assert sum(len(b.records) for b in batches) == 250
+    rows = pq.read_table(path).to_pylist()
+    read = [record for batch in batches for record in batch.records]
+    # the rows as coercion would make them, field order included, without coercing value by value
+    assert [list(r.items()) for r in read] == [list(coerce_record(r, schema).items()) for r in rows]
     for batch in batches:
         assert None not in batch.encoded
         assert (batch.encoded, batch.fingerprints) == encode_fingerprints(batch.records)

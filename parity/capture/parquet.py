@@ -15,8 +15,9 @@ Values are what `pyarrow` `to_pylist()` gives, except types without a plain JSON
 
 With a schema, schema fields are coerced (missing columns give None) and other columns are kept.
 Where the schema keeps every column's values as they are (`columnar.identity_schema`: the common case of a
-file written with the schema's types), each record comes with its canonical bytes and fingerprint, computed
-from the batch's columns by `parity.columnar` (the read step then does not encode the dicts).
+file written with the schema's types), the values are not coerced one by one (coercion would keep them),
+and each record comes with its canonical bytes and fingerprint, computed from the batch's columns by
+`parity.columnar` (the read step then does not encode the dicts).
 A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based); so is every row
 of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs. A file that cannot
 be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown). The file
@@ -30,7 +31,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -95,10 +96,10 @@ def read(
                 # the rows' canonical bytes and fingerprints from the Arrow columns, where the schema keeps
                 # the values as they are (else None: the read step encodes the records)
                 encoded = columnar.row_encodings(batch, missing) if identity else None
-                for index, record in enumerate(_rows(batch)):
+                for index, record in enumerate(_rows(batch, schema if identity else None)):
                     location = f"{display_path}:row {row}"
                     row += 1
-                    if schema is not None:
+                    if schema is not None and not identity:
                         try:
                             record = coerce_record(record, schema)
                         except SchemaMismatch as exc:
@@ -110,9 +111,17 @@ def read(
                         yield record, location, encoded[0][index], encoded[1][index]
 
 
-def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
-    """The batch's rows as dicts of plain Python values (see the module docstring for the conversions)."""
+def _rows(batch: pa.RecordBatch, identity: Mapping[str, FieldType] | None = None) -> list[dict[str, Any]]:
+    """The batch's rows as dicts of plain Python values (see the module docstring for the conversions).
+
+    `identity`: a schema that keeps every column's values (`columnar.identity_schema`); the rows are then
+    what `coerce_record` would make of them (its fields first, in its order, a None for each one the file
+    lacks, then the other columns), built without coercing each value."""
     columns = {name: _column_values(batch.column(i)) for i, name in enumerate(batch.schema.names)}
+    if identity is not None:
+        nulls = [None] * batch.num_rows
+        columns = {**{name: columns.get(name, nulls) for name in identity},
+                   **{name: values for name, values in columns.items() if name not in identity}}
     names = list(columns)
     if not names:
         return [{} for _ in range(batch.num_rows)]
