@@ -73,14 +73,87 @@ static inline int buf_byte(Buf *b, char c) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------------ bytes */
+
+/* Writers of the fixed forms at a raw pointer with room for them; they return the end. The Buf writers below
+ * reserve the room and call them; the column encoder (encode_batch) calls them directly. */
+
+static inline int uleb_len(uint64_t n) {
+    int k = 1;
+    while (n >= 0x80) { n >>= 7; k++; }
+    return k;
+}
+
+static inline unsigned char *put_head(unsigned char *p, char tag, uint64_t n) {
+    *p++ = (unsigned char)tag;
+    while (n >= 0x80) { *p++ = (unsigned char)((n & 0x7F) | 0x80); n >>= 7; }
+    *p++ = (unsigned char)n;
+    return p;
+}
+
+/* bytes of the minimal two's complement of x (1..8) */
+static inline int int_width(long long x) {
+    unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
+    return (m ? 64 - __builtin_clzll(m) : 0) / 8 + 1;
+}
+
+/* 'i', the length, then the minimal two's complement, big-endian */
+static inline unsigned char *put_i64(unsigned char *p, long long x) {
+    int n = int_width(x);
+    p[0] = 0x69;
+    p[1] = (unsigned char)n;
+    unsigned long long u = (unsigned long long)x;
+    for (int i = n + 1; i >= 2; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    return p + 2 + n;
+}
+
+/* an unsigned 64-bit value (fingerprints): 1..9 bytes, a leading 00 when the top bit is set */
+static inline unsigned char *put_u64(unsigned char *p, unsigned long long u) {
+    if (u < (1ULL << 63)) return put_i64(p, (long long)u);
+    p[0] = 0x69;
+    p[1] = 9;
+    p[2] = 0;
+    for (int i = 10; i >= 3; i--) { p[i] = (unsigned char)u; u >>= 8; }
+    return p + 11;
+}
+
+/* 'f' and the IEEE bits, big-endian; every NaN is the one quiet NaN */
+static inline unsigned char *put_f64(unsigned char *p, double d) {
+    uint64_t u;
+    if (d != d) u = 0x7ff8000000000000ULL;
+    else memcpy(&u, &d, 8);
+    u = __builtin_bswap64(u);
+    p[0] = 0x66;
+    memcpy(p + 1, &u, 8);
+    return p + 9;
+}
+
+/* 'g' and the float32 bits, big-endian; every NaN is the one quiet NaN */
+static inline unsigned char *put_f32(unsigned char *p, float f) {
+    uint32_t u;
+    if (f != f) u = 0x7fc00000U;
+    else memcpy(&u, &f, 4);
+    u = __builtin_bswap32(u);
+    p[0] = 0x67;
+    memcpy(p + 1, &u, 4);
+    return p + 5;
+}
+
+/* put_i64 writing 8 value bytes whatever the width, so that they are one store: only where the row has
+ * room for them (10 bytes from p); the cells after it overwrite the excess */
+static inline unsigned char *put_i64_over(unsigned char *p, long long x) {
+    int n = int_width(x);
+    uint64_t u = __builtin_bswap64((uint64_t)x << (64 - 8 * n));
+    p[0] = 0x69;
+    p[1] = (unsigned char)n;
+    memcpy(p + 2, &u, 8);
+    return p + 2 + n;
+}
+
 /* tag + uleb128(n) */
 static inline int buf_head(Buf *b, char tag, size_t n) {
     if (buf_reserve(b, 11) < 0) return -1;
-    char *p = b->data + b->len;
-    *p++ = tag;
-    while (n >= 0x80) { *p++ = (char)((n & 0x7F) | 0x80); n >>= 7; }
-    *p++ = (char)n;
-    b->len = p - b->data;
+    b->len = (char *)put_head((unsigned char *)b->data + b->len, tag, n) - b->data;
     return 0;
 }
 
@@ -107,57 +180,26 @@ static int enc_fallback(Buf *b, PyObject *v) {
 
 static inline int enc_f64(Buf *b, double d) {
     if (buf_reserve(b, 9) < 0) return -1;
-    unsigned char *p = (unsigned char *)b->data + b->len;
-    uint64_t u;
-    if (d != d) u = 0x7ff8000000000000ULL;
-    else memcpy(&u, &d, 8);
-    p[0] = 0x66;
-    for (int i = 8; i >= 1; i--) { p[i] = (unsigned char)u; u >>= 8; }
-    b->len += 9;
+    b->len = (char *)put_f64((unsigned char *)b->data + b->len, d) - b->data;
     return 0;
 }
 
+/* a float32 or float16 value, widened to double: exact back to float */
 static inline int enc_f32(Buf *b, double d) {
     if (buf_reserve(b, 5) < 0) return -1;
-    unsigned char *p = (unsigned char *)b->data + b->len;
-    uint32_t u;
-    if (d != d) {
-        u = 0x7fc00000U;
-    } else {
-        float f = (float)d; /* exact: the value came from a float32 or float16 */
-        memcpy(&u, &f, 4);
-    }
-    p[0] = 0x67;
-    for (int i = 4; i >= 1; i--) { p[i] = (unsigned char)u; u >>= 8; }
-    b->len += 5;
+    b->len = (char *)put_f32((unsigned char *)b->data + b->len, (float)d) - b->data;
     return 0;
 }
 
-/* minimal two's complement, big-endian: n bytes of x, sign-extended */
 static inline int enc_i64(Buf *b, long long x) {
-    unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
-    int bits = m ? 64 - __builtin_clzll(m) : 0;
-    int n = bits / 8 + 1; /* one sign bit more than the magnitude needs: 1..8 bytes */
-    if (buf_reserve(b, 2 + n) < 0) return -1;
-    unsigned char *p = (unsigned char *)b->data + b->len;
-    p[0] = 0x69;
-    p[1] = (unsigned char)n;
-    unsigned long long u = (unsigned long long)x;
-    for (int i = n + 1; i >= 2; i--) { p[i] = (unsigned char)u; u >>= 8; }
-    b->len += 2 + n;
+    if (buf_reserve(b, 10) < 0) return -1;
+    b->len = (char *)put_i64((unsigned char *)b->data + b->len, x) - b->data;
     return 0;
 }
 
-/* an unsigned 64-bit value (fingerprints): 1..9 bytes, a leading 00 when the top bit is set */
 static inline int enc_u64(Buf *b, unsigned long long u) {
-    if (u < (1ULL << 63)) return enc_i64(b, (long long)u);
     if (buf_reserve(b, 11) < 0) return -1;
-    unsigned char *p = (unsigned char *)b->data + b->len;
-    p[0] = 0x69;
-    p[1] = 9;
-    p[2] = 0;
-    for (int i = 10; i >= 3; i--) { p[i] = (unsigned char)u; u >>= 8; }
-    b->len += 11;
+    b->len = (char *)put_u64((unsigned char *)b->data + b->len, u) - b->data;
     return 0;
 }
 
@@ -801,74 +843,6 @@ static int column_from_arrow(const struct ArrowArray *a, const struct ArrowSchem
     c->child = PyMem_Calloc(1, sizeof(Column));
     if (!c->child) { PyErr_NoMemory(); return -1; }
     return column_from_arrow(a->children[0], s->children[0], 0, float32_as_float64, depth + 1, c->child);
-}
-
-static inline int uleb_len(uint64_t n) {
-    int k = 1;
-    while (n >= 0x80) { n >>= 7; k++; }
-    return k;
-}
-
-static inline unsigned char *put_head(unsigned char *p, char tag, uint64_t n) {
-    *p++ = (unsigned char)tag;
-    while (n >= 0x80) { *p++ = (unsigned char)((n & 0x7F) | 0x80); n >>= 7; }
-    *p++ = (unsigned char)n;
-    return p;
-}
-
-/* bytes of the minimal two's complement of x (1..8) */
-static inline int int_width(long long x) {
-    unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
-    return (m ? 64 - __builtin_clzll(m) : 0) / 8 + 1;
-}
-
-static inline unsigned char *put_i64(unsigned char *p, long long x) {
-    int n = int_width(x);
-    p[0] = 0x69;
-    p[1] = (unsigned char)n;
-    unsigned long long u = (unsigned long long)x;
-    for (int i = n + 1; i >= 2; i--) { p[i] = (unsigned char)u; u >>= 8; }
-    return p + 2 + n;
-}
-
-static inline unsigned char *put_u64(unsigned char *p, unsigned long long u) {
-    if (u < (1ULL << 63)) return put_i64(p, (long long)u);
-    p[0] = 0x69;
-    p[1] = 9;
-    p[2] = 0;
-    for (int i = 10; i >= 3; i--) { p[i] = (unsigned char)u; u >>= 8; }
-    return p + 11;
-}
-
-static inline unsigned char *put_f64(unsigned char *p, double d) {
-    uint64_t u;
-    if (d != d) u = 0x7ff8000000000000ULL;
-    else memcpy(&u, &d, 8);
-    u = __builtin_bswap64(u);
-    p[0] = 0x66;
-    memcpy(p + 1, &u, 8);
-    return p + 9;
-}
-
-static inline unsigned char *put_f32(unsigned char *p, float f) {
-    uint32_t u;
-    if (f != f) u = 0x7fc00000U;
-    else memcpy(&u, &f, 4);
-    u = __builtin_bswap32(u);
-    p[0] = 0x67;
-    memcpy(p + 1, &u, 4);
-    return p + 5;
-}
-
-/* put_i64 writing 8 value bytes whatever the width, so that they are one store: only where the row has
- * room for them (10 bytes from p); the cells after it overwrite the excess */
-static inline unsigned char *put_i64_over(unsigned char *p, long long x) {
-    int n = int_width(x);
-    uint64_t u = __builtin_bswap64((uint64_t)x << (64 - 8 * n));
-    p[0] = 0x69;
-    p[1] = (unsigned char)n;
-    memcpy(p + 2, &u, 8);
-    return p + 2 + n;
 }
 
 #define LOAD(T, v, at) ({ T x_; memcpy(&x_, (v) + sizeof(T) * (at), sizeof(T)); x_; })
