@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             data, fps = [], []
             for batch in read_file(parquet, "parquet", schema, 2000, "trips.parquet"):
-                assert batch.encoded == [None] * len(batch.records)
+                assert batch.encoded == []
                 encoded, hashed = encode_fingerprints(batch.records)
                 data += encoded
                 fps += hashed

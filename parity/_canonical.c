@@ -729,7 +729,7 @@ done:
 
 /* ------------------------------------------------------------------------------------------------ columns */
 
-/* Column kinds of encode_columns (parity/columnar.py maps Arrow types to them). */
+/* Column kinds of encode_batch, from the Arrow format strings (arrow_kind). */
 enum {
     C_NULL = 0, C_BOOL = 1, C_I8 = 2, C_I16 = 3, C_I32 = 4, C_I64 = 5, C_U8 = 6, C_U16 = 7, C_U32 = 8, C_U64 = 9,
     C_F64 = 10, C_F32_AS_F64 = 11, C_F32 = 12, C_STR = 13, C_LSTR = 14, C_BIN = 15, C_LBIN = 16, C_LIST = 17,
@@ -964,8 +964,7 @@ static Py_ssize_t fixed_len(const Column *c) {
 static int column_lengths(const Column *c, Py_ssize_t i0, Py_ssize_t n, Py_ssize_t *len) {
     const unsigned char *v = c->values, *valid = c->valid;
 #define NULL_CELL len[i] += 1
-    switch (c->kind) {
-    case C_NULL: case C_BOOL: for (Py_ssize_t i = i0; i < n; i++) len[i] += 1; return 0;
+    switch (c->kind) { /* null and bool columns, and fixed-width ones without nulls: fixed_len */
     case C_F64: case C_F32_AS_F64: EACH_CELL(len[i] += 9) return 0;
     case C_F32: EACH_CELL(len[i] += 5) return 0;
     case C_I64: EACH_CELL(len[i] += 2 + int_width(LOAD(int64_t, v, at))) return 0;
@@ -1051,7 +1050,7 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *bytes_out = NULL, *fp_out = NULL, *name_bytes = NULL;
     Column *cols = NULL;
     Name *names = NULL;
-    Py_ssize_t *len = NULL, m = 0, made = 0, i, j;
+    Py_ssize_t *len = NULL, m = 0, i, j;
     unsigned char **cur = NULL, **row_end = NULL;
     if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
         PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ did not return (schema, array) capsules");
@@ -1079,13 +1078,13 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    for (j = 0; j < m; j++, made++) {
+    for (j = 0; j < m; j++) {
         PyObject *name;
         if (j < array->n_children) {
             int rc = column_from_arrow(array->children[j], schema->children[j], (Py_ssize_t)array->offset, f32_as_f64,
                                        0, &cols[j]);
             if (rc < 0) goto done;
-            if (rc > 0) { made++; result = Py_NewRef(Py_None); goto done; }
+            if (rc > 0) { result = Py_NewRef(Py_None); goto done; }
             name = Py_NewRef(PyTuple_GET_ITEM(column_names, j)); /* not the C name, which ends at a NUL */
         } else {
             cols[j].kind = C_NULL;
@@ -1130,7 +1129,8 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     }
     result = PyTuple_Pack(2, bytes_out, fp_out);
 done:
-    for (j = 0; j < made && j < m; j++) column_release(&cols[j]);
+    if (cols) /* zeroed where not parsed yet: releasing those does nothing */
+        for (j = 0; j < m; j++) column_release(&cols[j]);
     PyMem_Free(cols);
     PyMem_Free(names);
     PyMem_Free(len);

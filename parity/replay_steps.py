@@ -73,7 +73,7 @@ class ReadBatchesFn(beam.DoFn):
         """Adds the records that can be replayed to `batch`; a quarantine entry for each of the others.
 
         `read_encoded`/`read_fps`: the records' canonical bytes and fingerprints where the reader computed
-        them from columns (None entries: not computed); used when every record has them."""
+        them from columns; used when there is one per record."""
         side = self._side
         max_bytes = side.capture.max_record_bytes
         key_fields = side.capture.key
@@ -82,7 +82,7 @@ class ReadBatchesFn(beam.DoFn):
         event_time = self._event_time
         lateness, arrival_unit = self._lateness, self._arrival_unit
         fps: list | None = None
-        if read_encoded and read_fps and len(read_encoded) == len(records) and None not in read_encoded:
+        if read_encoded and read_fps and len(read_encoded) == len(read_fps) == len(records):
             encoded: list[bytes | str] = read_encoded
             fps = read_fps
         else:

@@ -72,10 +72,10 @@ class ReadBatch:
     records: list[dict] = field(default_factory=list)
     locations: list[str] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
-    # Each record's canonical bytes and fingerprint when the reader computed them from columns (the
-    # Parquet reader, `parity.columnar`), else None; the read step encodes the records whose entry is None.
-    encoded: list[bytes | None] = field(default_factory=list)
-    fingerprints: list[int | None] = field(default_factory=list)
+    # The records' canonical bytes and fingerprints, one per record, when the reader computed them from
+    # columns (the Parquet reader, `parity.columnar`); empty otherwise, and the read step encodes the records.
+    encoded: list[bytes] = field(default_factory=list)
+    fingerprints: list[int] = field(default_factory=list)
 
 
 # What a format module's `read` yields: a record with its location (and, from a reader that computes them,
@@ -172,8 +172,9 @@ def _batches(items: Iterable[ReadItem], batch_size: int) -> Iterator[ReadBatch]:
         else:
             batch.records.append(item[0])
             batch.locations.append(item[1])
-            batch.encoded.append(item[2] if len(item) > 2 else None)
-            batch.fingerprints.append(item[3] if len(item) > 3 else None)
+            if len(item) > 2:
+                batch.encoded.append(item[2])
+                batch.fingerprints.append(item[3])
         # quarantined entries count too, so that a file of bad records does not pile up in one batch
         if len(batch.records) + len(batch.quarantined) >= batch_size:
             yield batch
