@@ -10,14 +10,15 @@ separately as `process_s`). Each writes its result as JSON to `--result`.
              fed from the capture files by a batched reader, with the per-(hour, zone) aggregates the
              transforms read computed in the same job; no fingerprints, no diff
     parity   `parity.check` on the work dir's config
-    kernel   parity's fingerprinting of record batches (dicts, and Arrow batches) vs a plain xxh3 loop over
-             pre-encoded bytes
+    kernel   parity's fingerprinting of record batches (dicts, Arrow batches to Python lists, Arrow batches to
+             Arrow arrays) vs a plain xxh3 loop over pre-encoded bytes
     export   (not timed) the two sides' final features of a parity run as tf.Example TFRecord files for TFDV
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -319,23 +320,42 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
         for batch in arrow_batches:
             columnar.row_encodings(batch)
 
+    packed = [columnar.packed_encodings(batch) for batch in arrow_batches[:1]]
+    if packed[0][1].to_pylist() != columnar.row_encodings(arrow_batches[0])[1]:
+        raise AssertionError("the packed kernel's fingerprints differ from the row kernel's")
+
+    def arrow_packed() -> None:
+        # the same bytes and fingerprints as Arrow arrays on the encoder's buffers (no object per row)
+        for batch in arrow_batches:
+            columnar.packed_encodings(batch)
+
     cases = {"plain_xxh3_record": plain_record, "parity_fingerprints_record": parity_record,
-             "parity_arrow_batch_record": arrow_record,
+             "parity_arrow_batch_record": arrow_record, "parity_arrow_packed_record": arrow_packed,
              "parity_encode_many_record": encode_many_record, "json_dumps_xxh3_record": json_record,
              "plain_xxh3_stages": plain_stages, "parity_writebatch_stages": parity_stages}
+    # A warm-up run of each case sets how many runs one sample takes: at least 0.1 s, so that the fast loops
+    # (a few ms each) are not timed on one short run each.
+    loops: dict[str, int] = {}
+    for name, fn in cases.items():
+        started = time.perf_counter()
+        fn()
+        loops[name] = max(1, math.ceil(0.1 / max(time.perf_counter() - started, 1e-6)))
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(repeat):
         for name, fn in cases.items():
             started = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - started)
+            for _ in range(loops[name]):
+                fn()
+            times[name].append((time.perf_counter() - started) / loops[name])
     medians = {k: statistics.median(v) for k, v in times.items()}
     return {"records": n, "hashes_per_record_stages": hashes_per_record, "encoder": canonical.IMPLEMENTATION,
+            "runs_per_sample": loops,
             "seconds": {k: round(v, 6) for k, v in medians.items()},
             "records_per_second": {k: round(n / v) if v else None for k, v in medians.items()},
             "ratio_record": round(medians["plain_xxh3_record"] / medians["parity_fingerprints_record"], 4),
             "ratio_stages": round(medians["plain_xxh3_stages"] / medians["parity_writebatch_stages"], 4),
             "ratio_arrow": round(medians["plain_xxh3_record"] / medians["parity_arrow_batch_record"], 4),
+            "ratio_arrow_packed": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_record"], 4),
             "repeat": repeat}
 
 

@@ -14,6 +14,13 @@
 #include <string.h>
 
 #define XXH_INLINE_ALL
+#if defined(__GNUC__) && defined(__x86_64__)
+/* xxHash's AVX2 loop for inputs over 240 bytes, compiled alongside the baseline (SSE2) one and chosen when
+ * the CPU has AVX2 (as xxHash's own xxh_x86dispatch.c does): the same hashes, fewer instructions. */
+#include <immintrin.h>
+#define XXH_DISPATCH_AVX2 1
+#define XXH_TARGET_AVX2 __attribute__((__target__("avx2")))
+#endif
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
@@ -25,6 +32,25 @@ enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
 static PyObject *kinds = NULL;    /* dict: type -> kind */
 static PyObject *fallback = NULL; /* the Python encoder: value -> bytes */
 static PyObject *feature_fallback = NULL; /* the Python feature_fingerprints, for what the C one leaves */
+
+/* ------------------------------------------------------------------------------------------------ hashing */
+
+#ifdef XXH_DISPATCH_AVX2
+static int have_avx2 = 0; /* set when the module loads */
+
+XXH_NO_INLINE XXH_TARGET_AVX2 XXH64_hash_t hash_long_avx2(const void *input, size_t len) {
+    return XXH3_hashLong_64b_internal(input, len, XXH3_kSecret, sizeof(XXH3_kSecret), XXH3_accumulate_avx2,
+                                      XXH3_scrambleAcc_avx2);
+}
+#endif
+
+/* xxh3_64 of data[0:len] */
+static inline uint64_t xxh3_64(const void *data, size_t len) {
+#ifdef XXH_DISPATCH_AVX2
+    if (len > XXH3_MIDSIZE_MAX && have_avx2) return hash_long_avx2(data, len);
+#endif
+    return XXH3_64bits(data, len);
+}
 
 /* ------------------------------------------------------------------------------------------------ buffer */
 
@@ -93,8 +119,8 @@ static inline unsigned char *put_head(unsigned char *p, char tag, uint64_t n) {
 
 /* bytes of the minimal two's complement of x (1..8) */
 static inline int int_width(long long x) {
-    unsigned long long m = x >= 0 ? (unsigned long long)x : ~(unsigned long long)x;
-    return (m ? 64 - __builtin_clzll(m) : 0) / 8 + 1;
+    unsigned long long m = (unsigned long long)x ^ (unsigned long long)(x >> 63); /* ~x when x < 0 */
+    return (int)((unsigned)(64 - __builtin_clzll(m | 1)) >> 3) + 1;
 }
 
 /* 'i', the length, then the minimal two's complement, big-endian */
@@ -563,7 +589,7 @@ static PyObject *encode_then(PyObject *v, PyObject *(*finish)(const char *, Py_s
 }
 
 static PyObject *fp64(const char *data, Py_ssize_t len) {
-    return PyLong_FromUnsignedLongLong(XXH3_64bits(data, (size_t)len));
+    return PyLong_FromUnsignedLongLong(xxh3_64(data, (size_t)len));
 }
 
 static PyObject *digest128(const char *data, Py_ssize_t len) {
@@ -608,7 +634,7 @@ static PyObject *batch(PyObject *values, int what) {
             PyList_SET_ITEM(bytes_out, i, o);
         }
         if (fp_out) {
-            PyObject *o = PyLong_FromUnsignedLongLong(XXH3_64bits(b.data, (size_t)b.len));
+            PyObject *o = PyLong_FromUnsignedLongLong(xxh3_64(b.data, (size_t)b.len));
             if (!o) goto fail;
             PyList_SET_ITEM(fp_out, i, o);
         }
@@ -689,7 +715,7 @@ static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
         if (buf_put(&b, kbytes + off[j], off[j + 1] - off[j]) < 0) goto done_fps;
         Py_ssize_t start = b.len;
         if (enc(&b, vals[perm[j]]) < 0) goto done_fps;
-        fps[j] = XXH3_64bits(b.data + start, (size_t)(b.len - start));
+        fps[j] = xxh3_64(b.data + start, (size_t)(b.len - start));
     }
     /* combine(): {name: fp} has the same key order */
     if (buf_head(&c, 0x64, (size_t)n) < 0) goto done_fps;
@@ -711,7 +737,7 @@ static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
         PyList_SET_ITEM(feats, j, pair);
     }
     PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
-    PyObject *combined = data ? PyLong_FromUnsignedLongLong(XXH3_64bits(c.data, (size_t)c.len)) : NULL;
+    PyObject *combined = data ? PyLong_FromUnsignedLongLong(xxh3_64(c.data, (size_t)c.len)) : NULL;
     if (combined) result = PyTuple_Pack(3, data, feats, combined);
     Py_XDECREF(data);
     Py_XDECREF(combined);
@@ -851,42 +877,38 @@ static inline int is_null(const Column *c, Py_ssize_t at) {
     return c->kind == C_NULL || (c->valid && !bit_at(c->valid, at));
 }
 
-/* The encoded length of cell i (-1 and an exception for offsets outside the values: nothing is written
- * before every cell's length is known, so the writer below never meets a bad offset). */
-static Py_ssize_t cell_len(const Column *c, Py_ssize_t i) {
-    Py_ssize_t at = c->offset + i;
-    if (is_null(c, at)) return 1;
-    const unsigned char *v = c->values;
-    switch (c->kind) {
-    case C_BOOL: return 1;
-    case C_I8: return 3;
-    case C_U8: return 2 + int_width(v[at]);
-    case C_I16: return 2 + int_width(LOAD(int16_t, v, at));
-    case C_U16: return 2 + int_width(LOAD(uint16_t, v, at));
-    case C_I32: return 2 + int_width(LOAD(int32_t, v, at));
-    case C_U32: return 2 + int_width(LOAD(uint32_t, v, at));
-    case C_I64: return 2 + int_width(LOAD(int64_t, v, at));
-    case C_U64: { uint64_t x = LOAD(uint64_t, v, at); return x >> 63 ? 11 : 2 + int_width((long long)x); }
-    case C_F64: case C_F32_AS_F64: return 9;
-    case C_F32: return 5;
-    default: break;
-    }
-    int64_t s = offset_at(c, at), e = offset_at(c, at + 1);
-    if (s < 0 || e < s || e > c->values_len) {
-        PyErr_SetString(PyExc_ValueError, "malformed column: offsets outside its values");
-        return -1;
-    }
-    Py_ssize_t len = 1 + uleb_len((uint64_t)(e - s));
-    if (c->kind != C_LIST && c->kind != C_LLIST) return len + (Py_ssize_t)(e - s);
-    for (int64_t k = s; k < e; k++) {
-        Py_ssize_t item = cell_len(c->child, (Py_ssize_t)k);
-        if (item < 0) return -1;
-        len += item;
-    }
-    return len;
+static int malformed(void) {
+    PyErr_SetString(PyExc_ValueError, "malformed column: offsets outside its values");
+    return -1;
 }
 
-/* Writes cell i at p (cell_len bytes, checked before); returns the end. */
+/* whether offsets[0..n] (32- or 64-bit) never decrease, from >= 0 to <= limit */
+static int offsets_ok(const unsigned char *offsets, int wide, Py_ssize_t n, int64_t limit) {
+    int bad = 0;
+    if (wide) {
+        for (Py_ssize_t k = 0; k < n; k++) bad |= LOAD(int64_t, offsets, k + 1) < LOAD(int64_t, offsets, k);
+        return !bad && LOAD(int64_t, offsets, 0) >= 0 && LOAD(int64_t, offsets, n) <= limit;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) bad |= LOAD(int32_t, offsets, k + 1) < LOAD(int32_t, offsets, k);
+    return !bad && LOAD(int32_t, offsets, 0) >= 0 && LOAD(int32_t, offsets, n) <= limit;
+}
+
+/* An upper bound of the encoded bytes of cells i0..i0+n-1 of c, after checking their offsets (and their
+ * items', for lists): they never decrease and stay inside the values, so write_rows reads them unchecked.
+ * -1 and an exception for offsets outside the values. */
+static Py_ssize_t column_bound(const Column *c, Py_ssize_t i0, Py_ssize_t n) {
+    if (c->kind == C_NULL || c->kind == C_BOOL) return n;
+    if (c->kind < C_STR) return 11 * n; /* tag, width and 9 bytes at most */
+    if (n == 0) return 0;
+    int wide = c->kind == C_LSTR || c->kind == C_LBIN || c->kind == C_LLIST;
+    if (!offsets_ok(c->offsets + (wide ? 8 : 4) * (c->offset + i0), wide, n, c->values_len)) return malformed();
+    int64_t s = offset_at(c, c->offset + i0), e = offset_at(c, c->offset + i0 + n);
+    if (c->kind != C_LIST && c->kind != C_LLIST) return 11 * n + (Py_ssize_t)(e - s);
+    Py_ssize_t items = column_bound(c->child, (Py_ssize_t)s, (Py_ssize_t)(e - s));
+    return items < 0 ? -1 : 11 * n + items;
+}
+
+/* Writes cell i at p; returns the end, or NULL and an exception for offsets outside the values. */
 static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) {
     Py_ssize_t at = c->offset + i;
     if (is_null(c, at)) { *p = 0x4e; return p + 1; }
@@ -907,9 +929,10 @@ static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) 
     default: break;
     }
     int64_t s = offset_at(c, at), e = offset_at(c, at + 1);
+    if (s < 0 || e < s || e > c->values_len) return malformed(), NULL;
     if (c->kind == C_LIST || c->kind == C_LLIST) {
         p = put_head(p, 0x6c, (uint64_t)(e - s));
-        for (int64_t k = s; k < e; k++) p = put_cell(p, c->child, (Py_ssize_t)k);
+        for (int64_t k = s; k < e && p; k++) p = put_cell(p, c->child, (Py_ssize_t)k);
         return p;
     }
     p = put_head(p, (c->kind == C_STR || c->kind == C_LSTR) ? 0x73 : 0x62, (uint64_t)(e - s));
@@ -917,110 +940,169 @@ static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) 
     return p + (e - s);
 }
 
-/* n bytes from src to dst, n small (names, most strings): overlapping fixed-size moves instead of a call */
-static inline void small_copy(unsigned char *dst, const unsigned char *src, size_t n) {
-    if (n >= 8 && n <= 16) {
-        uint64_t a, b;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &b, 8);
-    } else if (n > 16 && n <= 32) {
-        uint64_t a[2], b[2];
-        memcpy(a, src, 16);
-        memcpy(b, src + n - 16, 16);
-        memcpy(dst, a, 16);
-        memcpy(dst + n - 16, b, 16);
-    } else if (n >= 4 && n < 8) {
-        uint32_t a, b;
-        memcpy(&a, src, 4);
-        memcpy(&b, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &b, 4);
-    } else if (n < 4) {
-        for (size_t k = 0; k < n; k++) dst[k] = src[k];
-    } else {
-        memcpy(dst, src, n);
-    }
+/* a string or bytes cell: tag, length and the bytes v[s:e] (offsets checked by the caller); up to 64 bytes
+ * are copied with a fixed-size move (16 or 64 bytes) when the values go on that far: the excess is
+ * overwritten by what follows */
+static inline unsigned char *put_str(unsigned char *p, unsigned char tag, const unsigned char *v, int64_t s, int64_t e,
+                                     Py_ssize_t values_len) {
+    size_t len = (size_t)(e - s);
+    p = put_head(p, (char)tag, len);
+    if (len <= 16 && s + 16 <= values_len) memcpy(p, v + s, 16);
+    else if (len <= 64 && s + 64 <= values_len) memcpy(p, v + s, 64);
+    else memcpy(p, v + s, len);
+    return p + len;
 }
 
-/* Column loops: the kind switched on once per column, not per cell. */
-#define ROW_BLOCK 64
-#define EACH_CELL(body)                                                                                   \
-    for (Py_ssize_t i = i0; i < n; i++) {                                                                  \
-        Py_ssize_t at = c->offset + i;                                                                    \
-        if (valid && !bit_at(valid, at)) { NULL_CELL; continue; }                                         \
-        body;                                                                                             \
-    }
+/* How write_rows writes a column's cells (the column's kind, with the common forms of lists apart). */
+enum {
+    W_F64, W_F32_AS_F64, W_F32, W_I64, W_I32, W_U32, W_I16, W_U16, W_I8, W_U8, W_STR, W_BIN, W_LIST_STR, W_CELL
+};
 
-/* the encoded length of every cell of a column whose cells all have one length (else 0) */
-static Py_ssize_t fixed_len(const Column *c) {
-    if (c->kind == C_NULL || c->kind == C_BOOL) return 1;
-    if (c->valid) return 0;
-    return c->kind == C_F64 || c->kind == C_F32_AS_F64 ? 9 : c->kind == C_F32 ? 5 : c->kind == C_I8 ? 3 : 0;
-}
-
-/* adds the encoded length of cells i0..n-1 to len[i]; -1 and an exception for offsets outside the values */
-static int column_lengths(const Column *c, Py_ssize_t i0, Py_ssize_t n, Py_ssize_t *len) {
-    const unsigned char *v = c->values, *valid = c->valid;
-#define NULL_CELL len[i] += 1
-    switch (c->kind) { /* null and bool columns, and fixed-width ones without nulls: fixed_len */
-    case C_F64: case C_F32_AS_F64: EACH_CELL(len[i] += 9) return 0;
-    case C_F32: EACH_CELL(len[i] += 5) return 0;
-    case C_I64: EACH_CELL(len[i] += 2 + int_width(LOAD(int64_t, v, at))) return 0;
-    case C_I32: EACH_CELL(len[i] += 2 + int_width(LOAD(int32_t, v, at))) return 0;
-    case C_STR: {
-        int32_t last = LOAD(int32_t, c->offsets, c->offset + i0);
-        for (Py_ssize_t i = i0; i < n; i++) { /* every offset checked, null cells' too */
-            int32_t e = LOAD(int32_t, c->offsets, c->offset + i + 1);
-            if (last < 0 || e < last || e > c->values_len) {
-                PyErr_SetString(PyExc_ValueError, "malformed column: offsets outside its values");
-                return -1;
-            }
-            len[i] += (valid && !bit_at(valid, c->offset + i)) ? 1 : 1 + uleb_len((uint64_t)(e - last)) + (e - last);
-            last = e;
-        }
-        return 0;
-    }
-    default: break;
-    }
-#undef NULL_CELL
-    for (Py_ssize_t i = i0; i < n; i++) {
-        Py_ssize_t l = cell_len(c, i);
-        if (l < 0) return -1;
-        len[i] += l;
-    }
-    return 0;
-}
-
-/* writes key + cell i at cur[i] for rows i0..n-1, advancing cur[i]; end[i]: the end of row i */
-static void column_write(const Column *c, Py_ssize_t i0, Py_ssize_t n, const unsigned char *key, Py_ssize_t klen,
-                         unsigned char **cur, unsigned char *const *end) {
-    const unsigned char *v = c->values, *valid = c->valid;
-#define KEY unsigned char *p = cur[i]; small_copy(p, key, (size_t)klen); p += klen
-#define NULL_CELL do { KEY; *p = 0x4e; cur[i] = p + 1; } while (0)
+static int write_op(const Column *c) {
     switch (c->kind) {
-    case C_F64: EACH_CELL(KEY; cur[i] = put_f64(p, LOAD(double, v, at))) return;
-    case C_F32_AS_F64: EACH_CELL(KEY; cur[i] = put_f64(p, (double)LOAD(float, v, at))) return;
-    case C_F32: EACH_CELL(KEY; cur[i] = put_f32(p, LOAD(float, v, at))) return;
-    case C_I64: EACH_CELL(KEY; cur[i] = end[i] - p >= 10 ? put_i64_over(p, LOAD(int64_t, v, at))
-                                                      : put_i64(p, LOAD(int64_t, v, at))) return;
-    case C_I32: EACH_CELL(KEY; cur[i] = end[i] - p >= 10 ? put_i64_over(p, LOAD(int32_t, v, at))
-                                                      : put_i64(p, LOAD(int32_t, v, at))) return;
-    case C_STR: EACH_CELL(KEY;
-        int32_t s = LOAD(int32_t, c->offsets, at);
-        int32_t e = LOAD(int32_t, c->offsets, at + 1);
-        p = put_head(p, 0x73, (uint64_t)(e - s));
-        small_copy(p, v + s, (size_t)(e - s));
-        cur[i] = p + (e - s)) return;
-    default: break;
+    case C_F64: return W_F64;
+    case C_F32_AS_F64: return W_F32_AS_F64;
+    case C_F32: return W_F32;
+    case C_I64: return W_I64;
+    case C_I32: return W_I32;
+    case C_U32: return W_U32;
+    case C_I16: return W_I16;
+    case C_U16: return W_U16;
+    case C_I8: return W_I8;
+    case C_U8: return W_U8;
+    case C_STR: return W_STR;
+    case C_BIN: return W_BIN;
+    case C_LIST: return c->child->kind == C_STR && !c->child->valid ? W_LIST_STR : W_CELL;
+    default: return W_CELL; /* null, bool and uint64 columns, large strings and lists, other lists */
     }
-#undef NULL_CELL
-    for (Py_ssize_t i = i0; i < n; i++) {
-        KEY;
-        cur[i] = put_cell(p, c, i);
+}
+
+/* bytes per value of a fixed-width writer; 4 (an offset) for the string and list writers */
+static const int write_width[] = {
+    [W_F64] = 8, [W_F32_AS_F64] = 4, [W_F32] = 4, [W_I64] = 8, [W_I32] = 4, [W_U32] = 4, [W_I16] = 2,
+    [W_U16] = 2, [W_I8] = 1, [W_U8] = 1, [W_STR] = 4, [W_BIN] = 4, [W_LIST_STR] = 4, [W_CELL] = 0,
+};
+
+/* A column of the rows: how it is written, where its cell 0 is (its value, or for the string and list
+ * writers its offset), its validity bitmap and Column, and its name's canonical bytes, also padded to
+ * KEY_PAD bytes so that a short name is copied with one fixed-size move. */
+#define KEY_PAD 32
+typedef struct {
+    int op;
+    const void *write; /* the label in write_rows of its writer (set there) */
+    const unsigned char *cell0, *valid;
+    Py_ssize_t offset;
+    const Column *col;
+    const unsigned char *key;
+    Py_ssize_t klen;
+    unsigned char pad[KEY_PAD];
+} Slot;
+
+/* fills in the slot of column c named key[0:klen] */
+static void slot_init(Slot *sl, const Column *c, const unsigned char *key, Py_ssize_t klen) {
+    sl->op = write_op(c);
+    sl->col = c;
+    sl->valid = c->valid;
+    sl->offset = c->offset;
+    int width = write_width[sl->op];
+    sl->cell0 = sl->op >= W_STR ? (sl->op == W_CELL ? NULL : c->offsets + 4 * c->offset) : c->values + width * c->offset;
+    sl->key = key;
+    sl->klen = klen;
+    memcpy(sl->pad, key, (size_t)(klen < KEY_PAD ? klen : KEY_PAD));
+}
+
+/* Bytes past the bound that the fixed-size moves of write_rows may touch (a padded name, a string's first
+ * 64 bytes, an integer's 8): they write beyond the cell, and what follows overwrites the excess. */
+#define SLACK 128
+
+/* Writes rows 0..n-1, each the dict of its cells in the slots' order, one after the other from out (which
+ * has room for the rows' bound + SLACK): row i is out[offs[i]:offs[i + 1]] and fps[i] its xxh3_64, hashed
+ * while it is in L1. slots[m] is a sentinel (zeroed) that ends each row. Returns the end, or NULL and an
+ * exception (from put_cell, for offsets outside the values; column_bound checked the others').
+ *
+ * Each writer jumps straight to the next cell's (computed goto): no switch per cell, and a column with no
+ * nulls skips the validity test. */
+static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsigned char *out, unsigned char *offs,
+                                 unsigned char *fps) {
+    static const void *const writers[] = {
+        [W_F64] = &&w_f64, [W_F32_AS_F64] = &&w_f32_as_f64, [W_F32] = &&w_f32, [W_I64] = &&w_i64,
+        [W_I32] = &&w_i32, [W_U32] = &&w_u32, [W_I16] = &&w_i16, [W_U16] = &&w_u16, [W_I8] = &&w_i8,
+        [W_U8] = &&w_u8, [W_STR] = &&w_str, [W_BIN] = &&w_bin, [W_LIST_STR] = &&w_list_str, [W_CELL] = &&w_cell,
+    };
+    for (Slot *w = slots; w < slots + m; w++) w->write = w->valid ? &&w_nullable : writers[w->op];
+    slots[m].write = &&row_end;
+    const Slot *sl;
+    unsigned char head[16] = {0};
+    Py_ssize_t head_len = put_head(head, 0x64, (uint64_t)m) - head, i;
+    unsigned char *p = out, *row;
+    int64_t off = 0, s, e;
+    memcpy(offs, &off, 8);
+/* the name of the cell at sl, then a jump to its value's writer (the sentinel's: row_end) */
+#define CELL                                                                                            \
+    do {                                                                                                \
+        if (sl->klen <= 16) memcpy(p, sl->pad, 16);                                                     \
+        else if (sl->klen <= KEY_PAD) memcpy(p, sl->pad, KEY_PAD);                                      \
+        else memcpy(p, sl->key, (size_t)sl->klen);                                                      \
+        p += sl->klen;                                                                                  \
+        goto *sl->write;                                                                                \
+    } while (0)
+#define NEXT do { sl++; CELL; } while (0)
+/* the offsets of cell k of 32-bit offsets -> s, e (checked by column_bound) */
+#define SPAN(offsets, k) do { s = LOAD(int32_t, offsets, k); e = LOAD(int32_t, offsets, (k) + 1); } while (0)
+    for (i = 0; i < n; i++) {
+        row = p;
+        memcpy(p, head, 16);
+        p += head_len;
+        sl = slots;
+        CELL;
+    w_nullable:
+        if (!bit_at(sl->valid, sl->offset + i)) { *p++ = 0x4e; NEXT; }
+        goto *writers[sl->op];
+    w_f64: p = put_f64(p, LOAD(double, sl->cell0, i)); NEXT;
+    w_f32_as_f64: p = put_f64(p, (double)LOAD(float, sl->cell0, i)); NEXT;
+    w_f32: p = put_f32(p, LOAD(float, sl->cell0, i)); NEXT;
+    w_i64: p = put_i64_over(p, LOAD(int64_t, sl->cell0, i)); NEXT;
+    w_i32: p = put_i64_over(p, LOAD(int32_t, sl->cell0, i)); NEXT;
+    w_u32: p = put_i64_over(p, LOAD(uint32_t, sl->cell0, i)); NEXT;
+    w_i16: p = put_i64_over(p, LOAD(int16_t, sl->cell0, i)); NEXT;
+    w_u16: p = put_i64_over(p, LOAD(uint16_t, sl->cell0, i)); NEXT;
+    w_i8: p = put_i64_over(p, ((const int8_t *)sl->cell0)[i]); NEXT;
+    w_u8: p = put_i64_over(p, sl->cell0[i]); NEXT;
+    w_str:
+        SPAN(sl->cell0, i);
+        p = put_str(p, 0x73, sl->col->values, s, e, sl->col->values_len);
+        NEXT;
+    w_bin:
+        SPAN(sl->cell0, i);
+        p = put_str(p, 0x62, sl->col->values, s, e, sl->col->values_len);
+        NEXT;
+    w_list_str: /* a list of strings without nulls */
+        SPAN(sl->cell0, i);
+        p = put_head(p, 0x6c, (uint64_t)(e - s));
+        if (e > s) {
+            const Column *items = sl->col->child;
+            const unsigned char *io = items->offsets + 4 * items->offset;
+            int64_t end = e;
+            for (int64_t k = s; k < end; k++) {
+                SPAN(io, k);
+                p = put_str(p, 0x73, items->values, s, e, items->values_len);
+            }
+        }
+        NEXT;
+    w_cell:
+        p = put_cell(p, sl->col, i);
+        if (!p) return NULL;
+        NEXT;
+    row_end:
+        off = p - out;
+        memcpy(offs + 8 * (i + 1), &off, 8);
+        uint64_t fp = xxh3_64(row, (size_t)(p - row));
+        memcpy(fps + 8 * i, &fp, 8);
     }
-#undef KEY
+#undef SPAN
+#undef NEXT
+#undef CELL
+    return p;
 }
 
 typedef struct { const unsigned char *key; Py_ssize_t len; Py_ssize_t column; } Name;
@@ -1030,7 +1112,8 @@ static int name_cmp(const void *pa, const void *pb) {
     return cmp_bytes((const char *)x->key, x->len, (const char *)y->key, y->len);
 }
 
-/* encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]) or None
+/* encode_batch(batch, names, null_names, float32_as_float64, packed=False)
+ *     -> (list[bytes], list[int]), or with packed (data, offsets, fingerprints) as bytes, or None
  *
  * The canonical bytes and xxh3_64 of each row of an Arrow record batch (anything with
  * __arrow_c_array__ whose array is a struct), a row being the dict {name: value} of its cells (names: the
@@ -1038,20 +1121,24 @@ static int name_cmp(const void *pa, const void *pb) {
  * bytes as encode() of that dict. None when a column's type is not covered or two names are equal
  * (parity/columnar.py says which types are).
  *
- * Column by column: every row's length first, then each row's bytes object of that length, written a
- * block of rows at a time one column after the other (each column's loop has one kind), then hashed. */
+ * Packed: the rows' bytes one after the other in `data`, row i at data[offsets[i]:offsets[i + 1]] (n + 1
+ * int64 offsets) and its fingerprint at fingerprints[8 * i:8 * i + 8] (n uint64), native byte order: the
+ * buffers of an Arrow large_binary and a uint64 array, with no Python object per row.
+ *
+ * The rows are written one after the other into one buffer sized from each column's end offsets, and each
+ * is hashed as soon as it is written. */
 static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     PyObject *batch, *column_names, *nulls;
-    int f32_as_f64;
-    if (!PyArg_ParseTuple(args, "OO!O!p:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type, &nulls,
-                          &f32_as_f64)) return NULL;
+    int f32_as_f64, packed = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!p|p:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
+                          &nulls, &f32_as_f64, &packed)) return NULL;
     PyObject *capsules = PyObject_CallMethod(batch, "__arrow_c_array__", NULL);
     if (!capsules) return NULL;
-    PyObject *result = NULL, *bytes_out = NULL, *fp_out = NULL, *name_bytes = NULL;
+    PyObject *result = NULL, *name_bytes = NULL, *data = NULL, *offs = NULL, *fps = NULL;
     Column *cols = NULL;
     Name *names = NULL;
-    Py_ssize_t *len = NULL, m = 0, i, j;
-    unsigned char **cur = NULL, **row_end = NULL;
+    Slot *slots = NULL;
+    Py_ssize_t m = 0, i, j;
     if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
         PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ did not return (schema, array) capsules");
         goto done;
@@ -1070,11 +1157,9 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     m = (Py_ssize_t)array->n_children + nn;
     cols = PyMem_Calloc(m ? m : 1, sizeof(Column));
     names = PyMem_Calloc(m ? m : 1, sizeof(Name));
+    slots = PyMem_Calloc(m + 1, sizeof(Slot)); /* and a sentinel */
     name_bytes = PyList_New(m);
-    len = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
-    cur = PyMem_Calloc(n ? n : 1, sizeof(unsigned char *));
-    row_end = PyMem_Calloc(n ? n : 1, sizeof(unsigned char *));
-    if (!cols || !names || !name_bytes || !len || !cur || !row_end) {
+    if (!cols || !names || !slots || !name_bytes) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
@@ -1101,44 +1186,60 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     qsort(names, (size_t)m, sizeof(Name), name_cmp); /* the canonical order of a dict's entries */
     for (j = 1; j < m; j++)
         if (name_cmp(&names[j - 1], &names[j]) == 0) { result = Py_NewRef(Py_None); goto done; }
-    Py_ssize_t head = 1 + uleb_len((uint64_t)m);
-    for (j = 0; j < m; j++) head += names[j].len + fixed_len(&cols[j]);
-    for (i = 0; i < n; i++) len[i] = head;
-    for (j = 0; j < m; j++)
-        if (!fixed_len(&cols[j]) && column_lengths(&cols[j], 0, n, len) < 0) goto done;
-    bytes_out = PyList_New(n);
-    fp_out = PyList_New(n);
-    if (!bytes_out || !fp_out) goto done;
-    for (i = 0; i < n; i++) {
-        PyObject *o = PyBytes_FromStringAndSize(NULL, len[i]);
-        if (!o) goto done;
-        PyList_SET_ITEM(bytes_out, i, o);
-        row_end[i] = (unsigned char *)PyBytes_AS_STRING(o) + len[i];
-        cur[i] = put_head((unsigned char *)PyBytes_AS_STRING(o), 0x64, (uint64_t)m);
+    Py_ssize_t bound = 1 + uleb_len((uint64_t)m);
+    for (j = 0; j < m; j++) {
+        slot_init(&slots[j], &cols[names[j].column], names[j].key, names[j].len);
+        bound += names[j].len;
     }
-    for (i = 0; i < n; i += ROW_BLOCK) { /* a block of rows at a time: its rows stay in L1 until hashed */
-        Py_ssize_t end = i + ROW_BLOCK < n ? i + ROW_BLOCK : n;
-        for (j = 0; j < m; j++)
-            column_write(&cols[names[j].column], i, end, names[j].key, names[j].len, cur, row_end);
-        for (Py_ssize_t r = i; r < end; r++) {
-            PyObject *o = PyList_GET_ITEM(bytes_out, r);
-            o = PyLong_FromUnsignedLongLong(XXH3_64bits(PyBytes_AS_STRING(o), (size_t)len[r]));
-            if (!o) goto done;
-            PyList_SET_ITEM(fp_out, r, o);
+    bound *= n;
+    for (j = 0; j < m; j++) {
+        Py_ssize_t b = column_bound(&cols[j], 0, n);
+        if (b < 0) goto done;
+        bound += b;
+    }
+    data = PyBytes_FromStringAndSize(NULL, bound + SLACK);
+    offs = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
+    fps = PyBytes_FromStringAndSize(NULL, 8 * n);
+    if (!data || !offs || !fps) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
+    unsigned char *end = write_rows(slots, m, n, out, (unsigned char *)PyBytes_AS_STRING(offs),
+                                    (unsigned char *)PyBytes_AS_STRING(fps));
+    if (!end) goto done;
+    if (packed) {
+        if (_PyBytes_Resize(&data, end - out) < 0) goto done;
+        result = PyTuple_Pack(3, data, offs, fps);
+        goto done;
+    }
+    PyObject *rows = PyList_New(n), *fp_list = PyList_New(n);
+    if (rows && fp_list) {
+        const unsigned char *o = (const unsigned char *)PyBytes_AS_STRING(offs);
+        const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(fps);
+        for (i = 0; i < n; i++) {
+            int64_t s, e;
+            uint64_t fp;
+            memcpy(&s, o + 8 * i, 8);
+            memcpy(&e, o + 8 * (i + 1), 8);
+            memcpy(&fp, f + 8 * i, 8);
+            PyObject *row = PyBytes_FromStringAndSize((const char *)out + s, (Py_ssize_t)(e - s));
+            PyObject *fpo = row ? PyLong_FromUnsignedLongLong(fp) : NULL;
+            if (!fpo) { Py_XDECREF(row); break; }
+            PyList_SET_ITEM(rows, i, row);
+            PyList_SET_ITEM(fp_list, i, fpo);
         }
+        if (i == n) result = PyTuple_Pack(2, rows, fp_list);
     }
-    result = PyTuple_Pack(2, bytes_out, fp_out);
+    Py_XDECREF(rows);
+    Py_XDECREF(fp_list);
 done:
     if (cols) /* zeroed where not parsed yet: releasing those does nothing */
         for (j = 0; j < m; j++) column_release(&cols[j]);
     PyMem_Free(cols);
     PyMem_Free(names);
-    PyMem_Free(len);
-    PyMem_Free(cur);
-    PyMem_Free(row_end);
+    PyMem_Free(slots);
     Py_XDECREF(name_bytes);
-    Py_XDECREF(bytes_out);
-    Py_XDECREF(fp_out);
+    Py_XDECREF(data);
+    Py_XDECREF(offs);
+    Py_XDECREF(fps);
     Py_DECREF(capsules); /* the capsules release the exported batch */
     return result;
 }
@@ -1170,8 +1271,8 @@ static PyMethodDef methods[] = {
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
     {"encode_batch", py_encode_batch, METH_VARARGS,
-     "encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]) or None: the rows of an "
-     "Arrow record batch as dicts."},
+     "encode_batch(batch, names, null_names, float32_as_float64, packed=False) -> (list[bytes], list[int]), with "
+     "packed (data, offsets, fingerprints) buffers, or None: the rows of an Arrow record batch as dicts."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},
@@ -1184,6 +1285,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__canonical(void) {
+#ifdef XXH_DISPATCH_AVX2
+    __builtin_cpu_init();
+    have_avx2 = __builtin_cpu_supports("avx2");
+#endif
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddStringConstant(m, "ENCODING_VERSION", ENCODING_VERSION) < 0 ||

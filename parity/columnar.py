@@ -9,8 +9,13 @@ their large forms), and lists (and large lists) of any of these, nested to any d
 (structs, maps, timestamps, decimals, dictionaries, float16), two equal names, or a build without the C
 encoder give None: the caller then encodes the rows as dicts, with the same bytes.
 
-The Parquet reader (`parity/capture/parquet.py`) uses it for the `input` stage of each record batch whose
-columns the schema leaves as they are (`identity_schema`).
+`packed_encodings(batch)` gives the same bytes and fingerprints as two Arrow arrays (a ``large_binary`` of
+the rows' bytes and a ``uint64`` of their fingerprints) built on the C encoder's own buffers: no Python
+object per row, for consumers that keep columns (it is the kernel `benchmarks/` measures).
+
+The Parquet reader (`parity/capture/parquet.py`) uses `row_encodings` for the `input` stage of each record
+batch whose columns the schema leaves as they are (`identity_schema`): the replay steps after it hold a
+record's bytes and fingerprint as Python objects.
 
 Example:
     >>> import pyarrow as pa
@@ -30,7 +35,7 @@ import pyarrow as pa
 from parity import canonical
 from parity.schema import FieldType
 
-__all__ = ["covered", "identity_schema", "row_encodings"]
+__all__ = ["covered", "identity_schema", "packed_encodings", "row_encodings"]
 
 _FLAT = {
     pa.null(), pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
@@ -98,3 +103,28 @@ def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
     names = tuple(batch.schema.names)
     nulls = tuple(name for name in null_fields if name not in names)
     return native.encode_batch(batch, names, nulls, float32_as_float64)
+
+
+def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), float32_as_float64: bool = True
+                     ) -> tuple[pa.LargeBinaryArray, pa.UInt64Array] | None:
+    """`row_encodings` as Arrow arrays: each row's canonical bytes (``large_binary``) and fingerprint
+    (``uint64``), built without copying on the buffers the C encoder wrote; None where `row_encodings` is.
+
+    Example:
+        >>> batch = pa.RecordBatch.from_pydict({"fare": [7.5, None], "zone": ["A", "B"]})
+        >>> data, fps = packed_encodings(batch)
+        >>> (data.to_pylist(), fps.to_pylist()) == row_encodings(batch)
+        True
+    """
+    native = canonical._native
+    if native is None:
+        return None
+    names = tuple(batch.schema.names)
+    nulls = tuple(name for name in null_fields if name not in names)
+    packed = native.encode_batch(batch, names, nulls, float32_as_float64, True)
+    if packed is None:
+        return None
+    data, offsets, fingerprints = packed
+    rows = batch.num_rows
+    return (pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)]),
+            pa.Array.from_buffers(pa.uint64(), rows, [None, pa.py_buffer(fingerprints)]))

@@ -54,6 +54,8 @@ def _every_covered_type(count: int = 300) -> pa.RecordBatch:
         "nul": pa.nulls(count),
         "tags": pa.array([m([m(rng.choice(["surge", "", "airport"])) for _ in range(rng.randint(0, 3))])
                           for _ in range(count)], pa.list_(pa.string())),
+        "words": pa.array([m([rng.choice(["", "a", "z" * 40, "Near North Side"]) for _ in range(rng.randint(0, 3))])
+                           for _ in range(count)], pa.list_(pa.string())),  # no null items: a path of its own
         "ints": pa.array([m([rng.randint(-5, 5) for _ in range(rng.randint(0, 3))]) for _ in range(count)],
                          pa.large_list(pa.int64())),
         "nested": pa.array([m([m([rng.random()]) for _ in range(rng.randint(0, 2))]) for _ in range(count)],
@@ -63,15 +65,57 @@ def _every_covered_type(count: int = 300) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(columns)
 
 
+def _unpacked(batch: pa.RecordBatch, *args) -> tuple[list[bytes], list[int]]:
+    data, fps = columnar.packed_encodings(batch, *args)
+    assert data.type == pa.large_binary() and fps.type == pa.uint64() and len(data) == len(fps) == batch.num_rows
+    data.validate(full=True)
+    return data.to_pylist(), fps.to_pylist()
+
+
 def test_rows_of_every_covered_type_encode_as_their_dicts_do():
     batch = _every_covered_type()
-    assert columnar.row_encodings(batch) == encode_fingerprints(batch.to_pylist())
+    expected = encode_fingerprints(batch.to_pylist())
+    assert columnar.row_encodings(batch) == expected
+    assert _unpacked(batch) == expected
 
 
 @pytest.mark.parametrize("start,length", [(3, 200), (7, None), (0, 0), (299, 1)])
 def test_a_sliced_batch_encodes_its_own_rows(start, length):
     batch = _every_covered_type().slice(start, length)
-    assert columnar.row_encodings(batch) == encode_fingerprints(batch.to_pylist())
+    expected = encode_fingerprints(batch.to_pylist())
+    assert columnar.row_encodings(batch) == expected
+    assert _unpacked(batch) == expected
+
+
+def test_packed_encodings_are_arrow_arrays_of_the_same_bytes_and_fingerprints():
+    batch = _every_covered_type(50)
+    data, fps = columnar.packed_encodings(batch, ["extra"])
+    rows = [dict(row, extra=None) for row in batch.to_pylist()]
+    assert data.to_pylist() == canonical.encode_many(rows)
+    assert fps.to_pylist() == [xxhash.xxh3_64_intdigest(b) for b in canonical.encode_many(rows)]
+    assert columnar.packed_encodings(pa.RecordBatch.from_pydict({"t": pa.array([1], pa.timestamp("s"))})) is None
+
+
+def _with_offsets(array: pa.Array, offsets: list[int]) -> pa.Array:
+    """`array` (a string or list array without nulls) with its offsets replaced: what a corrupt producer might
+    hand over (from_buffers checks only the span of the first and last offsets)."""
+    offsets_buffer = pa.py_buffer(np.array(offsets, np.int32).tobytes())
+    if pa.types.is_list(array.type):
+        return pa.Array.from_buffers(array.type, len(array), [None, offsets_buffer], children=[array.values])
+    return pa.Array.from_buffers(array.type, len(array), [None, offsets_buffer, array.buffers()[2]])
+
+
+@pytest.mark.parametrize("column", [
+    _with_offsets(pa.array(["ab", "cd", "ef"]), [0, 4, 2, 6]),  # a cell ending before it starts
+    _with_offsets(pa.array([["a"], ["b", "c"]]), [0, 2, 1]),  # a list ending before it starts
+    _with_offsets(pa.array([[1], [2, 3]]), [0, 2, 1]),  # the same, of integers
+    pa.ListArray.from_arrays([0, 1, 2], _with_offsets(pa.array(["a", "b"]), [0, 1, 0])),  # its items' offsets
+], ids=["backwards", "list-backwards", "int-list-backwards", "items-backwards"])
+def test_offsets_outside_the_values_raise_rather_than_read_past_them(column):
+    batch = pa.RecordBatch.from_arrays([pa.array(range(len(column))), column], names=["id", "x"])
+    for encode in (columnar.row_encodings, columnar.packed_encodings):
+        with pytest.raises(ValueError, match="offsets outside its values"):
+            encode(batch)
 
 
 def test_a_batch_sliced_out_of_a_table_with_list_offsets_encodes_its_own_rows():
@@ -117,6 +161,8 @@ _SCALARS = {
     pa.float32(): st.floats(width=32, allow_nan=True), pa.bool_(): st.booleans(),
     pa.string(): st.text(max_size=40), pa.binary(): st.binary(max_size=40),
     pa.list_(pa.string()): st.lists(st.one_of(st.none(), st.text(max_size=5)), max_size=4),
+    pa.list_(pa.binary()): st.lists(st.binary(max_size=40), max_size=4),
+    pa.large_list(pa.string()): st.lists(st.text(max_size=40), max_size=4),
 }
 
 
@@ -135,7 +181,9 @@ def _batches(draw):
 @settings(max_examples=150, deadline=None)
 @given(_batches())
 def test_any_batch_of_covered_columns_encodes_as_its_dicts_do(batch):
-    assert columnar.row_encodings(batch) == encode_fingerprints(batch.to_pylist())
+    expected = encode_fingerprints(batch.to_pylist())
+    assert columnar.row_encodings(batch) == expected
+    assert _unpacked(batch) == expected
 
 
 @pytest.mark.parametrize("arrow_type,schema_type,identical", [
