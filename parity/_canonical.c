@@ -989,7 +989,7 @@ static const int write_width[] = {
 #define KEY_PAD 32
 typedef struct {
     int op;
-    const void *write; /* the label in write_rows of its writer (set there) */
+    const void *write, *value; /* labels in write_rows (set there): the cell's writer, and its value's */
     const unsigned char *cell0, *valid;
     Py_ssize_t offset;
     const Column *col;
@@ -1029,7 +1029,10 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsign
         [W_I32] = &&w_i32, [W_U32] = &&w_u32, [W_I16] = &&w_i16, [W_U16] = &&w_u16, [W_I8] = &&w_i8,
         [W_U8] = &&w_u8, [W_STR] = &&w_str, [W_BIN] = &&w_bin, [W_LIST_STR] = &&w_list_str, [W_CELL] = &&w_cell,
     };
-    for (Slot *w = slots; w < slots + m; w++) w->write = w->valid ? &&w_nullable : writers[w->op];
+    for (Slot *w = slots; w < slots + m; w++) {
+        w->value = w->valid ? &&w_nullable : writers[w->op];
+        w->write = w->klen > KEY_PAD ? &&w_long_name : w->value;
+    }
     slots[m].write = &&row_end;
     const Slot *sl;
     unsigned char head[16] = {0};
@@ -1037,15 +1040,9 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsign
     unsigned char *p = out, *row;
     int64_t off = 0, s, e;
     memcpy(offs, &off, 8);
-/* the name of the cell at sl, then a jump to its value's writer (the sentinel's: row_end) */
-#define CELL                                                                                            \
-    do {                                                                                                \
-        if (sl->klen <= 16) memcpy(p, sl->pad, 16);                                                     \
-        else if (sl->klen <= KEY_PAD) memcpy(p, sl->pad, KEY_PAD);                                      \
-        else memcpy(p, sl->key, (size_t)sl->klen);                                                      \
-        p += sl->klen;                                                                                  \
-        goto *sl->write;                                                                                \
-    } while (0)
+/* the name of the cell at sl (its first KEY_PAD bytes; w_long_name writes the rest), then a jump to its
+ * value's writer (the sentinel's: row_end) */
+#define CELL do { memcpy(p, sl->pad, KEY_PAD); p += sl->klen; goto *sl->write; } while (0)
 #define NEXT do { sl++; CELL; } while (0)
 /* the offsets of cell k of 32-bit offsets -> s, e (checked by column_bound) */
 #define SPAN(offsets, k) do { s = LOAD(int32_t, offsets, k); e = LOAD(int32_t, offsets, (k) + 1); } while (0)
@@ -1055,6 +1052,9 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsign
         p += head_len;
         sl = slots;
         CELL;
+    w_long_name:
+        memcpy(p - sl->klen + KEY_PAD, sl->key + KEY_PAD, (size_t)(sl->klen - KEY_PAD));
+        goto *sl->value;
     w_nullable:
         if (!bit_at(sl->valid, sl->offset + i)) { *p++ = 0x4e; NEXT; }
         goto *writers[sl->op];
