@@ -333,13 +333,19 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
         raise AssertionError("the packed kernel's fingerprints differ from the row kernel's")
 
     def arrow_packed() -> None:
-        # the same bytes and fingerprints as Arrow arrays on the encoder's buffers (no object per row)
+        # the same bytes and fingerprints as Arrow arrays on the encoder's buffers (no object per row), two
+        # threads where there are two cores
         for batch in arrow_batches:
             columnar.packed_encodings(batch)
+
+    def arrow_packed_one_thread() -> None:
+        for batch in arrow_batches:
+            columnar.packed_encodings(batch, threads=1)
 
     cases = {"plain_xxh3_record": plain_record, "plain_xxh3_json_record": plain_json_record,
              "parity_fingerprints_record": parity_record,
              "parity_arrow_batch_record": arrow_record, "parity_arrow_packed_record": arrow_packed,
+             "parity_arrow_packed_1t_record": arrow_packed_one_thread,
              "parity_encode_many_record": encode_many_record, "json_dumps_xxh3_record": json_record,
              "plain_xxh3_stages": plain_stages, "parity_writebatch_stages": parity_stages}
     # A warm-up run of each case sets how many runs one sample takes: at least 0.1 s, so that the fast loops
@@ -367,6 +373,8 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
             "ratio_arrow_packed": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_record"], 4),
             "ratio_arrow_packed_json": round(medians["plain_xxh3_json_record"]
                                              / medians["parity_arrow_packed_record"], 4),
+            "ratio_arrow_packed_1t": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_1t_record"], 4),
+            "packed_threads": columnar.DEFAULT_THREADS,
             "repeat": repeat}
 
 

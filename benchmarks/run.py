@@ -304,10 +304,11 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
                     rps.setdefault(k, []).append(v)
             row["kernel_records"] = ok[0]["records"]
             row["hashes_per_record_stages"] = ok[0]["hashes_per_record_stages"]
+            row["packed_threads"] = ok[0].get("packed_threads")
             row["kernel_records_per_s"] = {k: round(statistics.median(v)) for k, v in rps.items()}
             row["ratio_record"] = round(statistics.median(e["ratio_record"] for e in ok), 4)
             row["ratio_stages"] = round(statistics.median(e["ratio_stages"] for e in ok), 4)
-            for ratio in ("ratio_arrow", "ratio_arrow_packed", "ratio_arrow_packed_json"):
+            for ratio in ("ratio_arrow", "ratio_arrow_packed", "ratio_arrow_packed_json", "ratio_arrow_packed_1t"):
                 if all(ratio in e for e in ok):
                     row[ratio] = round(statistics.median(e[ratio] for e in ok), 4)
         if name == "naive" and ok:
@@ -362,6 +363,8 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
         out["kernel_vs_plain_xxh3_arrow_packed"] = kernel["ratio_arrow_packed"]
     if "ratio_arrow_packed_json" in kernel:
         out["kernel_vs_plain_xxh3_json_arrow_packed"] = kernel["ratio_arrow_packed_json"]
+    if "ratio_arrow_packed_1t" in kernel:
+        out["kernel_vs_plain_xxh3_arrow_packed_one_thread"] = kernel["ratio_arrow_packed_1t"]
     return out
 
 
@@ -419,7 +422,9 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
         "a bytes object and an int per row, as the replay's read step takes them")
     add("kernel records/s / plain xxh3 loop (Arrow record batches to Arrow arrays, packed_encodings)",
         ratios.get("kernel_vs_plain_xxh3_arrow_packed"), TARGETS["kernel_vs_plain_xxh3"], True,
-        "the fingerprints as a uint64 array: no object per row")
+        "the fingerprints as a uint64 array: no object per row; two threads on two cores")
+    add("kernel records/s / plain xxh3 loop (Arrow arrays, packed_encodings, one thread)",
+        ratios.get("kernel_vs_plain_xxh3_arrow_packed_one_thread"), TARGETS["kernel_vs_plain_xxh3"], True)
     add("kernel records/s / plain xxh3 loop over the records' JSON (Arrow arrays, packed_encodings)",
         ratios.get("kernel_vs_plain_xxh3_json_arrow_packed"), TARGETS["kernel_vs_plain_xxh3"], True,
         "the baseline of earlier runs: longer bytes than the canonical ones")
@@ -481,7 +486,8 @@ def render_markdown(result: dict[str, Any]) -> str:
                   "parity_arrow_batch_record": "`parity.columnar.row_encodings(batch)`: bytes + xxh3 of Arrow "
                                                "record batches' rows (the Parquet read path)",
                   "parity_arrow_packed_record": "`parity.columnar.packed_encodings(batch)`: the same, as Arrow "
-                                                "arrays (no object per row)",
+                                                "arrays (no object per row; two threads on two cores)",
+                  "parity_arrow_packed_1t_record": "`packed_encodings(batch, threads=1)`: the same, one thread",
                   "parity_encode_many_record": "`canonical.encode_many` + xxh3",
                   "json_dumps_xxh3_record": "`json.dumps(sort_keys)` + xxh3 in the loop (naive's kernel)",
                   "plain_xxh3_stages": f"plain xxh3 over pre-encoded stage bytes "

@@ -11,7 +11,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #define XXH_INLINE_ALL
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -908,7 +912,8 @@ static Py_ssize_t column_bound(const Column *c, Py_ssize_t i0, Py_ssize_t n) {
     return items < 0 ? -1 : 11 * n + items;
 }
 
-/* Writes cell i at p; returns the end, or NULL and an exception for offsets outside the values. */
+/* Writes cell i at p; returns the end, or NULL for offsets outside the values (no exception: it runs
+ * without the GIL; the caller raises). */
 static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) {
     Py_ssize_t at = c->offset + i;
     if (is_null(c, at)) { *p = 0x4e; return p + 1; }
@@ -929,7 +934,7 @@ static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) 
     default: break;
     }
     int64_t s = offset_at(c, at), e = offset_at(c, at + 1);
-    if (s < 0 || e < s || e > c->values_len) return malformed(), NULL;
+    if (s < 0 || e < s || e > c->values_len) return NULL;
     if (c->kind == C_LIST || c->kind == C_LLIST) {
         p = put_head(p, 0x6c, (uint64_t)(e - s));
         for (int64_t k = s; k < e && p; k++) p = put_cell(p, c->child, (Py_ssize_t)k);
@@ -1015,15 +1020,16 @@ static void slot_init(Slot *sl, const Column *c, const unsigned char *key, Py_ss
  * 64 bytes, an integer's 8): they write beyond the cell, and what follows overwrites the excess. */
 #define SLACK 128
 
-/* Writes rows 0..n-1, each the dict of its cells in the slots' order, one after the other from out (which
- * has room for the rows' bound + SLACK): row i is out[offs[i]:offs[i + 1]] and fps[i] its xxh3_64, hashed
- * while it is in L1. slots[m] is a sentinel (zeroed) that ends each row. Returns the end, or NULL and an
- * exception (from put_cell, for offsets outside the values; column_bound checked the others').
+/* Writes rows i0..i1-1, each the dict of its cells in the slots' order, one after the other from out (which
+ * has room for the rows' bound + SLACK): row i is out[offs[i]:offs[i + 1]] (offs[i0] is 0 when i0 is 0, and
+ * the caller's to set otherwise) and fps[i] its xxh3_64, hashed while it is in L1. slots[m] is a sentinel
+ * (zeroed) that ends each row. Returns the end, or NULL for offsets outside the values (put_cell's;
+ * column_bound checked the others'). It touches no Python object, so it runs without the GIL.
  *
  * Each writer jumps straight to the next cell's (computed goto): no switch per cell, and a column with no
  * nulls skips the validity test. */
-static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsigned char *out, unsigned char *offs,
-                                 unsigned char *fps) {
+static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t i0, Py_ssize_t i1, unsigned char *out,
+                                 unsigned char *offs, unsigned char *fps) {
     static const void *const writers[] = {
         [W_F64] = &&w_f64, [W_F32_AS_F64] = &&w_f32_as_f64, [W_F32] = &&w_f32, [W_I64] = &&w_i64,
         [W_I32] = &&w_i32, [W_U32] = &&w_u32, [W_I16] = &&w_i16, [W_U16] = &&w_u16, [W_I8] = &&w_i8,
@@ -1039,14 +1045,14 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsign
     Py_ssize_t head_len = put_head(head, 0x64, (uint64_t)m) - head, i;
     unsigned char *p = out, *row;
     int64_t off = 0, s, e;
-    memcpy(offs, &off, 8);
+    if (i0 == 0) memcpy(offs, &off, 8);
 /* the name of the cell at sl (its first KEY_PAD bytes; w_long_name writes the rest), then a jump to its
  * value's writer (the sentinel's: row_end) */
 #define CELL do { memcpy(p, sl->pad, KEY_PAD); p += sl->klen; goto *sl->write; } while (0)
 #define NEXT do { sl++; CELL; } while (0)
 /* the offsets of cell k of 32-bit offsets -> s, e (checked by column_bound) */
 #define SPAN(offsets, k) do { s = LOAD(int32_t, offsets, k); e = LOAD(int32_t, offsets, (k) + 1); } while (0)
-    for (i = 0; i < n; i++) {
+    for (i = i0; i < i1; i++) {
         row = p;
         memcpy(p, head, 16);
         p += head_len;
@@ -1105,6 +1111,162 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsign
     return p;
 }
 
+/* Rows i0..i1-1 for write_rows, run by the helper thread (with its own copy of the slots, which write_rows
+ * sets labels in). */
+typedef struct {
+    Slot *slots;
+    Py_ssize_t m, i0, i1;
+    unsigned char *out, *offs, *fps, *end;
+} RowsJob;
+
+static void rows_job(RowsJob *job) {
+    job->end = write_rows(job->slots, job->m, job->i0, job->i1, job->out, job->offs, job->fps);
+}
+
+/* The helper: one thread per process that writes the second half of a batch's rows while the caller writes
+ * the first. It waits for a job spinning for 1 ms, then asleep, so that batches handed over one after the
+ * other start at once: waking a sleeping thread costs about what half a batch of 2,000 rows takes here.
+ * One caller at a time owns it (busy); another writes all its rows itself. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+#define HELPER_SPIN_NS 1000000 /* how long the helper spins for a job before it sleeps: 1 ms */
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    RowsJob *_Atomic job; /* handed over, not yet taken */
+    atomic_int done;      /* the job handed over is written */
+    atomic_int busy;      /* a caller owns the helper */
+    int running;          /* the thread exists in this process (guarded by busy) */
+} helper = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
+
+static void *helper_main(void *unused) {
+    for (;;) {
+        RowsJob *job = atomic_load(&helper.job);
+        for (int64_t until = now_ns() + HELPER_SPIN_NS; !job; job = atomic_load(&helper.job)) {
+            for (int k = 0; k < 64 && !job; k++) {
+                CPU_RELAX();
+                job = atomic_load(&helper.job);
+            }
+            if (job || now_ns() > until) break;
+        }
+        if (!job) {
+            pthread_mutex_lock(&helper.mu);
+            while (!(job = atomic_load(&helper.job))) pthread_cond_wait(&helper.wake, &helper.mu);
+            pthread_mutex_unlock(&helper.mu);
+        }
+        atomic_store(&helper.job, NULL);
+        rows_job(job);
+        atomic_store(&helper.done, 1);
+    }
+    return unused;
+}
+
+/* In a forked child: the helper thread is not there (and the lock may have been held when it forked). */
+static void helper_forget(void) {
+    pthread_mutex_init(&helper.mu, NULL);
+    pthread_cond_init(&helper.wake, NULL);
+    atomic_store(&helper.job, NULL);
+    atomic_store(&helper.busy, 0);
+    helper.running = 0;
+}
+
+/* Hands job to the helper (started the first time); 0 when another caller owns it or it cannot start. */
+static int helper_submit(RowsJob *job) {
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&helper.busy, &idle, 1)) return 0;
+    if (!helper.running) {
+        pthread_attr_t attr;
+        pthread_t thread;
+        int ok = pthread_attr_init(&attr) == 0;
+        if (ok) {
+            pthread_attr_setstacksize(&attr, 1 << 18);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            ok = pthread_create(&thread, &attr, helper_main, NULL) == 0;
+            pthread_attr_destroy(&attr);
+        }
+        if (!ok) {
+            atomic_store(&helper.busy, 0);
+            return 0;
+        }
+        helper.running = 1;
+    }
+    atomic_store(&helper.done, 0);
+    pthread_mutex_lock(&helper.mu);
+    atomic_store(&helper.job, job);
+    pthread_cond_signal(&helper.wake);
+    pthread_mutex_unlock(&helper.mu);
+    return 1;
+}
+
+/* Waits for the job handed over (about as long as the caller's own half took) and frees the helper. */
+static void helper_wait(void) {
+    for (unsigned k = 0; !atomic_load(&helper.done); k++) {
+        if (k & 1023) CPU_RELAX();
+        else sched_yield();
+    }
+    atomic_store(&helper.busy, 0);
+}
+
+/* The bound of rows i0..i0+n-1 (names and heads: per_row bytes a row); -1 and an exception for offsets
+ * outside the values. */
+static Py_ssize_t rows_bound(const Column *cols, Py_ssize_t m, Py_ssize_t per_row, Py_ssize_t i0, Py_ssize_t n) {
+    Py_ssize_t bound = per_row * n;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        Py_ssize_t b = column_bound(&cols[j], i0, n);
+        if (b < 0) return -1;
+        bound += b;
+    }
+    return bound;
+}
+
+/* Rows of a batch at least this long are written by two threads, a half each (with threads=2) */
+#define SPLIT_ROWS 512
+
+/* Writes rows 0..n-1 into out (room for bound_a + SLACK + the second half's bound + SLACK when split), with
+ * the GIL released: the rows from `mid` on by the helper thread, at out + bound_a + SLACK, then moved to
+ * follow the first half's. Returns the end, or NULL for offsets outside the values. */
+static unsigned char *write_all_rows(Slot *slots, Slot *copy, Py_ssize_t m, Py_ssize_t n, Py_ssize_t mid,
+                                     Py_ssize_t bound_a, unsigned char *out, unsigned char *offs, unsigned char *fps) {
+    unsigned char *end;
+    if (mid >= n) {
+        Py_BEGIN_ALLOW_THREADS
+        end = write_rows(slots, m, 0, n, out, offs, fps);
+        Py_END_ALLOW_THREADS
+        return end;
+    }
+    unsigned char *second = out + bound_a + SLACK;
+    RowsJob job = {copy, m, mid, n, second, offs, fps, NULL};
+    Py_BEGIN_ALLOW_THREADS
+    int handed = helper_submit(&job);
+    end = write_rows(slots, m, 0, mid, out, offs, fps);
+    if (handed) helper_wait();
+    else rows_job(&job); /* no helper: the second half after the first */
+    if (end && job.end) { /* the second half follows the first; its offsets were from its own start */
+        int64_t shift = end - out, off;
+        memmove(end, second, (size_t)(job.end - second));
+        for (Py_ssize_t k = mid + 1; k <= n; k++) {
+            memcpy(&off, offs + 8 * k, 8);
+            off += shift;
+            memcpy(offs + 8 * k, &off, 8);
+        }
+        end += job.end - second;
+    } else {
+        end = NULL;
+    }
+    Py_END_ALLOW_THREADS
+    return end;
+}
+
 typedef struct { const unsigned char *key; Py_ssize_t len; Py_ssize_t column; } Name;
 
 static int name_cmp(const void *pa, const void *pb) {
@@ -1112,7 +1274,7 @@ static int name_cmp(const void *pa, const void *pb) {
     return cmp_bytes((const char *)x->key, x->len, (const char *)y->key, y->len);
 }
 
-/* encode_batch(batch, names, null_names, float32_as_float64, packed=False)
+/* encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1)
  *     -> (list[bytes], list[int]), or with packed (data, offsets, fingerprints) as bytes, or None
  *
  * The canonical bytes and xxh3_64 of each row of an Arrow record batch (anything with
@@ -1126,18 +1288,19 @@ static int name_cmp(const void *pa, const void *pb) {
  * buffers of an Arrow large_binary and a uint64 array, with no Python object per row.
  *
  * The rows are written one after the other into one buffer sized from each column's end offsets, and each
- * is hashed as soon as it is written. */
+ * is hashed as soon as it is written; with threads=2 (or more), a batch of SPLIT_ROWS rows or more is
+ * written in two halves at once, the GIL released. */
 static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     PyObject *batch, *column_names, *nulls;
-    int f32_as_f64, packed = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!p|p:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
-                          &nulls, &f32_as_f64, &packed)) return NULL;
+    int f32_as_f64, packed = 0, threads = 1;
+    if (!PyArg_ParseTuple(args, "OO!O!p|pi:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
+                          &nulls, &f32_as_f64, &packed, &threads)) return NULL;
     PyObject *capsules = PyObject_CallMethod(batch, "__arrow_c_array__", NULL);
     if (!capsules) return NULL;
     PyObject *result = NULL, *name_bytes = NULL, *data = NULL, *offs = NULL, *fps = NULL;
     Column *cols = NULL;
     Name *names = NULL;
-    Slot *slots = NULL;
+    Slot *slots = NULL, *copy = NULL;
     Py_ssize_t m = 0, i, j;
     if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
         PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ did not return (schema, array) capsules");
@@ -1186,25 +1349,28 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     qsort(names, (size_t)m, sizeof(Name), name_cmp); /* the canonical order of a dict's entries */
     for (j = 1; j < m; j++)
         if (name_cmp(&names[j - 1], &names[j]) == 0) { result = Py_NewRef(Py_None); goto done; }
-    Py_ssize_t bound = 1 + uleb_len((uint64_t)m);
+    Py_ssize_t per_row = 1 + uleb_len((uint64_t)m);
     for (j = 0; j < m; j++) {
         slot_init(&slots[j], &cols[names[j].column], names[j].key, names[j].len);
-        bound += names[j].len;
+        per_row += names[j].len;
     }
-    bound *= n;
-    for (j = 0; j < m; j++) {
-        Py_ssize_t b = column_bound(&cols[j], 0, n);
-        if (b < 0) goto done;
-        bound += b;
+    Py_ssize_t mid = threads >= 2 && n >= SPLIT_ROWS ? n / 2 : n;
+    Py_ssize_t bound_a = rows_bound(cols, m, per_row, 0, mid);
+    Py_ssize_t bound_b = bound_a < 0 ? -1 : rows_bound(cols, m, per_row, mid, n - mid);
+    if (bound_b < 0) goto done;
+    if (mid < n) {
+        copy = PyMem_Malloc((size_t)(m + 1) * sizeof(Slot));
+        if (!copy) { PyErr_NoMemory(); goto done; }
+        memcpy(copy, slots, (size_t)(m + 1) * sizeof(Slot));
     }
-    data = PyBytes_FromStringAndSize(NULL, bound + SLACK);
+    data = PyBytes_FromStringAndSize(NULL, bound_a + bound_b + 2 * SLACK);
     offs = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
     fps = PyBytes_FromStringAndSize(NULL, 8 * n);
     if (!data || !offs || !fps) goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
-    unsigned char *end = write_rows(slots, m, n, out, (unsigned char *)PyBytes_AS_STRING(offs),
-                                    (unsigned char *)PyBytes_AS_STRING(fps));
-    if (!end) goto done;
+    unsigned char *end = write_all_rows(slots, copy, m, n, mid, bound_a, out, (unsigned char *)PyBytes_AS_STRING(offs),
+                                        (unsigned char *)PyBytes_AS_STRING(fps));
+    if (!end) { malformed(); goto done; }
     if (packed) {
         if (_PyBytes_Resize(&data, end - out) < 0) goto done;
         result = PyTuple_Pack(3, data, offs, fps);
@@ -1236,6 +1402,7 @@ done:
     PyMem_Free(cols);
     PyMem_Free(names);
     PyMem_Free(slots);
+    PyMem_Free(copy);
     Py_XDECREF(name_bytes);
     Py_XDECREF(data);
     Py_XDECREF(offs);
@@ -1271,8 +1438,9 @@ static PyMethodDef methods[] = {
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
     {"encode_batch", py_encode_batch, METH_VARARGS,
-     "encode_batch(batch, names, null_names, float32_as_float64, packed=False) -> (list[bytes], list[int]), with "
-     "packed (data, offsets, fingerprints) buffers, or None: the rows of an Arrow record batch as dicts."},
+     "encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1) -> (list[bytes], "
+     "list[int]), with packed (data, offsets, fingerprints) buffers, or None: the rows of an Arrow record batch "
+     "as dicts."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},
@@ -1285,6 +1453,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__canonical(void) {
+    pthread_atfork(NULL, NULL, helper_forget);
 #ifdef XXH_DISPATCH_AVX2
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2");

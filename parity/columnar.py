@@ -11,7 +11,12 @@ encoder give None: the caller then encodes the rows as dicts, with the same byte
 
 `packed_encodings(batch)` gives the same bytes and fingerprints as two Arrow arrays (a ``large_binary`` of
 the rows' bytes and a ``uint64`` of their fingerprints) built on the C encoder's own buffers: no Python
-object per row, for consumers that keep columns (it is the kernel `benchmarks/` measures).
+object per row, for consumers that keep columns (it is the kernel `benchmarks/` measures). On a machine with
+two cores or more, a batch of 512 rows or more is written in two halves at once (the GIL released): the
+second by a helper thread that, after each batch, spins for 1 ms waiting for the next before it sleeps.
+`row_encodings` writes with one thread by default: in the replay, the rows' Python objects and the
+per-record steps after it cost far more than the encoding, and the helper's spinning would take CPU from
+the pipeline's other threads.
 
 The Parquet reader (`parity/capture/parquet.py`) uses `row_encodings` for the `input` stage of each record
 batch whose columns the schema leaves as they are (`identity_schema`): the replay steps after it hold a
@@ -28,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
@@ -88,27 +94,33 @@ def identity_schema(arrow_schema: pa.Schema, schema: Mapping[str, FieldType] | N
     return True
 
 
+# threads packed_encodings writes with by default: two where there are two cores
+DEFAULT_THREADS = 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
 def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
-                  float32_as_float64: bool = True) -> tuple[list[bytes], list[int]] | None:
+                  float32_as_float64: bool = True, threads: int = 1) -> tuple[list[bytes], list[int]] | None:
     """Each row's canonical bytes and fingerprint, the row being ``{name: value}`` over the batch's columns
     plus a None for each of `null_fields` the batch lacks; None when a column is not covered (see the module
     docstring).
 
     float32 values are encoded as the Python floats ``to_pylist()`` makes of them (tag ``f``), or, with
-    ``float32_as_float64=False``, as float32 (tag ``g``, as numpy.float32 values are).
+    ``float32_as_float64=False``, as float32 (tag ``g``, as numpy.float32 values are). `threads`: as for
+    `packed_encodings`.
     """
     native = canonical._native
     if native is None:
         return None
     names = tuple(batch.schema.names)
     nulls = tuple(name for name in null_fields if name not in names)
-    return native.encode_batch(batch, names, nulls, float32_as_float64)
+    return native.encode_batch(batch, names, nulls, float32_as_float64, False, threads)
 
 
-def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), float32_as_float64: bool = True
-                     ) -> tuple[pa.LargeBinaryArray, pa.UInt64Array] | None:
+def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), float32_as_float64: bool = True,
+                     threads: int = DEFAULT_THREADS) -> tuple[pa.LargeBinaryArray, pa.UInt64Array] | None:
     """`row_encodings` as Arrow arrays: each row's canonical bytes (``large_binary``) and fingerprint
     (``uint64``), built without copying on the buffers the C encoder wrote; None where `row_encodings` is.
+    `threads`: 2 writes a batch of 512 rows or more in two halves at once (the module docstring says how).
 
     Example:
         >>> batch = pa.RecordBatch.from_pydict({"fare": [7.5, None], "zone": ["A", "B"]})
@@ -121,7 +133,7 @@ def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), flo
         return None
     names = tuple(batch.schema.names)
     nulls = tuple(name for name in null_fields if name not in names)
-    packed = native.encode_batch(batch, names, nulls, float32_as_float64, True)
+    packed = native.encode_batch(batch, names, nulls, float32_as_float64, True, threads)
     if packed is None:
         return None
     data, offsets, fingerprints = packed

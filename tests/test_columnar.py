@@ -96,6 +96,37 @@ def test_packed_encodings_are_arrow_arrays_of_the_same_bytes_and_fingerprints():
     assert columnar.packed_encodings(pa.RecordBatch.from_pydict({"t": pa.array([1], pa.timestamp("s"))})) is None
 
 
+@pytest.mark.parametrize("start,length", [(0, None), (1, 1100), (3, 511), (0, 512)])
+def test_two_threads_write_the_same_rows_as_one(start, length):
+    batch = _every_covered_type(1200).slice(start, length)
+    expected = encode_fingerprints(batch.to_pylist())
+    assert columnar.row_encodings(batch, threads=2) == expected
+    data, fps = columnar.packed_encodings(batch, threads=2)
+    data.validate(full=True)
+    assert (data.to_pylist(), fps.to_pylist()) == expected
+
+
+def test_the_encoder_still_writes_with_two_threads_in_a_forked_child():
+    batch = _every_covered_type(1200)
+    expected = columnar.row_encodings(batch)
+    assert columnar.row_encodings(batch, threads=2) == expected  # the helper thread runs in this process
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child has no helper thread: the encoder must start its own, not wait for the parent's
+        os.close(read)
+        try:
+            ok = _unpacked(batch) == expected and columnar.row_encodings(batch, threads=2) == expected
+        except BaseException:
+            ok = False
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+
+
 def _with_offsets(array: pa.Array, offsets: list[int]) -> pa.Array:
     """`array` (a string or list array without nulls) with its offsets replaced: what a corrupt producer might
     hand over (from_buffers checks only the span of the first and last offsets)."""
@@ -116,6 +147,17 @@ def test_offsets_outside_the_values_raise_rather_than_read_past_them(column):
     for encode in (columnar.row_encodings, columnar.packed_encodings):
         with pytest.raises(ValueError, match="offsets outside its values"):
             encode(batch)
+
+
+def test_offsets_outside_the_values_in_the_second_half_raise_with_two_threads():
+    good = pa.array([["a"], ["b", "c"]] * 400, pa.list_(pa.large_string()))  # written by put_cell
+    offsets = good.offsets.to_numpy().copy()
+    offsets[700] = offsets[699] - 1  # a list in the second half ends before it starts
+    column = pa.Array.from_buffers(good.type, 800, [None, pa.py_buffer(offsets.tobytes())], children=[good.values])
+    batch = pa.RecordBatch.from_arrays([pa.array(range(800)), column], names=["id", "x"])
+    for encode in (columnar.row_encodings, columnar.packed_encodings):
+        with pytest.raises(ValueError, match="offsets outside its values"):
+            encode(batch, threads=2)
 
 
 def test_a_batch_sliced_out_of_a_table_with_list_offsets_encodes_its_own_rows():
