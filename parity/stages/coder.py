@@ -243,10 +243,8 @@ class AvroRecordCoder(Coder):
         if _UNTYPED in self.types:
             raise ValueError(f"field name {_UNTYPED!r} is reserved by the avro coder")
         self.schema = fastavro.parse_schema(_avro_schema(self.types))
-        # For batches whose records hold exactly the typed fields: no untyped map to build and take apart.
-        self._typed_schema = fastavro.parse_schema(_avro_schema(self.types, untyped=False))
         self._names = frozenset(self.types)
-        self._plain_schemas: dict[frozenset, Any] = {}
+        self._plain_schemas: dict[tuple, Any] = {}
 
     def encode(self, value: dict[str, Any]) -> bytes:
         buffer = io.BytesIO()
@@ -259,30 +257,51 @@ class AvroRecordCoder(Coder):
     def roundtrip_many(self, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`decode(encode(v))` of each value, as one Avro container of the batch (the same datum encoding;
         fastavro loops over the records in compiled code). Raises when any record fails."""
-        buffer = io.BytesIO()
         names = self._names
         if all(v.keys() == names for v in values):
-            # The fields come back in schema order (sorted), as `decode` orders them, and no untyped map.
-            fastavro.writer(buffer, self._batch_schema(values), values, disable_tuple_notation=True)
-            buffer.seek(0)
-            return list(fastavro.reader(buffer))
+            return self._roundtrip_typed(values)
+        buffer = io.BytesIO()
         fastavro.writer(buffer, self.schema, [self._row(v) for v in values], disable_tuple_notation=True)
         buffer.seek(0)
         return [self._record(row) for row in fastavro.reader(buffer)]
 
-    def _batch_schema(self, values: list[dict[str, Any]]) -> Any:
-        """The typed schema, with a plain type instead of the `["null", T]` union for each field that holds
-        only values of T's exact Python type in this batch (no None, no bool in a long, no int beyond its
-        range). Such a value's bytes differ only by the union index, and it decodes to the same value, so
-        the round trip is unchanged; fastavro writes and reads a plain field about twice as fast as a union.
-        Any other field keeps the union and fastavro's own checks."""
-        plain = frozenset(name for name, spec in self.types.items()
-                          if _all_exact(spec, [v[name] for v in values]))
-        schema = self._plain_schemas.get(plain)
-        if schema is None:
-            schema = self._plain_schemas[plain] = fastavro.parse_schema(
-                _avro_schema(self.types, untyped=False, plain=plain))
-        return schema
+    def _roundtrip_typed(self, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The round trip of records holding exactly the typed fields, field by field over the batch.
+
+        A field whose Avro round trip gives back every value of this batch unchanged (`_same_after_avro`:
+        None or the type's exact Python type, in range, encodable; never a float field, which rounds to 32
+        bits) is not encoded: each value itself comes back (lists copied, as decoding makes new ones). The
+        other fields go through fastavro, as one container of the batch with only those fields (an Avro
+        record's fields are encoded one after the other, so the others do not change them); among them, one
+        whose values all have the exact type (no None: `_all_exact`) is written without the `["null", T]`
+        union, which changes its bytes by the union index only. Any failure raises, and `roundtrip_batch`
+        then takes the records one by one through `encode` and `decode`. The records come back with their
+        fields in sorted order, as `decode` gives them."""
+        types = self.types
+        columns = {name: [v[name] for v in values] for name in types}
+        kept = {name for name, spec in types.items() if _same_after_avro(spec, columns[name])}
+        coded = tuple(name for name in sorted(types) if name not in kept)
+        decoded: list[dict[str, Any]] = []
+        if coded:
+            key = (frozenset(name for name in coded if _all_exact(types[name], columns[name])), coded)
+            schema = self._plain_schemas.get(key)
+            if schema is None:
+                schema = self._plain_schemas[key] = fastavro.parse_schema(
+                    _avro_schema({name: types[name] for name in coded}, untyped=False, plain=key[0]))
+            buffer = io.BytesIO()
+            fastavro.writer(buffer, schema, values, disable_tuple_notation=True)  # other fields are not written
+            buffer.seek(0)
+            decoded = list(fastavro.reader(buffer))
+        order = sorted(types)
+        out_columns = []
+        for name in order:
+            if name not in kept:
+                out_columns.append([row[name] for row in decoded])
+            elif types[name][1]:
+                out_columns.append([list(item) for item in columns[name]])
+            else:
+                out_columns.append(columns[name])
+        return [dict(zip(order, row)) for row in zip(*out_columns)] if order else [{} for _ in values]
 
     def _row(self, value: dict[str, Any]) -> dict[str, Any]:
         types = self.types
@@ -446,6 +465,42 @@ def _all_exact(spec: _Type, column: list[Any]) -> bool:
     if any(type(v) is not kind for v in column):
         return False
     return len(exact) == 1 or not column or (exact[1] <= min(column) and max(column) < exact[2])
+
+
+def _same_after_avro(spec: _Type, column: list[Any]) -> bool:
+    """Whether the Avro round trip gives back every value of the column unchanged: each is None (the union's
+    null) or has the field type's exact Python type (list elements too, none of them None, which fails),
+    ints within the type's range, strings that UTF-8 can encode (a lone surrogate fails the record). Longs,
+    ints, doubles (the same 64 bits), booleans, bytes and strings then decode to equal values; floats never
+    do (rounded to 32 bits)."""
+    scalar, is_list = spec
+    if scalar == "float32":
+        return False
+    exact = _EXACT[scalar]
+    kind = exact[0]
+    kinds = set(map(type, column))
+    if is_list:
+        if not kinds <= {list, type(None)}:
+            return False
+        column = [item for v in column if v is not None for item in v]
+        kinds = set(map(type, column))
+        if not kinds <= {kind}:
+            return False
+    else:
+        if not kinds <= {kind, type(None)}:
+            return False
+        if type(None) in kinds:
+            column = [v for v in column if v is not None]
+    if len(exact) == 3 and column and not (exact[1] <= min(column) and max(column) < exact[2]):
+        return False
+    if scalar == "string":
+        for text in column:
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+    return True
 
 
 def _avro_schema(types: Mapping[str, _Type], untyped: bool = True, plain: frozenset = frozenset()) -> dict[str, Any]:
