@@ -256,7 +256,9 @@ class AvroRecordCoder(Coder):
 
     def roundtrip_many(self, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`decode(encode(v))` of each value, as one Avro container of the batch (the same datum encoding;
-        fastavro loops over the records in compiled code). Raises when any record fails."""
+        fastavro loops over the records in compiled code); for records holding exactly the typed fields, only
+        the fields whose round trip could change a value are encoded (`_roundtrip_typed`). Raises when any
+        record fails."""
         names = self._names
         if all(v.keys() == names for v in values):
             return self._roundtrip_typed(values)
