@@ -912,8 +912,7 @@ static Py_ssize_t column_bound(const Column *c, Py_ssize_t i0, Py_ssize_t n) {
     return items < 0 ? -1 : 11 * n + items;
 }
 
-/* Writes cell i at p; returns the end, or NULL for offsets outside the values (no exception: it runs
- * without the GIL; the caller raises). */
+/* Writes cell i at p; returns the end. Its offsets (and its items') were checked by column_bound. */
 static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) {
     Py_ssize_t at = c->offset + i;
     if (is_null(c, at)) { *p = 0x4e; return p + 1; }
@@ -934,10 +933,9 @@ static unsigned char *put_cell(unsigned char *p, const Column *c, Py_ssize_t i) 
     default: break;
     }
     int64_t s = offset_at(c, at), e = offset_at(c, at + 1);
-    if (s < 0 || e < s || e > c->values_len) return NULL;
     if (c->kind == C_LIST || c->kind == C_LLIST) {
         p = put_head(p, 0x6c, (uint64_t)(e - s));
-        for (int64_t k = s; k < e && p; k++) p = put_cell(p, c->child, (Py_ssize_t)k);
+        for (int64_t k = s; k < e; k++) p = put_cell(p, c->child, (Py_ssize_t)k);
         return p;
     }
     p = put_head(p, (c->kind == C_STR || c->kind == C_LSTR) ? 0x73 : 0x62, (uint64_t)(e - s));
@@ -982,10 +980,10 @@ static int write_op(const Column *c) {
     }
 }
 
-/* bytes per value of a fixed-width writer; 4 (an offset) for the string and list writers */
+/* bytes per value of the fixed-width writers (those before W_STR) */
 static const int write_width[] = {
     [W_F64] = 8, [W_F32_AS_F64] = 4, [W_F32] = 4, [W_I64] = 8, [W_I32] = 4, [W_U32] = 4, [W_I16] = 2,
-    [W_U16] = 2, [W_I8] = 1, [W_U8] = 1, [W_STR] = 4, [W_BIN] = 4, [W_LIST_STR] = 4, [W_CELL] = 0,
+    [W_U16] = 2, [W_I8] = 1, [W_U8] = 1,
 };
 
 /* A column of the rows: how it is written, where its cell 0 is (its value, or for the string and list
@@ -1009,8 +1007,9 @@ static void slot_init(Slot *sl, const Column *c, const unsigned char *key, Py_ss
     sl->col = c;
     sl->valid = c->valid;
     sl->offset = c->offset;
-    int width = write_width[sl->op];
-    sl->cell0 = sl->op >= W_STR ? (sl->op == W_CELL ? NULL : c->offsets + 4 * c->offset) : c->values + width * c->offset;
+    sl->cell0 = sl->op == W_CELL ? NULL
+                : sl->op >= W_STR ? c->offsets + 4 * c->offset /* 32-bit offsets */
+                                  : c->values + write_width[sl->op] * c->offset;
     sl->key = key;
     sl->klen = klen;
     memcpy(sl->pad, key, (size_t)(klen < KEY_PAD ? klen : KEY_PAD));
@@ -1023,8 +1022,8 @@ static void slot_init(Slot *sl, const Column *c, const unsigned char *key, Py_ss
 /* Writes rows i0..i1-1, each the dict of its cells in the slots' order, one after the other from out (which
  * has room for the rows' bound + SLACK): row i is out[offs[i]:offs[i + 1]] (offs[i0] is 0 when i0 is 0, and
  * the caller's to set otherwise) and fps[i] its xxh3_64, hashed while it is in L1. slots[m] is a sentinel
- * (zeroed) that ends each row. Returns the end, or NULL for offsets outside the values (put_cell's;
- * column_bound checked the others'). It touches no Python object, so it runs without the GIL.
+ * (zeroed) that ends each row. Returns the end. It cannot fail (column_bound checked every offset it
+ * reads) and touches no Python object, so it runs without the GIL.
  *
  * Each writer jumps straight to the next cell's (computed goto): no switch per cell, and a column with no
  * nulls skips the validity test. */
@@ -1097,7 +1096,6 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t i0, Py_ss
         NEXT;
     w_cell:
         p = put_cell(p, sl->col, i);
-        if (!p) return NULL;
         NEXT;
     row_end:
         off = p - out;
@@ -1234,7 +1232,7 @@ static Py_ssize_t rows_bound(const Column *cols, Py_ssize_t m, Py_ssize_t per_ro
 
 /* Writes rows 0..n-1 into out (room for bound_a + SLACK + the second half's bound + SLACK when split), with
  * the GIL released: the rows from `mid` on by the helper thread, at out + bound_a + SLACK, then moved to
- * follow the first half's. Returns the end, or NULL for offsets outside the values. */
+ * follow the first half's. Returns the end. */
 static unsigned char *write_all_rows(Slot *slots, Slot *copy, Py_ssize_t m, Py_ssize_t n, Py_ssize_t mid,
                                      Py_ssize_t bound_a, unsigned char *out, unsigned char *offs, unsigned char *fps) {
     unsigned char *end;
@@ -1251,18 +1249,15 @@ static unsigned char *write_all_rows(Slot *slots, Slot *copy, Py_ssize_t m, Py_s
     end = write_rows(slots, m, 0, mid, out, offs, fps);
     if (handed) helper_wait();
     else rows_job(&job); /* no helper: the second half after the first */
-    if (end && job.end) { /* the second half follows the first; its offsets were from its own start */
-        int64_t shift = end - out, off;
-        memmove(end, second, (size_t)(job.end - second));
-        for (Py_ssize_t k = mid + 1; k <= n; k++) {
-            memcpy(&off, offs + 8 * k, 8);
-            off += shift;
-            memcpy(offs + 8 * k, &off, 8);
-        }
-        end += job.end - second;
-    } else {
-        end = NULL;
+    /* the second half follows the first; its offsets were from its own start */
+    int64_t shift = end - out, off;
+    memmove(end, second, (size_t)(job.end - second));
+    for (Py_ssize_t k = mid + 1; k <= n; k++) {
+        memcpy(&off, offs + 8 * k, 8);
+        off += shift;
+        memcpy(offs + 8 * k, &off, 8);
     }
+    end += job.end - second;
     Py_END_ALLOW_THREADS
     return end;
 }
@@ -1370,7 +1365,6 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
     unsigned char *end = write_all_rows(slots, copy, m, n, mid, bound_a, out, (unsigned char *)PyBytes_AS_STRING(offs),
                                         (unsigned char *)PyBytes_AS_STRING(fps));
-    if (!end) { malformed(); goto done; }
     if (packed) {
         if (_PyBytes_Resize(&data, end - out) < 0) goto done;
         result = PyTuple_Pack(3, data, offs, fps);
