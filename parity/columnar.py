@@ -94,6 +94,18 @@ def identity_schema(arrow_schema: pa.Schema, schema: Mapping[str, FieldType] | N
     return True
 
 
+def _encode_batch(batch: pa.RecordBatch, null_fields: Iterable[str], float32_as_float64: bool, packed: bool,
+                  threads: int) -> tuple | None:
+    """The C `encode_batch` over the batch's columns plus None for each of `null_fields` it lacks; None
+    without the C encoder."""
+    native = canonical._native
+    if native is None:
+        return None
+    names = tuple(batch.schema.names)
+    nulls = tuple(name for name in null_fields if name not in names)
+    return native.encode_batch(batch, names, nulls, float32_as_float64, packed, threads)
+
+
 # threads packed_encodings writes with by default: two where there are two cores
 DEFAULT_THREADS = 2 if (os.cpu_count() or 1) >= 2 else 1
 
@@ -108,12 +120,7 @@ def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
     ``float32_as_float64=False``, as float32 (tag ``g``, as numpy.float32 values are). `threads`: as for
     `packed_encodings`.
     """
-    native = canonical._native
-    if native is None:
-        return None
-    names = tuple(batch.schema.names)
-    nulls = tuple(name for name in null_fields if name not in names)
-    return native.encode_batch(batch, names, nulls, float32_as_float64, False, threads)
+    return _encode_batch(batch, null_fields, float32_as_float64, False, threads)
 
 
 def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), float32_as_float64: bool = True,
@@ -128,12 +135,7 @@ def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), flo
         >>> (data.to_pylist(), fps.to_pylist()) == row_encodings(batch)
         True
     """
-    native = canonical._native
-    if native is None:
-        return None
-    names = tuple(batch.schema.names)
-    nulls = tuple(name for name in null_fields if name not in names)
-    packed = native.encode_batch(batch, names, nulls, float32_as_float64, True, threads)
+    packed = _encode_batch(batch, null_fields, float32_as_float64, True, threads)
     if packed is None:
         return None
     data, offsets, fingerprints = packed

@@ -454,50 +454,35 @@ _EXACT = {"int64": (int, -2**63, 2**63), "int32": (int, -2**31, 2**31), "float64
           "string": (str,), "bytes": (bytes,), "bool": (bool,)}
 
 
-def _all_exact(spec: _Type, column: list[Any]) -> bool:
-    """Whether every value of the column has the exact Python type of the field (list elements too) and, for
-    ints, lies within the Avro type's range."""
+def _all_exact(spec: _Type, column: list[Any], none: bool = False) -> bool:
+    """Whether every value of the column has the exact Python type of the field (list elements too, none of
+    them None) and, for ints, lies within the Avro type's range; with `none`, a value may also be None."""
     scalar, is_list = spec
     exact = _EXACT[scalar]
     kind = exact[0]
+    if none and None in column:
+        column = [v for v in column if v is not None]
     if is_list:
-        if any(type(v) is not list for v in column):
+        if not set(map(type, column)) <= {list}:
             return False
         column = [item for v in column for item in v]
-    if any(type(v) is not kind for v in column):
+    if not set(map(type, column)) <= {kind}:
         return False
     return len(exact) == 1 or not column or (exact[1] <= min(column) and max(column) < exact[2])
 
 
 def _same_after_avro(spec: _Type, column: list[Any]) -> bool:
     """Whether the Avro round trip gives back every value of the column unchanged: each is None (the union's
-    null) or has the field type's exact Python type (list elements too, none of them None, which fails),
-    ints within the type's range, strings that UTF-8 can encode (a lone surrogate fails the record). Longs,
-    ints, doubles (the same 64 bits), booleans, bytes and strings then decode to equal values; floats never
-    do (rounded to 32 bits)."""
+    null) or as `_all_exact` wants it, and strings are ones UTF-8 can encode (a lone surrogate fails the
+    record). Longs, ints, doubles (the same 64 bits), booleans, bytes and strings then decode to equal
+    values; floats never do (rounded to 32 bits)."""
     scalar, is_list = spec
-    if scalar == "float32":
-        return False
-    exact = _EXACT[scalar]
-    kind = exact[0]
-    kinds = set(map(type, column))
-    if is_list:
-        if not kinds <= {list, type(None)}:
-            return False
-        column = [item for v in column if v is not None for item in v]
-        kinds = set(map(type, column))
-        if not kinds <= {kind}:
-            return False
-    else:
-        if not kinds <= {kind, type(None)}:
-            return False
-        if type(None) in kinds:
-            column = [v for v in column if v is not None]
-    if len(exact) == 3 and column and not (exact[1] <= min(column) and max(column) < exact[2]):
+    if scalar == "float32" or not _all_exact(spec, column, none=True):
         return False
     if scalar == "string":
-        for text in column:
-            if not text.isascii():
+        texts = [item for v in column if v is not None for item in v] if is_list else column
+        for text in texts:
+            if text is not None and not text.isascii():
                 try:
                     text.encode("utf-8")
                 except UnicodeEncodeError:
