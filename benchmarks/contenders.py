@@ -328,8 +328,7 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
         for batch in arrow_batches:
             columnar.row_encodings(batch)
 
-    packed = [columnar.packed_encodings(batch) for batch in arrow_batches[:1]]
-    if packed[0][1].to_pylist() != columnar.row_encodings(arrow_batches[0])[1]:
+    if columnar.packed_encodings(arrow_batches[0])[1].to_pylist() != columnar.row_encodings(arrow_batches[0])[1]:
         raise AssertionError("the packed kernel's fingerprints differ from the row kernel's")
 
     def arrow_packed() -> None:

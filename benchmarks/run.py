@@ -306,9 +306,7 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
             row["hashes_per_record_stages"] = ok[0]["hashes_per_record_stages"]
             row["packed_threads"] = ok[0].get("packed_threads")
             row["kernel_records_per_s"] = {k: round(statistics.median(v)) for k, v in rps.items()}
-            row["ratio_record"] = round(statistics.median(e["ratio_record"] for e in ok), 4)
-            row["ratio_stages"] = round(statistics.median(e["ratio_stages"] for e in ok), 4)
-            for ratio in ("ratio_arrow", "ratio_arrow_packed", "ratio_arrow_packed_json", "ratio_arrow_packed_1t"):
+            for ratio in _KERNEL_RATIOS:
                 if all(ratio in e for e in ok):
                     row[ratio] = round(statistics.median(e[ratio] for e in ok), 4)
         if name == "naive" and ok:
@@ -354,18 +352,21 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
     if par and tfdv:
         out["tfdv_over_parity"] = round(tfdv / par, 3)
     kernel = rows.get("kernel", {})
-    if "ratio_record" in kernel:
-        out["kernel_vs_plain_xxh3_record"] = kernel["ratio_record"]
-        out["kernel_vs_plain_xxh3_stages"] = kernel["ratio_stages"]
-    if "ratio_arrow" in kernel:
-        out["kernel_vs_plain_xxh3_arrow"] = kernel["ratio_arrow"]
-    if "ratio_arrow_packed" in kernel:
-        out["kernel_vs_plain_xxh3_arrow_packed"] = kernel["ratio_arrow_packed"]
-    if "ratio_arrow_packed_json" in kernel:
-        out["kernel_vs_plain_xxh3_json_arrow_packed"] = kernel["ratio_arrow_packed_json"]
-    if "ratio_arrow_packed_1t" in kernel:
-        out["kernel_vs_plain_xxh3_arrow_packed_one_thread"] = kernel["ratio_arrow_packed_1t"]
+    for ratio, key in _KERNEL_RATIOS.items():
+        if ratio in kernel:
+            out[key] = kernel[ratio]
     return out
+
+
+# the kernel contender's ratios (its row) -> their names among the run's ratios
+_KERNEL_RATIOS = {
+    "ratio_record": "kernel_vs_plain_xxh3_record",
+    "ratio_stages": "kernel_vs_plain_xxh3_stages",
+    "ratio_arrow": "kernel_vs_plain_xxh3_arrow",
+    "ratio_arrow_packed": "kernel_vs_plain_xxh3_arrow_packed",
+    "ratio_arrow_packed_json": "kernel_vs_plain_xxh3_json_arrow_packed",
+    "ratio_arrow_packed_1t": "kernel_vs_plain_xxh3_arrow_packed_one_thread",
+}
 
 
 def _result_path(results_dir: str, records: int, transform: str, ext: str, variant: str = "bug") -> str:
