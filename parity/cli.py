@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--runner", default="DirectRunner", choices=RUNNER_CHOICES)
     check.add_argument("--noise", action="store_true",
                        help="replay each side twice to find nondeterministic stages")
+    check.add_argument("--sides-at-once", default="auto", choices=("auto", "on", "off"),
+                       help="replay the second side in a child process while the first replays (auto: on the "
+                            "DirectRunner with two cores and a capture of 16 MiB or more)")
 
     replay = commands.add_parser("replay", help="replay one side and write its fingerprint set")
     replay.add_argument("config")
@@ -126,7 +129,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     if args.command == "check":
         report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
-                           noise=True if args.noise else None)
+                           noise=True if args.noise else None, sides_at_once=args.sides_at_once)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":

@@ -29,6 +29,7 @@ from parity.stages.transform import feature_spec, to_instance
 
 BATCH_SIZE = 2000
 TFT_OUTPUT = "tft_output"
+TFT_BATCH_SIZE = 1000  # the largest batch TFT's adaptive batching reaches
 
 
 class ReplaySide(beam.PTransform):
@@ -38,9 +39,12 @@ class ReplaySide(beam.PTransform):
     """
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, saved_dir: str | None = None,
-                 batch_size: int = BATCH_SIZE, reorder: bool = False):
+                 batch_size: int = BATCH_SIZE, reorder: bool = False, gated_from: str | None = None):
         super().__init__()
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
+        # `saved: {from_side}` while that side still replays in another process (`parity.overlap`): the
+        # fingerprint set folder its graph will be in, opened when the gate does
+        self.gated_from = gated_from
         self.config = config
         self.side = side
         self.out_dir = out_dir
@@ -108,10 +112,24 @@ class ReplaySide(beam.PTransform):
         spec = self.side.transform
         if spec is None or spec.kind == "python":
             return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None)).with_output_types(RecBatch)
+        if spec.kind == "saved" and self.gated_from is not None:
+            return self._gated(staged)
         if spec.kind == "saved":
             saved = spec.path or self.saved_dir
             return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved)).with_output_types(RecBatch)
         return self._tft(staged)
+
+    def _gated(self, staged: beam.PCollection) -> beam.PCollection:
+        """Stages every batch first (spilled), then waits for the other side's graph, then transforms."""
+        from parity import overlap
+
+        spilled = staged | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
+        graph = (spilled
+                 | "CountStaged" >> beam.combiners.Count.Globally()
+                 | "AwaitGraph" >> beam.Map(overlap.await_graph, self.config, self.side, self.out_dir,
+                                            self.gated_from))
+        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, spilled=True, gated=True),
+                                                   beam.pvalue.AsSingleton(graph)).with_output_types(RecBatch)
 
     def _tft(self, staged: beam.PCollection) -> beam.PCollection:
         import tensorflow_transform.beam as tft_beam
@@ -130,13 +148,30 @@ class ReplaySide(beam.PTransform):
         # The raw schema is known before the job runs; serving (and `saved`) reads it from metadata/.
         metadata_io.write_metadata(metadata, os.path.join(output_dir, "metadata"))
         instances = staged | "TFTInstances" >> beam.FlatMap(_tft_instances, types)
-        with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False):
+        # A fixed batch size: TFT's own batches grow with how fast the machine runs, and float32 analyzers
+        # (scale_to_z_score's mean and variance) accumulate by batch, so they moved by an ulp between runs.
+        with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False,
+                              desired_batch_size=TFT_BATCH_SIZE):
             transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
         return (staged
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
+
+
+def saved_graph_dir(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> str | None:
+    """The exported graph a `saved: {from_side}` transform applies (None for any other transform)."""
+    spec = side.transform
+    if spec is None or spec.kind != "saved" or spec.from_side is None:
+        return None
+    candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
+    for path in (os.path.join(candidate, TFT_OUTPUT), candidate):
+        if os.path.isdir(os.path.join(path, "transform_fn")):
+            return path
+    raise ConfigError(f"{config.path}: sides.{side.name}.transform.saved.from_side: no exported transform "
+                      f"graph of side '{spec.from_side}' at {candidate}; replay side '{spec.from_side}' first "
+                      f"(parity check does) or pass --transform-from DIR")
 
 
 def _union(windows: Iterable[Iterable]) -> set:

@@ -330,10 +330,11 @@ class ApplyStagesFn(beam.DoFn):
 class ApplyTransformFn(beam.DoFn):
     """The transform stage of a batch: a python function, an exported TFT graph, or a pass-through."""
 
-    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False):
+    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False, gated: bool = False):
         self._side = side
         self._saved_dir = saved_dir
         self._spilled = spilled  # batches come as spill files (with TFT, while the analysis runs)
+        self._gated = gated  # `saved`, the graph's folder known only when the side input arrives
 
     def setup(self) -> None:
         spec = self._side.transform
@@ -341,9 +342,13 @@ class ApplyTransformFn(beam.DoFn):
             if spec is not None and spec.kind == "python" else None  # type: ignore[union-attr]
         self._saved = SavedTransform(self._saved_dir, side_field_types(self._side)) if self._saved_dir else None
 
-    def process(self, batch, *unused_side_inputs):  # no hints: Beam checks *args hints
+    def process(self, batch, *side_inputs):  # no hints: Beam checks *args hints
         if self._spilled:
             batch = spill.load(batch)
+        if self._gated and self._saved is None:
+            # the gated `saved` transform: the graph's folder arrives as a side input once it exists
+            self._saved_dir = side_inputs[0]
+            self._saved = SavedTransform(self._saved_dir, side_field_types(self._side))
         inputs = batch.transform_inputs
         todo = [i for i, value in enumerate(inputs) if value is not None]
         if self._saved is not None:

@@ -8,14 +8,14 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical, progress, spill, tap_set
+from parity import analyzers, canonical, overlap, progress, spill, tap_set
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import DiffStream
 from parity.environment import environment_manifest
 from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError
 from parity.fingerprint_set import FingerprintSet, finalize, read_set
-from parity.replay import TFT_OUTPUT, ReplaySide, prepare_out_dir, unwrap_pipeline_error
+from parity.replay import TFT_OUTPUT, ReplaySide, prepare_out_dir, saved_graph_dir, unwrap_pipeline_error
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.runners import make_options, make_runner
@@ -26,16 +26,23 @@ OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html",
 
 def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "DirectRunner",
            beam_args: Sequence[str] | None = None, transform_from: str | None = None,
-           reorder: bool = False) -> dict[str, Any]:
-    """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest."""
+           reorder: bool = False, gated: bool = False) -> dict[str, Any]:
+    """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest.
+
+    `gated` (the second side of `parity check` replaying in a child process, `parity.overlap`): a `saved:
+    {from_side}` transform does not need the other side's graph until every batch is staged, and waits there.
+    """
     side = config.side(side_name)
     _check_windowfn(config, side)
-    saved_dir = _saved_dir(config, side, out_dir, transform_from)
+    gated = gated and side.transform is not None and side.transform.kind == "saved" \
+        and side.transform.from_side is not None and not side.transform.path
+    saved_dir = None if gated else saved_graph_dir(config, side, out_dir, transform_from)
     progress.event("replay_start", side=side.name, runner=runner)
     prepare_out_dir(out_dir)
     started = time.monotonic()
     pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
-    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder)
+    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(
+        config, side, out_dir, saved_dir, reorder=reorder, gated_from=(transform_from or "") if gated else None)
     try:
         pipeline.run().wait_until_finish()
     except ParityError:
@@ -56,6 +63,8 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
                                   "environment": environment_manifest(), "runner": runner})
     _check_quarantine_share(side, out_dir, manifest)
+    if gated:
+        saved_dir = saved_graph_dir(config, side, out_dir, transform_from)
     graph_dir = os.path.join(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
         side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
     if graph_dir:
@@ -100,27 +109,19 @@ def _check_quarantine_share(side: SideConfig, out_dir: str, manifest: dict[str, 
             f"Fix the capture or the schema, or raise capture.max_quarantined")
 
 
-def _saved_dir(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> str | None:
-    spec = side.transform
-    if spec is None or spec.kind != "saved" or spec.from_side is None:
-        return None
-    candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
-    for path in (os.path.join(candidate, TFT_OUTPUT), candidate):
-        if os.path.isdir(os.path.join(path, "transform_fn")):
-            return path
-    raise ConfigError(f"{config.path}: sides.{side.name}.transform.saved.from_side: no exported transform "
-                      f"graph of side '{spec.from_side}' at {candidate}; replay side '{spec.from_side}' first "
-                      f"(parity check does) or pass --transform-from DIR")
-
-
 def _replay_order(config: Config) -> list[SideConfig]:
     """Sides whose transform applies the other side's exported graph run second."""
     return sorted(config.sides, key=lambda s: 1 if s.transform and s.transform.from_side else 0)
 
 
 def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
-          pipeline_options: Sequence[str] | None = None, noise: bool | None = None) -> dict[str, Any]:
+          pipeline_options: Sequence[str] | None = None, noise: bool | None = None,
+          sides_at_once: str = "auto") -> dict[str, Any]:
     """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict.
+
+    `sides_at_once` (auto, on, off): replay the second side in a child process while this one replays the
+    first (`parity.overlap`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
+    of 16 MiB or more). The fingerprint sets and the report are the same either way.
 
     With `noise` (or `report.noise` in the config) each side is replayed a second time, in another process
     with another hash salt, other batching and reversed input order; stages that differ between a side's two
@@ -129,12 +130,26 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     config = load_config(config_path)
     out_dir = out_dir or "parity-out"
     noise = config.report.noise if noise is None else noise
-    timings: dict[str, float] = {}
-    for side in _replay_order(config):
-        started = time.monotonic()
-        replay(config, side.name, os.path.join(out_dir, SIDES_DIR, side.name), runner=runner,
-               beam_args=pipeline_options)
-        timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
+    timings: dict[str, Any] = {}
+    order = _replay_order(config)
+    side_dirs = [os.path.join(out_dir, SIDES_DIR, side.name) for side in order]
+    second = None
+    if overlap.wanted(config, order, runner, pipeline_options, sides_at_once):
+        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner)
+        timings["sides_at_once"] = True
+    started = time.monotonic()
+    try:
+        for side, side_dir in zip(order, side_dirs):
+            if second is not None and side is order[1]:
+                second.finish()  # opens the gate: the first side's graph is written
+            else:
+                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options)
+            timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)  # since the start
+            if second is None:
+                started = time.monotonic()
+    finally:
+        if second is not None:
+            second.close()
     noise_result = None
     if noise:
         started = time.monotonic()

@@ -1,0 +1,171 @@
+"""Both sides' replays at once: the second side in a child process while this process replays the first.
+
+`parity check` replays the sides one after the other in one process, and the in-process DirectRunner keeps
+about one core busy. With two cores or more, when captures are large enough to pay for a second interpreter
+(importing Beam and TensorFlow takes a few seconds), the second side replays in a child process meanwhile.
+
+A second side whose `saved: {from_side}` transform applies the first side's exported graph is *gated*: it
+reads, stages and spills every batch, then waits at the gate (its standard input) for this process to say
+that the first side is done, then applies the graph. The child's output is the same fingerprint set, byte
+for byte; its error comes back as the same exception (pickled), so `parity check` fails the same way.
+
+    child = SecondSide.start(config, side, out_dir, first_dir, runner)
+    ... replay the first side ...
+    child.open_gate()              # or child.stop() when the first side failed
+    manifest = child.finish()      # raises the child's ParityError
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any, Sequence
+
+from parity.config import Config, SideConfig
+from parity.errors import ConfigError, ParityError, RunnerError
+
+# Below this many capture bytes on the second side, starting a second interpreter costs more than it saves.
+MIN_CAPTURE_BYTES = 16 << 20
+SETTINGS = ("auto", "on", "off")
+_GO = "go"
+
+
+def wanted(config: Config, order: Sequence[SideConfig], runner: str, beam_args: Sequence[str] | None,
+           setting: str = "auto") -> bool:
+    """Whether `parity check` should replay the second side in a child process (`setting`: auto, on, off)."""
+    if setting not in SETTINGS:
+        raise ConfigError(f"--sides-at-once: {setting!r} is not one of {', '.join(SETTINGS)}")
+    if setting == "off" or len(order) != 2 or runner != "DirectRunner" or beam_args:
+        return False  # Flink schedules its own slots; Beam options may ask for worker processes
+    if setting == "on":
+        return True
+    return _cores() >= 2 and _capture_bytes(config, order[1]) >= MIN_CAPTURE_BYTES
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _capture_bytes(config: Config, side: SideConfig) -> int:
+    from parity.capture import list_capture_files
+
+    try:
+        return sum(os.path.getsize(path) for path in list_capture_files(side.capture.path, config.base_dir))
+    except (OSError, ParityError):
+        return 0  # the replay itself stops on a missing capture, naming it, in its turn
+
+
+class SecondSide:
+    """A child process replaying one side (`python -m parity.overlap REQUEST`), with its gate and result."""
+
+    def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str):
+        self.side = side
+        self._proc = proc
+        self._scratch = scratch
+        self._gate_open = False
+
+    @classmethod
+    def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str) -> "SecondSide":
+        scratch = tempfile.mkdtemp(prefix="parity-side-")
+        request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
+                   "runner": runner, "result": os.path.join(scratch, "result.pickle")}
+        env = dict(os.environ)
+        # the child imports what this process can: parity and the config's modules
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        proc = subprocess.Popen([sys.executable, "-m", "parity.overlap", json.dumps(request)],
+                                stdin=subprocess.PIPE, env=env, text=True)
+        return cls(side, proc, scratch)
+
+    def open_gate(self, go: bool = True) -> None:
+        """Tells a gated child that the first side's graph is written (or, with go=False, that it never will be)."""
+        if self._gate_open:
+            return
+        self._gate_open = True
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write((_GO if go else "stop") + "\n")
+            self._proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the child has ended already; finish() says how
+
+    def finish(self) -> dict[str, Any]:
+        """Waits for the child; returns its side's manifest or raises the error its replay raised."""
+        self.open_gate()
+        code = self._proc.wait()
+        path = os.path.join(self._scratch, "result.pickle")
+        try:
+            with open(path, "rb") as handle:
+                status, value = pickle.load(handle)
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise RunnerError(f"the replay of side '{self.side.name}' in its own process ended with exit code "
+                              f"{code} and no result ({type(exc).__name__}); its output is above. Run "
+                              f"`parity check --sides-at-once off` to replay the sides one after the other") from exc
+        if status == "ok":
+            return value
+        raise value
+
+    def close(self) -> None:
+        """Stops the child if it still runs (the first side failed, or this process is interrupted)."""
+        self.open_gate(go=False)
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: str,
+                transform_from: str) -> str:
+    """The gate, a step of the gated replay: waits for the parent's word, then finds the first side's graph."""
+    import tensorflow_transform  # noqa: F401  (seconds of imports: done while the first side replays)
+
+    from parity.replay import saved_graph_dir
+
+    word = sys.stdin.readline().strip()
+    if word != _GO:
+        first = side.transform.from_side  # type: ignore[union-attr]
+        raise RunnerError(f"side '{side.name}' waited for side '{first}' to export its transform graph, but "
+                          f"that replay did not finish")
+    return saved_graph_dir(config, side, out_dir, transform_from or None)  # type: ignore[return-value]
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The exception itself when it pickles back whole, else a RunnerError with its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RunnerError(f"{type(exc).__name__}: {exc}")
+
+
+def child_main(argv: Sequence[str]) -> int:
+    from parity.cli import _quiet_libraries
+    from parity.config import load_config
+    from parity.run import replay
+
+    _quiet_libraries()
+    request = json.loads(argv[0])
+    try:
+        manifest = replay(load_config(request["config"]), request["side"], request["out"],
+                          runner=request["runner"], transform_from=request["transform_from"], gated=True)
+        outcome: tuple[str, Any] = ("ok", manifest)
+    except BaseException as exc:  # every error goes back to the parent, which raises it
+        outcome = ("error", _portable(exc))
+    temporary = request["result"] + ".partial"
+    with open(temporary, "wb") as handle:
+        pickle.dump(outcome, handle)
+    os.replace(temporary, request["result"])
+    return 0
+
+
+if __name__ == "__main__":
+    code = child_main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the result is on disk; tearing down Beam's and TensorFlow's threads took seconds

@@ -1,0 +1,193 @@
+"""`parity check --sides-at-once`: the second side replays in a child process while the first replays."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import parity
+from parity import overlap
+from parity.cli import main
+from parity.config import load_config
+from parity.errors import ConfigError, InputError, RunnerError, UserCodeError
+
+REPO = Path(__file__).resolve().parents[1]
+TAXI = REPO / "pipelines" / "taxi"
+REPORTS = ("report.json", "report.md", "junit.xml")  # report.md names its folder in `parity show` commands
+
+
+def _children_named(marker: str) -> list[str]:
+    """Command lines of this process's descendants that contain `marker`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if marker in command and parent == os.getpid():
+            found.append(command)
+    return found
+
+
+def _taxi_copy(folder: Path, **offline_changes: str) -> Path:
+    """The taxi example's config in `folder` (its modules beside it), with the offline side's lines replaced."""
+    for name in os.listdir(TAXI):
+        if name.endswith(".py"):
+            shutil.copy(TAXI / name, folder / name)
+    text = (TAXI / "parity.yaml").read_text(encoding="utf-8")
+    text = text.replace("../../fixtures/", str(REPO / "fixtures") + "/")
+    for old, new in offline_changes.items():
+        assert old in text
+        text = text.replace(old, new, 1)
+    path = folder / "parity.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def both_ways(tmp_path_factory) -> tuple[Path, Path]:
+    at_once, in_turn = tmp_path_factory.mktemp("at_once"), tmp_path_factory.mktemp("in_turn")
+    parity.check(str(TAXI / "parity.yaml"), out_dir=str(at_once), sides_at_once="on")
+    parity.check(str(TAXI / "parity.yaml"), out_dir=str(in_turn), sides_at_once="off")
+    return at_once, in_turn
+
+
+def test_replaying_the_second_side_in_a_child_process_gives_byte_identical_reports(both_ways):
+    at_once, in_turn = both_ways
+    for name in REPORTS:
+        text = (at_once / name).read_text(encoding="utf-8").replace(str(at_once), str(in_turn))
+        assert text == (in_turn / name).read_text(encoding="utf-8"), name
+    assert (at_once / "report.json").read_bytes() == (in_turn / "report.json").read_bytes()
+    report = json.loads((at_once / "report.json").read_text(encoding="utf-8"))
+    assert report["verdict"] == "diverged" and report["records"]["paired"] == 3000
+
+
+def test_the_gated_side_writes_the_same_fingerprint_set_and_analyzer_values(both_ways):
+    at_once, in_turn = both_ways
+    side = Path("sides") / "production"
+    parts = sorted(p.relative_to(in_turn / side) for p in (in_turn / side).rglob("*.parquet"))
+    assert parts and parts == sorted(p.relative_to(at_once / side) for p in (at_once / side).rglob("*.parquet"))
+    for part in parts:
+        assert (at_once / side / part).read_bytes() == (in_turn / side / part).read_bytes(), part
+    for name in ("manifest.json", "analyzers.json"):
+        assert (at_once / side / name).read_bytes() == (in_turn / side / name).read_bytes(), name
+    assert not (at_once / side / "_spill").exists()
+
+
+def test_timings_say_when_the_sides_replayed_at_once(both_ways):
+    at_once, in_turn = both_ways
+    timings = json.loads((at_once / "timings.json").read_text(encoding="utf-8"))
+    assert timings["sides_at_once"] is True
+    # both are measured from the start: the second side ends after the first, whose graph it waited for
+    assert timings["replay_production_seconds"] >= timings["replay_offline_seconds"] > 0
+    assert "sides_at_once" not in json.loads((in_turn / "timings.json").read_text(encoding="utf-8"))
+    assert not _children_named("parity.overlap")
+
+
+def test_an_error_on_the_second_side_comes_back_from_the_child_as_the_same_exception(tmp_path):
+    config = _taxi_copy(tmp_path)
+    text = config.read_text(encoding="utf-8")
+    # the production side reads its own, missing capture
+    config.write_text(text.replace("    transform:\n      saved:", "    capture: {path: missing.jsonl}\n"
+                                   "    transform:\n      saved:", 1), encoding="utf-8")
+    with pytest.raises(InputError, match="missing.jsonl") as caught:
+        parity.check(str(config), out_dir=str(tmp_path / "out"), sides_at_once="on")
+    assert "check capture.path" in str(caught.value)
+    assert not _children_named("parity.overlap")
+
+
+def test_when_the_first_side_fails_its_error_is_raised_and_the_waiting_child_is_stopped(tmp_path):
+    config = _taxi_copy(tmp_path, **{"tft: preprocess:preprocessing_fn": "tft: preprocess:no_such_fn"})
+    with pytest.raises(UserCodeError, match="no_such_fn"):
+        parity.check(str(config), out_dir=str(tmp_path / "out"), sides_at_once="on")
+    assert not _children_named("parity.overlap")
+
+
+def test_the_gate_raises_when_the_first_side_never_finished(monkeypatch, tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("stop\n"))
+    with pytest.raises(RunnerError, match="waited for side 'offline'"):
+        overlap.await_graph(3, config, config.side("production"), str(tmp_path / "production"), "")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # the parent is gone: end of input
+    with pytest.raises(RunnerError, match="did not finish"):
+        overlap.await_graph(3, config, config.side("production"), str(tmp_path / "production"), "")
+
+
+def test_the_gate_opens_on_the_parents_word_and_names_the_first_sides_graph(monkeypatch, tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    (tmp_path / "offline" / "tft_output" / "transform_fn").mkdir(parents=True)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("go\n"))
+    found = overlap.await_graph(3, config, config.side("production"), str(tmp_path / "production"), "")
+    assert found == str(tmp_path / "offline" / "tft_output")
+
+
+def test_a_child_that_dies_without_a_result_is_a_runner_error_naming_its_side(tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    child = overlap.SecondSide.start(config, config.side("production"), str(tmp_path / "production"),
+                                     str(tmp_path / "offline"), "DirectRunner")
+    child._proc.kill()  # long before its replay could end: it is still importing Beam
+    try:
+        with pytest.raises(RunnerError, match="side 'production' in its own process ended with exit code -9 and "
+                                              "no result.*--sides-at-once off"):
+            child.finish()
+    finally:
+        child.close()
+    assert not _children_named("parity.overlap")
+
+
+def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
+    config_path = _taxi_copy(tmp_path)
+    config = load_config(str(config_path))
+    order = list(config.sides)
+    monkeypatch.setattr(overlap, "_cores", lambda: 2)
+    assert not overlap.wanted(config, order, "DirectRunner", [], "auto")  # the example's capture is small
+    assert overlap.wanted(config, order, "DirectRunner", [], "on")
+    assert not overlap.wanted(config, order, "FlinkRunner", [], "on")
+    assert not overlap.wanted(config, order, "DirectRunner", ["--direct_num_workers=2"], "on")
+    assert not overlap.wanted(config, order, "DirectRunner", [], "off")
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as handle:
+        handle.truncate(overlap.MIN_CAPTURE_BYTES)
+    text = config_path.read_text(encoding="utf-8")
+    config_path.write_text(text.replace(str(REPO / "fixtures/taxi/capture/trips.jsonl"), str(big)), encoding="utf-8")
+    config = load_config(str(config_path))
+    assert overlap.wanted(config, list(config.sides), "DirectRunner", [], "auto")
+    monkeypatch.setattr(overlap, "_cores", lambda: 1)
+    assert not overlap.wanted(config, list(config.sides), "DirectRunner", [], "auto")
+    with pytest.raises(ConfigError, match="sometimes"):
+        overlap.wanted(config, order, "DirectRunner", [], "sometimes")
+
+
+def test_the_cli_rejects_an_unknown_sides_at_once_setting(capsys):
+    assert main(["check", str(TAXI / "parity.yaml"), "--sides-at-once", "sometimes"]) == 2
+    assert "--sides-at-once" in capsys.readouterr().err
+
+
+def test_the_benchmark_counts_a_childs_memory_with_its_parents(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import run as harness
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    alone = harness._rss_kib(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "import sys; x = bytearray(200 << 20); x[::4096] = b'1' * "
+                              "len(x[::4096]); print('ready', flush=True); sys.stdin.readline()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        together = harness._rss_kib(os.getpid())
+    finally:
+        child.stdin.close()
+        child.wait()
+    assert together - alone > 150 << 10  # KiB: the child's 200 MiB are counted
