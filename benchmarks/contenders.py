@@ -112,6 +112,7 @@ def floor_tft(config_path: str, files: list[str], work: str) -> dict:
     from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
 
     from parity.config import capture_field_types, load_config
+    from parity.replay import TFT_BATCH_SIZE
     from parity.stages.transform import SavedTransform, feature_spec, to_instance
 
     config = load_config(config_path)
@@ -130,7 +131,8 @@ def floor_tft(config_path: str, files: list[str], work: str) -> dict:
     metadata_io.write_metadata(metadata, os.path.join(output, "metadata"))
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
-        with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False):
+        with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False,
+                              desired_batch_size=TFT_BATCH_SIZE):
             inst = batches | "Instances" >> beam.FlatMap(instances, aggs)
             (transformed, _), transform_fn = (inst, metadata) | tft_beam.AnalyzeAndTransformDataset(
                 preprocessing_fn)

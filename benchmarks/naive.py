@@ -203,8 +203,10 @@ def _transform(pipeline: Any, side: Any, live: Any, types: dict, work: str, writ
     if spec.kind == "tft":
         import tensorflow as tf
         import tensorflow_transform.beam as tft_beam
+
         from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
 
+        from parity.replay import TFT_BATCH_SIZE
         from parity.stages.transform import feature_spec, to_instance
 
         preprocessing_fn = spec.ref.resolve()
@@ -217,7 +219,8 @@ def _transform(pipeline: Any, side: Any, live: Any, types: dict, work: str, writ
         metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
         output = os.path.join(work, "tft_output")
         metadata_io.write_metadata(metadata, os.path.join(output, "metadata"))
-        with tft_beam.Context(temp_dir=os.path.join(work, "tft_tmp"), force_tf_compat_v1=False):
+        with tft_beam.Context(temp_dir=os.path.join(work, "tft_tmp"), force_tf_compat_v1=False,
+                              desired_batch_size=TFT_BATCH_SIZE):
             instances = live | f"{name}/Instances" >> beam.Map(lambda e: to_instance(e["rec"], types))
             (transformed, _), transform_fn = (instances, metadata) | f"{name}/TFT" >> \
                 tft_beam.AnalyzeAndTransformDataset(keyed_fn)

@@ -8,7 +8,8 @@ Generates (once, cached by records and seed) a taxi capture with fixtures/taxi/g
 config equal to pipelines/taxi/parity.yaml pointing at it (absolute paths, preprocess.py copied beside it),
 then runs every contender on the same records on the same runner (Beam's FnApiRunner), each in its own
 process, alternating contenders round by round (`--repeat`) so they share the machine's load; medians are
-reported. Peak memory is the contender process's peak RSS (`os.wait4` rusage, children included).
+reported. Peak memory is the larger of the contender process's peak RSS (`os.wait4` rusage) and the sum of
+its and its descendants' RSS, sampled twice a second.
 
 Writes `benchmarks/results/<records>[-python].md` and `.json`. See benchmarks/README.md.
 """
@@ -98,19 +99,25 @@ def write_config(run_dir: str, files: list[str], transform: str, variant: str = 
 
 
 def _rss_kib(pid: int) -> int:
+    """The resident memory of a process and all its descendants together (KiB)."""
+    total = 0
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as handle:
             for line in handle:
                 if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                    total = int(line.split()[1])
+                    break
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                total += sum(_rss_kib(int(child)) for child in handle.read().split())
     except (OSError, ValueError):
         pass
-    return 0
+    return total
 
 
 def run_process(command: list[str], log_path: str, env: dict | None = None,
                 max_rss_gib: float = 0.0) -> dict[str, Any]:
-    """Runs a command to completion; returns its wall seconds, exit code and peak RSS (MiB, incl. children).
+    """Runs a command to completion; returns its wall seconds, exit code and peak RSS (MiB, with descendants).
 
     With `max_rss_gib`, the process's RSS is polled twice a second and the process is killed (SIGKILL, by
     its pid) when it exceeds the limit, so that one contender cannot exhaust a shared machine's memory;
@@ -122,11 +129,13 @@ def run_process(command: list[str], log_path: str, env: dict | None = None,
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         limit_kib = int(max_rss_gib * 1024 * 1024)
         timeline: list[list[float]] = []  # [seconds, RSS MiB] every 5 s: where the memory goes
+        tree_peak_kib = 0  # the process and its descendants together, sampled twice a second
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             rss = _rss_kib(proc.pid)
+            tree_peak_kib = max(tree_peak_kib, rss)
             elapsed = time.monotonic() - started
             if not timeline or elapsed - timeline[-1][0] >= 5:
                 timeline.append([round(elapsed, 1), round(rss / 1024)])
@@ -135,8 +144,12 @@ def run_process(command: list[str], log_path: str, env: dict | None = None,
                 killed = True
             time.sleep(0.5)
     proc.returncode = os.waitstatus_to_exitcode(status)  # already reaped: keep Popen from waiting again
+    # the larger of the process's own peak and its tree's sampled one (parity check's second side runs in a
+    # child process: the two together are what the machine must hold)
+    peak_kib = max(usage.ru_maxrss, tree_peak_kib)
     result = {"process_s": round(time.monotonic() - started, 3), "exit": proc.returncode,
-              "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "rss_timeline_mib": timeline}
+              "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),  # with the children it waited for
+              "peak_rss_mib": round(peak_kib / 1024, 1), "rss_timeline_mib": timeline}
     if killed:
         result["killed_over_rss_gib"] = max_rss_gib
     return result
@@ -272,6 +285,10 @@ class Harness:
 # ------------------------------------------------------------------------------------------------ tables
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def _median(runs: list[dict], key: str) -> float | None:
     values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
     return statistics.median(values) if values else None
@@ -294,6 +311,7 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
             wall = _median(ok, "wall_s")
             row.update({"wall_s": round(wall, 3), "wall_s_runs": [e["wall_s"] for e in ok],
                         "process_s": round(_median(ok, "process_s"), 3),
+                        "cpu_s": _round(_median(ok, "cpu_s")),
                         "peak_rss_mib": max(e["peak_rss_mib"] for e in ok)})
             if name != "kernel":
                 row["records_per_s"] = round(n / wall) if wall else None
@@ -351,6 +369,14 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
         out["parity_part_clamped"] = part < 0.01 * floor
     if par and tfdv:
         out["tfdv_over_parity"] = round(tfdv / par, 3)
+    # the same in CPU seconds: parity's second side runs in a child process on the other core, which the
+    # wall time hides and the CPU time does not (CPU counts whole processes, imports included)
+    cpu = {name: rows.get(name, {}).get("cpu_s") for name in ("floor", "parity", "naive")}
+    if cpu["floor"] and cpu["parity"]:
+        out["parity_cpu_over_floor_cpu"] = round(cpu["parity"] / cpu["floor"], 3)
+    if cpu["floor"] and cpu["parity"] and cpu["naive"] and cpu["parity"] > cpu["floor"]:
+        out["fingerprint_diff_speedup_vs_naive_cpu"] = round(
+            (cpu["naive"] - cpu["floor"]) / (cpu["parity"] - cpu["floor"]), 2)
     kernel = rows.get("kernel", {})
     for ratio, key in _KERNEL_RATIOS.items():
         if ratio in kernel:
@@ -463,18 +489,20 @@ def render_markdown(result: dict[str, Any]) -> str:
              f"contenders alternate round by round ({result['repeat']} rounds"
              + (f"; {', '.join(result['once'])} in round 1 only" if result["once"] else "") + "), "
              "medians shown. `wall` is the contender's own work (imports excluded), `process` the whole "
-             "process; peak RSS is the process's (max over rounds). Ratios are within this run.", "",
-             "| contender | runs | wall s | process s | records/s | peak RSS MiB | wall / floor |",
-             "|---|---|---|---|---|---|---|"]
+             "process, `CPU` the whole process's CPU seconds (user + system, its child processes included); "
+             "peak RSS is the process's and its children's together (max over rounds). Ratios are within this "
+             "run.", "",
+             "| contender | runs | wall s | process s | CPU s | records/s | peak RSS MiB | wall / floor |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         if name == "kernel":
             continue
         if row.get("skipped"):
-            lines.append(f"| {name} | skipped: {row['skipped']} | | | | | |")
+            lines.append(f"| {name} | skipped: {row['skipped']} | | | | | | |")
             continue
         ratio = round(row["wall_s"] / floor, 3) if floor and row.get("wall_s") else None
         lines.append(f"| {name} | {row['runs']}{' (+' + str(row['failed']) + ' failed)' if row['failed'] else ''}"
-                     f" | {_fmt(row.get('wall_s'))} | {_fmt(row.get('process_s'))} | "
+                     f" | {_fmt(row.get('wall_s'))} | {_fmt(row.get('process_s'))} | {_fmt(row.get('cpu_s'))} | "
                      f"{_fmt(row.get('records_per_s'))} | {_fmt(row.get('peak_rss_mib'), 0)} | {_fmt(ratio, 3)} |")
     kernel = rows.get("kernel")
     if kernel and kernel.get("kernel_records_per_s"):
