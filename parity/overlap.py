@@ -6,7 +6,8 @@ about one core busy. With two cores or more, when captures are large enough to p
 
 A second side whose `saved: {from_side}` transform applies the first side's exported graph is *gated*: it
 reads, stages and spills every batch, then waits at the gate (its standard input) for this process to say
-that the first side is done, then applies the graph. The child's output is the same fingerprint set, byte
+that the graph is written (a TFT side's pipeline says so as soon as it has published the graph, while it
+still transforms its own batches; any other first side when its replay ends), then applies the graph. The child's output is the same fingerprint set, byte
 for byte; its error comes back as the same exception (pickled), so `parity check` fails the same way.
 
     child = SecondSide.start(config, side, out_dir, first_dir, runner)
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any, Sequence
 
 from parity.config import Config, SideConfig
@@ -32,6 +34,9 @@ from parity.errors import ConfigError, ParityError, RunnerError
 MIN_CAPTURE_BYTES = 16 << 20
 SETTINGS = ("auto", "on", "off")
 _GO = "go"
+# children waiting for a graph, by the first side's folder: its TFT replay opens their gate as soon as the
+# graph is written (`graph_written`, a step of that pipeline, in this process), not when its replay ends
+_WAITING: dict[str, "SecondSide"] = {}
 
 
 def wanted(config: Config, order: Sequence[SideConfig], runner: str, beam_args: Sequence[str] | None,
@@ -65,11 +70,14 @@ def _capture_bytes(config: Config, side: SideConfig) -> int:
 class SecondSide:
     """A child process replaying one side (`python -m parity.overlap REQUEST`), with its gate and result."""
 
-    def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str):
+    def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str, first_dir: str):
         self.side = side
         self._proc = proc
         self._scratch = scratch
+        self._first_dir = os.path.abspath(first_dir)
         self._gate_open = False
+        self._lock = threading.Lock()  # the gate opens from a pipeline step's thread or from check()
+        _WAITING[self._first_dir] = self
 
     @classmethod
     def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str) -> "SecondSide":
@@ -81,19 +89,20 @@ class SecondSide:
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
         proc = subprocess.Popen([sys.executable, "-m", "parity.overlap", json.dumps(request)],
                                 stdin=subprocess.PIPE, env=env, text=True)
-        return cls(side, proc, scratch)
+        return cls(side, proc, scratch, first_dir)
 
     def open_gate(self, go: bool = True) -> None:
         """Tells a gated child that the first side's graph is written (or, with go=False, that it never will be)."""
-        if self._gate_open:
-            return
-        self._gate_open = True
-        try:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write((_GO if go else "stop") + "\n")
-            self._proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the child has ended already; finish() says how
+        with self._lock:
+            if self._gate_open:
+                return
+            self._gate_open = True
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write((_GO if go else "stop") + "\n")
+                self._proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass  # the child has ended already; finish() says how
 
     def finish(self) -> dict[str, Any]:
         """Waits for the child; returns its side's manifest or raises the error its replay raised."""
@@ -113,11 +122,19 @@ class SecondSide:
 
     def close(self) -> None:
         """Stops the child if it still runs (the first side failed, or this process is interrupted)."""
+        _WAITING.pop(self._first_dir, None)
         self.open_gate(go=False)
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def graph_written(unused_written: Any, out_dir: str) -> None:
+    """A step of a TFT replay, after its graph is published: opens the gate of a child waiting for it."""
+    waiting = _WAITING.get(os.path.abspath(out_dir))
+    if waiting is not None:
+        waiting.open_gate()
 
 
 def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: str,

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 import apache_beam as beam
 
-from parity import canonical, spill
+from parity import canonical, overlap, spill
 from parity.config import Config, SideConfig, capture_field_types
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
 from parity.records import RecBatch, side_field_types
@@ -121,8 +121,6 @@ class ReplaySide(beam.PTransform):
 
     def _gated(self, staged: beam.PCollection) -> beam.PCollection:
         """Stages every batch first (spilled), then waits for the other side's graph, then transforms."""
-        from parity import overlap
-
         spilled = staged | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
         graph = (spilled
                  | "CountStaged" >> beam.combiners.Count.Globally()
@@ -154,6 +152,7 @@ class ReplaySide(beam.PTransform):
                               desired_batch_size=TFT_BATCH_SIZE):
             transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+        _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
         return (staged
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True),

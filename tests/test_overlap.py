@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import parity
-from parity import overlap
+from parity import overlap, run
 from parity.cli import main
 from parity.config import load_config
 from parity.errors import ConfigError, InputError, RunnerError, UserCodeError
@@ -55,10 +55,29 @@ def _taxi_copy(folder: Path, **offline_changes: str) -> Path:
     return path
 
 
+GATES: list[tuple[bool, bool]] = []  # (go, whether the first side's replay had returned) per gate opening
+
+
 @pytest.fixture(scope="module")
 def both_ways(tmp_path_factory) -> tuple[Path, Path]:
     at_once, in_turn = tmp_path_factory.mktemp("at_once"), tmp_path_factory.mktemp("in_turn")
-    parity.check(str(TAXI / "parity.yaml"), out_dir=str(at_once), sides_at_once="on")
+    replay, open_gate = run.replay, overlap.SecondSide.open_gate
+    returned = []
+
+    def recorded_replay(*args, **kwargs):
+        result = replay(*args, **kwargs)
+        returned.append(args[1])
+        return result
+
+    def recorded_open_gate(self, go=True):
+        GATES.append((go, bool(returned)))
+        return open_gate(self, go)
+
+    run.replay, overlap.SecondSide.open_gate = recorded_replay, recorded_open_gate
+    try:
+        parity.check(str(TAXI / "parity.yaml"), out_dir=str(at_once), sides_at_once="on")
+    finally:
+        run.replay, overlap.SecondSide.open_gate = replay, open_gate
     parity.check(str(TAXI / "parity.yaml"), out_dir=str(in_turn), sides_at_once="off")
     return at_once, in_turn
 
@@ -83,6 +102,11 @@ def test_the_gated_side_writes_the_same_fingerprint_set_and_analyzer_values(both
     for name in ("manifest.json", "analyzers.json"):
         assert (at_once / side / name).read_bytes() == (in_turn / side / name).read_bytes(), name
     assert not (at_once / side / "_spill").exists()
+
+
+def test_the_gate_opens_when_the_first_sides_graph_is_written_before_its_replay_ends(both_ways):
+    # the offline side's TFT pipeline opens it right after WriteTransformFn, while it transforms its own batches
+    assert GATES and GATES[0] == (True, False)
 
 
 def test_timings_say_when_the_sides_replayed_at_once(both_ways):
