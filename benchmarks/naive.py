@@ -203,7 +203,6 @@ def _transform(pipeline: Any, side: Any, live: Any, types: dict, work: str, writ
     if spec.kind == "tft":
         import tensorflow as tf
         import tensorflow_transform.beam as tft_beam
-
         from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
 
         from parity.replay import TFT_BATCH_SIZE

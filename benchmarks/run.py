@@ -285,7 +285,7 @@ class Harness:
 # ------------------------------------------------------------------------------------------------ tables
 
 
-def _round(value: float | None) -> float | None:
+def _round(value: float | None) -> float | None:  # None: no round recorded it (CPU seconds are new)
     return None if value is None else round(value, 3)
 
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any, Sequence
 
 from parity.config import Config, SideConfig
@@ -75,6 +76,7 @@ class SecondSide:
         self._proc = proc
         self._scratch = scratch
         self._first_dir = os.path.abspath(first_dir)
+        self.started = time.monotonic()
         self._gate_open = False
         self._lock = threading.Lock()  # the gate opens from a pipeline step's thread or from check()
         _WAITING[self._first_dir] = self
@@ -138,7 +140,7 @@ def graph_written(unused_written: Any, out_dir: str) -> None:
 
 
 def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: str,
-                transform_from: str) -> str:
+                transform_from: str | None) -> str:
     """The gate, a step of the gated replay: waits for the parent's word, then finds the first side's graph."""
     import tensorflow_transform  # noqa: F401  (seconds of imports: done while the first side replays)
 
@@ -149,7 +151,7 @@ def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: 
         first = side.transform.from_side  # type: ignore[union-attr]
         raise RunnerError(f"side '{side.name}' waited for side '{first}' to export its transform graph, but "
                           f"that replay did not finish")
-    return saved_graph_dir(config, side, out_dir, transform_from or None)  # type: ignore[return-value]
+    return saved_graph_dir(config, side, out_dir, transform_from)  # type: ignore[return-value]
 
 
 def _portable(exc: BaseException) -> BaseException:

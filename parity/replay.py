@@ -39,12 +39,14 @@ class ReplaySide(beam.PTransform):
     """
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, saved_dir: str | None = None,
-                 batch_size: int = BATCH_SIZE, reorder: bool = False, gated_from: str | None = None):
+                 batch_size: int = BATCH_SIZE, reorder: bool = False, gated: bool = False,
+                 transform_from: str | None = None):
         super().__init__()
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
-        # `saved: {from_side}` while that side still replays in another process (`parity.overlap`): the
-        # fingerprint set folder its graph will be in, opened when the gate does
-        self.gated_from = gated_from
+        # `saved: {from_side}` while that side still replays in another process (`parity.overlap`): its graph
+        # is looked for (`saved_graph_dir`, from `transform_from`) once the gate opens
+        self.gated = gated
+        self.transform_from = transform_from
         self.config = config
         self.side = side
         self.out_dir = out_dir
@@ -112,7 +114,7 @@ class ReplaySide(beam.PTransform):
         spec = self.side.transform
         if spec is None or spec.kind == "python":
             return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None)).with_output_types(RecBatch)
-        if spec.kind == "saved" and self.gated_from is not None:
+        if spec.kind == "saved" and self.gated:
             return self._gated(staged)
         if spec.kind == "saved":
             saved = spec.path or self.saved_dir
@@ -125,7 +127,7 @@ class ReplaySide(beam.PTransform):
         graph = (spilled
                  | "CountStaged" >> beam.combiners.Count.Globally()
                  | "AwaitGraph" >> beam.Map(overlap.await_graph, self.config, self.side, self.out_dir,
-                                            self.gated_from))
+                                            self.transform_from))
         return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, spilled=True, gated=True),
                                                    beam.pvalue.AsSingleton(graph)).with_output_types(RecBatch)
 

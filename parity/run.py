@@ -34,15 +34,14 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     """
     side = config.side(side_name)
     _check_windowfn(config, side)
-    gated = gated and side.transform is not None and side.transform.kind == "saved" \
-        and side.transform.from_side is not None and not side.transform.path
+    gated = gated and side.transform is not None and side.transform.from_side is not None  # saved: {from_side}
     saved_dir = None if gated else saved_graph_dir(config, side, out_dir, transform_from)
     progress.event("replay_start", side=side.name, runner=runner)
     prepare_out_dir(out_dir)
     started = time.monotonic()
     pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
-    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(
-        config, side, out_dir, saved_dir, reorder=reorder, gated_from=(transform_from or "") if gated else None)
+    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder,
+                                                        gated=gated, transform_from=transform_from)
     try:
         pipeline.run().wait_until_finish()
     except ParityError:
@@ -137,16 +136,15 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     if overlap.wanted(config, order, runner, pipeline_options, sides_at_once):
         second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner)
         timings["sides_at_once"] = True
-    started = time.monotonic()
     try:
         for side, side_dir in zip(order, side_dirs):
+            started = time.monotonic()
             if second is not None and side is order[1]:
-                second.finish()  # opens the gate: the first side's graph is written
+                second.finish()  # opens the gate if the first side's pipeline did not
+                started = second.started  # the child's side: from the child's start
             else:
                 replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options)
-            timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)  # since the start
-            if second is None:
-                started = time.monotonic()
+            timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
     finally:
         if second is not None:
             second.close()
