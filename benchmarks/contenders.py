@@ -109,11 +109,11 @@ def floor_tft(config_path: str, files: list[str], work: str) -> dict:
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+    from tensorflow_transform.tf_metadata import metadata_io
 
     from parity.config import capture_field_types, load_config
     from parity.replay import TFT_BATCH_SIZE
-    from parity.stages.transform import SavedTransform, feature_spec, to_instance
+    from parity.stages.transform import SavedTransform, TFTInput
 
     config = load_config(config_path)
     side = config.sides[0]
@@ -121,22 +121,26 @@ def floor_tft(config_path: str, files: list[str], work: str) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
     from preprocess import preprocessing_fn
 
-    def instances(records: list[dict], aggs: dict) -> Iterator[dict]:
-        for r in _attach(records, aggs):
-            yield to_instance(r, types)
+    def record_batches(records: list[dict], aggs: dict) -> Iterator[Any]:
+        records = _attach(records, aggs)
+        for start in range(0, len(records), TFT_BATCH_SIZE):
+            yield tft_input.record_batch(records[start:start + TFT_BATCH_SIZE])
 
     started = time.monotonic()
-    metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
+    tft_input = TFTInput(types)
+    metadata = tft_input.metadata
     output = os.path.join(work, "tft_output")
     metadata_io.write_metadata(metadata, os.path.join(output, "metadata"))
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
         with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
-            inst = batches | "Instances" >> beam.FlatMap(instances, aggs)
-            (transformed, _), transform_fn = (inst, metadata) | tft_beam.AnalyzeAndTransformDataset(
-                preprocessing_fn)
-            _ = transformed | "Count" >> beam.combiners.Count.Globally()
+            # parity's TFT input: record batches of TFT_BATCH_SIZE rows, built by column
+            inputs = batches | "RecordBatches" >> beam.FlatMap(record_batches, aggs)
+            (transformed, _), transform_fn = ((inputs, tft_input.tensor_adapter_config)
+                                              | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn,
+                                                                                    output_record_batches=True))
+            _ = transformed | "Rows" >> beam.Map(lambda out: out[0].num_rows) | "Count" >> beam.CombineGlobally(sum)
             _ = transform_fn | tft_beam.WriteTransformFn(output)
     offline = time.monotonic() - started
 

@@ -203,10 +203,10 @@ def _transform(pipeline: Any, side: Any, live: Any, types: dict, work: str, writ
     if spec.kind == "tft":
         import tensorflow as tf
         import tensorflow_transform.beam as tft_beam
-        from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+        from tensorflow_transform.tf_metadata import metadata_io
 
         from parity.replay import TFT_BATCH_SIZE
-        from parity.stages.transform import feature_spec, to_instance
+        from parity.stages.transform import TFTInput
 
         preprocessing_fn = spec.ref.resolve()
 
@@ -215,14 +215,19 @@ def _transform(pipeline: Any, side: Any, live: Any, types: dict, work: str, writ
             outputs["trip_id"] = tf.identity(inputs["trip_id"])
             return outputs
 
-        metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
+        tft_input = TFTInput(types)
         output = os.path.join(work, "tft_output")
-        metadata_io.write_metadata(metadata, os.path.join(output, "metadata"))
+        metadata_io.write_metadata(tft_input.metadata, os.path.join(output, "metadata"))
         with tft_beam.Context(temp_dir=os.path.join(work, "tft_tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
-            instances = live | f"{name}/Instances" >> beam.Map(lambda e: to_instance(e["rec"], types))
-            (transformed, _), transform_fn = (instances, metadata) | f"{name}/TFT" >> \
-                tft_beam.AnalyzeAndTransformDataset(keyed_fn)
+            # the floor's (and parity's) TFT input: record batches, as TFT batches instance dicts itself
+            inputs = (live
+                      | f"{name}/Batch" >> beam.BatchElements(min_batch_size=TFT_BATCH_SIZE,
+                                                              max_batch_size=TFT_BATCH_SIZE)
+                      | f"{name}/RecordBatches" >> beam.Map(
+                          lambda es: tft_input.record_batch([e["rec"] for e in es])))
+            (transformed, _), transform_fn = ((inputs, tft_input.tensor_adapter_config) | f"{name}/TFT" >>
+                                              tft_beam.AnalyzeAndTransformDataset(keyed_fn))
             new_written = transform_fn | f"{name}/WriteTransformFn" >> tft_beam.WriteTransformFn(output)
 
         def keyed(features: dict) -> tuple[int, int]:

@@ -25,11 +25,11 @@ from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, WriteBatchFn,
                                    aggregate_partials, arrival_rows, concat_lists, merge_rows)
-from parity.stages.transform import feature_spec, to_instance
+from parity.stages.transform import RecordError, TFTInput
 
 BATCH_SIZE = 2000
 TFT_OUTPUT = "tft_output"
-TFT_BATCH_SIZE = 1000  # the largest batch TFT's adaptive batching reaches
+TFT_BATCH_SIZE = 1000  # rows per record batch the TFT analysis reads (the largest TFT's own batching reaches)
 
 
 class ReplaySide(beam.PTransform):
@@ -133,26 +133,27 @@ class ReplaySide(beam.PTransform):
 
     def _tft(self, staged: beam.PCollection) -> beam.PCollection:
         import tensorflow_transform.beam as tft_beam
-        from tensorflow_transform.tf_metadata import dataset_metadata
+        from tensorflow_transform.tf_metadata import metadata_io
 
         side = self.side
         types = side_field_types(side)
         if types is None:
             raise ConfigError(f"{self.config.path}: sides.{side.name}.transform.tft: a TFT transform needs "
                               f"typed inputs; add capture.schema")
-        metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(types))
+        tft_input = TFTInput(types)
+        metadata = tft_input.metadata
         preprocessing_fn = side.transform.ref.resolve()  # type: ignore[union-attr]
         output_dir = os.path.join(self.out_dir, TFT_OUTPUT)
-        from tensorflow_transform.tf_metadata import metadata_io
-
         # The raw schema is known before the job runs; serving (and `saved`) reads it from metadata/.
         metadata_io.write_metadata(metadata, os.path.join(output_dir, "metadata"))
-        instances = staged | "TFTInstances" >> beam.FlatMap(_tft_instances, types)
-        # A fixed batch size: TFT's own batches grow with how fast the machine runs, and float32 analyzers
-        # (scale_to_z_score's mean and variance) accumulate by batch, so they moved by an ulp between runs.
+        # Record batches of a fixed size, cut from parity's own batches: float32 analyzers (scale_to_z_score's
+        # mean and variance) accumulate batch by batch, and batches that followed the machine's speed (TFT's
+        # adaptive batching of instance dicts) moved them by an ulp between runs.
+        record_batches = staged | "TFTRecordBatches" >> beam.FlatMap(_tft_record_batches, tft_input)
         with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
-            transform_fn = (instances, metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
+            transform_fn = ((record_batches, tft_input.tensor_adapter_config)
+                            | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn))
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
         _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
         return (staged
@@ -187,13 +188,15 @@ def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
     return shard_stage.merge_group_states(specs, states) if states else []
 
 
-def _tft_instances(batch: RecBatch, types: dict) -> Iterable[dict]:
-    for index, value in enumerate(batch.transform_inputs):
-        if value is not None:
-            try:
-                yield to_instance(value, types)
-            except ValueError as exc:
-                raise UserCodeError(f"record {batch.key_text(index)}: {exc}") from exc
+def _tft_record_batches(batch: RecBatch, tft_input: TFTInput) -> Iterable[Any]:
+    """The batch's records that reach the transform, as the analysis's record batches of TFT_BATCH_SIZE."""
+    todo = [i for i, value in enumerate(batch.transform_inputs) if value is not None]
+    for start in range(0, len(todo), TFT_BATCH_SIZE):
+        chunk = todo[start:start + TFT_BATCH_SIZE]
+        try:
+            yield tft_input.record_batch([batch.transform_inputs[i] for i in chunk])
+        except RecordError as exc:
+            raise UserCodeError(f"record {batch.key_text(chunk[exc.index])}: {exc}") from exc
 
 
 def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str]]:

@@ -65,6 +65,124 @@ def to_instance(record: dict, field_types: dict[str, FieldType]) -> dict[str, An
     return instance
 
 
+class TFTInput:
+    """The replayed records of one side as TFT's analysis reads them: Arrow record batches.
+
+    TFT turns instance dicts into record batches by encoding each one as a tf.Example and decoding the
+    examples again (`_InstanceDictInputToTFXIOInput`), two Python calls per record. This builds the same
+    record batches column by column: the arrow schema and tensor representations are the ones TFT's
+    tf.Example reader gives the raw feature spec, and the values are `to_instance`'s (nulls as type
+    defaults, strings as UTF-8). A batch the column builder cannot take whole (a value of another type than
+    the field's, a list in a scalar field) goes the tf.Example way, record by record, so that the error and
+    the values are exactly TFT's own.
+    """
+
+    def __init__(self, field_types: dict[str, FieldType]):
+        from tensorflow_transform.tf_metadata import dataset_metadata
+        from tfx_bsl.tfxio import tf_example_record
+
+        self.field_types = field_types
+        self.metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(field_types))
+        reader = tf_example_record.TFExampleBeamRecord(physical_format="inmem", schema=self.metadata.schema,
+                                                       telemetry_descriptors=["parity"])
+        self.tensor_adapter_config = reader.TensorAdapterConfig()
+        self._coder: Any = None
+        self._decoder: Any = None
+
+    def __getstate__(self) -> dict:
+        return {"field_types": self.field_types}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["field_types"])  # type: ignore[misc]
+
+    def record_batch(self, records: list[dict]) -> Any:
+        """The records as one record batch of the analysis's arrow schema.
+
+        Raises:
+            RecordError: a record does not fit its schema (`to_instance`'s message); its `index` says which.
+        """
+        import pyarrow as pa
+
+        schema = self.tensor_adapter_config.arrow_schema
+        try:
+            columns = [_arrow_column([r.get(name) for r in records], self.field_types[name],
+                                     schema.field(name).type.value_type) for name in schema.names]
+        except _NotColumnar:
+            return self._via_examples(records)
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _via_examples(self, records: list[dict]) -> Any:
+        from tensorflow_transform.coders import example_proto_coder
+        from tfx_bsl.coders import example_coder
+
+        if self._coder is None:
+            self._coder = example_proto_coder.ExampleProtoCoder(self.metadata.schema)
+            self._decoder = example_coder.ExamplesToRecordBatchDecoder(self.metadata.schema.SerializeToString())
+        examples = []
+        for index, record in enumerate(records):
+            try:
+                examples.append(self._coder.encode(to_instance(record, self.field_types)))
+            except (TypeError, ValueError) as exc:  # to_instance's refusal, or a value tf.Example cannot hold
+                raise RecordError(index, str(exc)) from exc
+        return self._decoder.DecodeBatch(examples)
+
+
+class RecordError(ValueError):
+    """A record of a batch does not fit its schema: `index` is its place in the batch."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
+
+
+class _NotColumnar(Exception):
+    """A column holds values the column builder leaves to the tf.Example way."""
+
+
+_ARROW_KINDS = {"int64": {int, bool}, "float32": {int, float, bool}, "string": {str, bytes}}
+
+
+def _arrow_values(values: list, dtype_name: str, arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    if not set(map(type, values)) <= _ARROW_KINDS[dtype_name]:
+        raise _NotColumnar
+    if dtype_name == "string":
+        try:
+            return pa.array(values, type=arrow_type)  # str as its UTF-8 bytes
+        except (pa.ArrowException, UnicodeError) as exc:
+            raise _NotColumnar from exc
+    try:
+        with np.errstate(over="ignore"):  # a float64 beyond float32's range is inf, as in a tf.Example
+            return pa.array(np.array(values, dtype=np.int64 if dtype_name == "int64" else np.float32))
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise _NotColumnar from exc
+
+
+def _arrow_column(values: list, ftype: FieldType, arrow_type: Any) -> Any:
+    """One `large_list` column as TFT's tf.Example reader decodes it (a scalar field: one value per row)."""
+    import pyarrow as pa
+
+    if ftype.is_list:
+        dtype_name = _TF_DTYPE[ftype.element.name]  # type: ignore[union-attr]
+        if not set(map(type, values)) <= {list, type(None)}:
+            raise _NotColumnar  # a scalar in a list field
+        rows = [() if v is None else v for v in values]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        flat = [item for row in rows for item in row]
+    else:
+        dtype_name = _TF_DTYPE[ftype.name]
+        default = _DEFAULT[dtype_name]
+        if dtype_name == "float32":
+            flat = [default if v is None else v for v in values]
+        else:
+            flat = [default if v is None or (type(v) is float and v != v) else v for v in values]
+        lengths = np.ones(len(values), dtype=np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.LargeListArray.from_arrays(pa.array(offsets), _arrow_values(flat, dtype_name, arrow_type))
+
+
 def _tf_name(dtype: Any) -> str:
     return "string" if dtype.name == "string" else "int64" if dtype.is_integer else "float32"
 
@@ -78,18 +196,30 @@ def _column(values: list, spec: Any, name: str) -> Any:
         default = spec.default_value
         if default is None:
             default = _DEFAULT[_tf_name(dtype)]
-        column = []
-        for value in values:
-            if value is None or isinstance(value, list):
-                value = default
-            column.append(_tf_value(value))
+        default = _tf_value(default)
+        kinds = set(map(type, values))
+        if dtype == tf.string and kinds <= {str, bytes, type(None), list}:
+            column = [default if v is None or type(v) is list else
+                      v.encode("utf-8") if type(v) is str else v for v in values]
+        elif dtype != tf.string and kinds <= {int, float}:
+            column = values  # numpy converts these as it converts `_tf_value`'s
+        else:
+            column = []
+            for value in values:
+                if value is None or isinstance(value, list):
+                    value = default
+                column.append(_tf_value(value))
         if dtype == tf.string:
             return tf.constant(np.array(column, dtype=object), dtype=tf.string)
         return tf.constant(np.array(column, dtype=dtype.as_numpy_dtype))
-    rows = [[_tf_value(v) for v in value] if isinstance(value, list) else
-            ([] if value is None else [_tf_value(value)]) for value in values]
-    ragged = tf.ragged.constant(rows, dtype=dtype, ragged_rank=1) if any(rows) else \
-        tf.RaggedTensor.from_row_lengths(tf.constant([], dtype=dtype), [0] * len(rows))
+    # the rows' values in one flat list and their lengths: what tf.ragged.constant builds, without its walk
+    # of every nested list to find the shape
+    rows = [value if isinstance(value, list) else [] if value is None else [value] for value in values]
+    lengths = [len(row) for row in rows]
+    flat = [item for row in rows for item in row]
+    if not set(map(type, flat)) <= {int, float, bytes}:
+        flat = [_tf_value(item) for item in flat]
+    ragged = tf.RaggedTensor.from_row_lengths(tf.constant(flat, dtype=dtype), lengths)
     return ragged.to_sparse()
 
 
