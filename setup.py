@@ -41,6 +41,7 @@ setup(
         "xxhash>=3",
         "PyYAML>=6",
         "fastavro",
+        "orjson>=3.9",  # the JSON Lines reader's parser (json decides what orjson refuses)
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "xmlschema"],

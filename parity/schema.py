@@ -20,6 +20,7 @@ value, a CSV cell, a tf.Example value, a Parquet value) into the Python value th
 from __future__ import annotations
 
 import math
+import operator
 import numbers
 import re
 import struct
@@ -127,6 +128,87 @@ def coerce_record(record: Mapping[str, Any], schema: Mapping[str, FieldType]) ->
         if name not in schema:
             out[name] = value
     return out
+
+
+def coerce_records(records: list[Mapping[str, Any]], schema: Mapping[str, FieldType]) -> list:
+    """`coerce_record` of each record, column by column: the record, or the `SchemaMismatch` it raises.
+
+    A column whose values all fit as they are (`None`s, in-range ints for int64, floats for float64, ASCII
+    strs for string, lists of these for lists) is taken whole, with a few C-speed checks instead of a
+    Python call per value; any other column is coerced value by value. The results and errors equal
+    `coerce_record`'s (the first failing field in schema order is named); a list that fits is the record's
+    own list object, not a copy.
+    """
+    names = tuple(schema)
+    count = len(records)
+    if not names or not count:
+        return [coerce_record(record, schema) for record in records]
+    if len(names) == 1:
+        rows = [(record.get(names[0]),) for record in records]
+        complete = False
+    else:
+        try:  # every record has every schema field: one C call per record
+            rows = list(map(operator.itemgetter(*names), records))
+            complete = True
+        except KeyError:
+            rows = [tuple(record.get(name) for name in names) for record in records]
+            complete = False
+    columns = list(zip(*rows))
+    errors: dict[int, SchemaMismatch] = {}
+    for position, (name, field_type) in enumerate(schema.items()):
+        column = columns[position]
+        if _column_fits(column, field_type):
+            continue
+        coerced = list(column)
+        for index, value in enumerate(column):
+            try:
+                coerced[index] = coerce(value, field_type)
+            except SchemaMismatch as exc:
+                errors.setdefault(index, SchemaMismatch(f"field {name!r}: {exc}"))
+        columns[position] = coerced
+        rows = []  # rebuilt from the columns below
+    if not rows:
+        rows = list(zip(*columns))
+    out: list = [dict(zip(names, row)) for row in rows]
+    # fields not in the schema follow, in record order
+    width = len(names)
+    others = range(count) if not complete else [i for i, size in enumerate(map(len, records)) if size != width]
+    known = set(names)
+    for index in others:
+        record = records[index]
+        if record.keys() <= known:
+            continue
+        for name, value in record.items():
+            if name not in known:
+                out[index][name] = value
+    for index, error in errors.items():
+        out[index] = error
+    return out
+
+
+_NONE = type(None)
+
+
+def _column_fits(column: list, field_type: FieldType) -> bool:
+    """Whether `coerce` would give back every value of `column` as it is (a list: an equal new list)."""
+    element = field_type.element
+    if element is not None:
+        if not set(map(type, column)) <= {list, _NONE}:
+            return False
+        column = [item for value in column if value for item in value]
+        field_type = element
+    kinds = set(map(type, column)) - {_NONE}
+    name = field_type.name
+    if not kinds:
+        return True
+    if kinds == {int} and name == "int64":
+        present = [value for value in column if value is not None]
+        return _INT_RANGES["int64"][0] <= min(present) and max(present) <= _INT_RANGES["int64"][1]
+    if kinds == {float}:
+        return name == "float64"
+    if kinds == {str} and name == "string":
+        return "".join(value for value in column if value is not None).isascii()
+    return False
 
 
 def _coerce_list(value: Any, field_type: FieldType, element: FieldType) -> list[Any]:

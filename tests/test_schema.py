@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parity.schema import FieldType, SchemaMismatch, coerce, coerce_record, parse_schema, parse_type
+from parity.schema import FieldType, SchemaMismatch, coerce, coerce_record, coerce_records, parse_schema, parse_type
 
 INT64 = parse_type("int64")
 INT32 = parse_type("int32")
@@ -169,3 +169,39 @@ def test_coerce_record_fills_missing_fields_with_none_and_keeps_other_fields():
     assert list(record) == ["id", "fare", "zone", "extra"]
     with pytest.raises(SchemaMismatch, match="field 'fare': expected float64, got 'abc'"):
         coerce_record({"fare": "abc"}, schema)
+
+
+_ANY_VALUE = (st.none() | st.booleans() | st.integers() | st.integers(-(2**64), 2**64) | st.floats()
+              | st.text(max_size=6) | st.binary(max_size=4)
+              | st.lists(st.none() | st.integers() | st.floats() | st.text(max_size=4) | st.booleans(), max_size=3))
+_ALL_TYPES = parse_schema({f"f_{name}": name for name in
+                           ["int64", "int32", "float64", "float32", "string", "bytes", "bool", "list<int64>",
+                            "list<float64>", "list<string>", "list<float32>"]})
+_FIELD_NAMES = st.sampled_from(sorted(_ALL_TYPES) + ["extra_a", "extra_b"])
+
+
+def _coerced_one_by_one(record: dict, schema: dict) -> dict | str:
+    try:
+        return coerce_record(record, schema)
+    except SchemaMismatch as exc:
+        return f"error: {exc}"
+
+
+@given(st.lists(st.dictionaries(_FIELD_NAMES, _ANY_VALUE, max_size=6), min_size=1, max_size=6),
+       st.sampled_from([_ALL_TYPES, {"f_int64": INT64}, {"f_string": STRING, "f_float64": FLOAT64}]))
+def test_coerce_records_by_column_gives_what_coerce_record_gives_each_record(records, schema):
+    got = [f"error: {value}" if isinstance(value, SchemaMismatch) else value
+           for value in coerce_records(records, schema)]
+    expected = [_coerced_one_by_one(record, schema) for record in records]
+    assert [repr(value) for value in got] == [repr(value) for value in expected]  # NaN, -0.0 and order too
+    assert [type(v) for g in got if isinstance(g, dict) for v in g.values()] == \
+        [type(v) for e in expected if isinstance(e, dict) for v in e.values()]
+
+
+def test_coerce_records_takes_clean_columns_whole_and_still_names_the_first_bad_field():
+    schema = parse_schema({"id": "int64", "zone": "string", "tags": "list<string>"})
+    records = [{"zone": "a", "id": 1, "tags": ["x"]}, {"id": 2**63, "zone": "b"}, {"id": 3, "zone": 4, "more": 1}]
+    out = coerce_records(records, schema)
+    assert out[0] == {"id": 1, "zone": "a", "tags": ["x"]} and list(out[0]) == ["id", "zone", "tags"]
+    assert str(out[1]).startswith("field 'id': expected int64")
+    assert str(out[2]).startswith("field 'zone': expected string")

@@ -1,4 +1,8 @@
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parity.capture import ReadBatch, read_file
 from parity.errors import InputError
@@ -131,3 +135,59 @@ def test_a_long_line_preview_is_at_most_120_characters(tmp_path):
     _, _, quarantined = _read(path)
     assert len(quarantined[0].preview) == 120
     assert quarantined[0].preview.startswith('{"zone": "xxx')
+
+
+_JSON_SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70) | st.floats()
+                 | st.text(st.characters(exclude_categories=()), max_size=6))
+_JSON_VALUES = st.recursive(_JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+
+
+def _json_lines(value) -> list[bytes]:
+    """The line a writer could give this value: ASCII-escaped and raw UTF-8 (where it encodes), and spaced."""
+    lines = [json.dumps(value).encode(), json.dumps(value, separators=(",", ":")).encode()]
+    try:
+        lines.append(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except UnicodeEncodeError:
+        pass
+    return lines
+
+
+_NUMBER_TEXT = st.builds(lambda sign, whole, frac, exp: f"{sign}{whole}{frac}{exp}",
+                         st.sampled_from(["", "-"]), st.from_regex(r"\A(0|[1-9][0-9]{0,20})\Z"),
+                         st.just("") | st.from_regex(r"\A\.[0-9]{1,22}\Z"),
+                         st.just("") | st.integers(-400, 400).map(lambda e: f"e{e}"))
+_NUMBER_LINES = _NUMBER_TEXT.map(lambda text: (f'{{"x": {text}, "y": [{text}]}}'.encode(),))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_JSON_VALUES | st.dictionaries(st.text(max_size=3), _JSON_VALUES, max_size=4)
+       | st.binary(max_size=24).map(lambda b: (b,)) | _NUMBER_LINES)
+def test_lines_read_the_same_as_json_reads_them_whichever_parser_takes_them(value):
+    from parity.capture import jsonl
+
+    lines = list(value) if isinstance(value, tuple) else _json_lines(value)
+    for raw in lines:
+        expected, reason = jsonl._json_value(raw)
+        got = jsonl._parse_line(raw)
+        if reason is not None:
+            assert got == reason
+        elif not isinstance(expected, dict):
+            assert got.startswith("expected a JSON object")
+        else:
+            assert repr(got) == repr(expected) and _types(got) == _types(expected)
+
+
+def _types(value) -> list:
+    if isinstance(value, dict):
+        return [type(value)] + [t for k, v in value.items() for t in [type(k)] + _types(v)]
+    if isinstance(value, list):
+        return [list] + [t for v in value for t in _types(v)]
+    return [type(value)]
+
+
+def test_duplicate_keys_keep_the_last_value_in_the_first_place_as_json_does():
+    from parity.capture import jsonl
+
+    raw = b'{"a": 1, "b": 2, "a": 3}'
+    assert list(jsonl._parse_line(raw).items()) == list(json.loads(raw).items()) == [("a", 3), ("b", 2)]
