@@ -42,12 +42,16 @@ class RecBatch:
         arrivals: arrival times in µs for lateness replay, or None.
         windows: the proto windows Beam's WindowFn assigned to each record.
         groups: the grouping keys, `group_bytes` their canonical bytes.
-        values: stage name -> the list of values fingerprinted for that stage (from `window` on).
+        values: stage name -> the list of values fingerprinted for that stage (from `window` on); once the
+            batch is settled (`settle`), only the transform stage's.
         transform_inputs: the record handed to the transform, or None when it never gets there.
+        value_bytes, value_fps: stage name -> the canonical bytes and fingerprints of that stage's values, for
+            the stages a settled batch no longer keeps as values.
     """
 
     __slots__ = ("part", "rids", "locations", "records", "keys", "key_bytes", "input_bytes", "input_fps",
-                 "timestamps", "arrivals", "windows", "groups", "group_bytes", "values", "transform_inputs")
+                 "timestamps", "arrivals", "windows", "groups", "group_bytes", "values", "transform_inputs",
+                 "value_bytes", "value_fps")
 
     def __init__(self, part: str):
         self.part = part
@@ -65,6 +69,21 @@ class RecBatch:
         self.group_bytes: list[bytes] = []
         self.values: dict[str, list] = {}
         self.transform_inputs: list[dict | None] = []
+        self.value_bytes: dict[str, list[bytes]] = {}
+        self.value_fps: dict[str, list[int]] = {}
+
+    def settle(self, stages: tuple[str, ...], encoded: list[tuple[list[bytes], list[int]]]) -> None:
+        """Keeps `stages` only as their canonical bytes and fingerprints (`encoded`, in the same order), and
+        drops what only the stages before the transform read (the records, windows, groups, times).
+
+        A settled batch is what waits for the transform (spilled, while TFT analyses the side): bytes
+        pickle and load at memory speed, where each record's stage values are several dicts and lists.
+        """
+        for stage, (data, fps) in zip(stages, encoded):
+            self.value_bytes[stage] = data
+            self.value_fps[stage] = fps
+            del self.values[stage]
+        self.records = self.timestamps = self.arrivals = self.windows = self.groups = self.group_bytes = []
 
     def __len__(self) -> int:
         return len(self.rids)

@@ -307,6 +307,8 @@ class ApplyStagesFn(beam.DoFn):
         batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
                         "seed": seed_values, "transform": transform_values}
         batch.transform_inputs = transform_inputs
+        settled = COMPUTED_STAGES[:-1]  # every stage but the transform is final here: fingerprinted now
+        batch.settle(settled, [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in settled])
         yield batch
 
     def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
@@ -435,6 +437,9 @@ class WriteBatchFn(beam.DoFn):
                                           "input": batch.input_bytes}
         features_column: list[list] = [[] for _ in range(count)]
         for stage in COMPUTED_STAGES:
+            if stage in batch.value_bytes:  # settled by ApplyStagesFn
+                value_columns[stage], fp_columns[f"{stage}_fp"] = batch.value_bytes[stage], batch.value_fps[stage]
+                continue
             values = batch.values[stage]
             if stage != "transform":
                 value_columns[stage], fp_columns[f"{stage}_fp"] = _stage_fingerprints(batch, stage, values)
