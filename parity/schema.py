@@ -20,8 +20,8 @@ value, a CSV cell, a tf.Example value, a Parquet value) into the Python value th
 from __future__ import annotations
 
 import math
-import operator
 import numbers
+import operator
 import re
 import struct
 from collections.abc import Mapping
@@ -155,6 +155,7 @@ def coerce_records(records: list[Mapping[str, Any]], schema: Mapping[str, FieldT
             complete = False
     columns = list(zip(*rows))
     errors: dict[int, SchemaMismatch] = {}
+    changed = False
     for position, (name, field_type) in enumerate(schema.items()):
         column = columns[position]
         if _column_fits(column, field_type):
@@ -166,8 +167,8 @@ def coerce_records(records: list[Mapping[str, Any]], schema: Mapping[str, FieldT
             except SchemaMismatch as exc:
                 errors.setdefault(index, SchemaMismatch(f"field {name!r}: {exc}"))
         columns[position] = coerced
-        rows = []  # rebuilt from the columns below
-    if not rows:
+        changed = True
+    if changed:
         rows = list(zip(*columns))
     out: list = [dict(zip(names, row)) for row in rows]
     # fields not in the schema follow, in record order

@@ -43,15 +43,16 @@ def read(
                 continue
             pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
             if len(pending) == CHUNK:
-                yield from _settle(pending, schema)
+                yield from _coerced_items(pending, schema)
                 pending = []
-        yield from _settle(pending, schema)
+        yield from _coerced_items(pending, schema)
 
 
 CHUNK = 1000
 
 
-def _settle(pending: list[tuple[str, bytes, dict | str]], schema: dict[str, FieldType] | None) -> Iterator[ReadItem]:
+def _coerced_items(pending: list[tuple[str, bytes, dict | str]],
+                   schema: dict[str, FieldType] | None) -> Iterator[ReadItem]:
     """The read items of parsed lines, in line order: their records coerced together (`coerce_records`)."""
     parsed = [value for _, _, value in pending if not isinstance(value, str)]
     coerced = iter(parsed if schema is None else coerce_records(parsed, schema))
