@@ -83,7 +83,8 @@ class RecBatch:
             self.value_bytes[stage] = data
             self.value_fps[stage] = fps
             del self.values[stage]
-        self.records = self.timestamps = self.arrivals = self.windows = self.groups = self.group_bytes = []
+        for name in ("records", "timestamps", "arrivals", "windows", "groups", "group_bytes"):
+            setattr(self, name, [])
 
     def __len__(self) -> int:
         return len(self.rids)
