@@ -122,9 +122,7 @@ def floor_tft(config_path: str, files: list[str], work: str) -> dict:
     from preprocess import preprocessing_fn
 
     def record_batches(records: list[dict], aggs: dict) -> Iterator[Any]:
-        records = _attach(records, aggs)
-        for start in range(0, len(records), TFT_BATCH_SIZE):
-            yield tft_input.record_batch(records[start:start + TFT_BATCH_SIZE])
+        return tft_input.record_batches(_attach(records, aggs), TFT_BATCH_SIZE)
 
     started = time.monotonic()
     tft_input = TFTInput(types)

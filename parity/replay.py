@@ -191,12 +191,10 @@ def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
 def _tft_record_batches(batch: RecBatch, tft_input: TFTInput) -> Iterable[Any]:
     """The batch's records that reach the transform, as the analysis's record batches of TFT_BATCH_SIZE."""
     todo = [i for i, value in enumerate(batch.transform_inputs) if value is not None]
-    for start in range(0, len(todo), TFT_BATCH_SIZE):
-        chunk = todo[start:start + TFT_BATCH_SIZE]
-        try:
-            yield tft_input.record_batch([batch.transform_inputs[i] for i in chunk])
-        except RecordError as exc:
-            raise UserCodeError(f"record {batch.key_text(chunk[exc.index])}: {exc}") from exc
+    try:
+        yield from tft_input.record_batches([batch.transform_inputs[i] for i in todo], TFT_BATCH_SIZE)
+    except RecordError as exc:
+        raise UserCodeError(f"record {batch.key_text(todo[exc.index])}: {exc}") from exc
 
 
 def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str]]:

@@ -9,7 +9,7 @@ default value; `list<T>` fields are `tf.io.VarLenFeature`s (SparseTensors).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -110,6 +110,18 @@ class TFTInput:
         except _NotColumnar:
             return self._via_examples(records)
         return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def record_batches(self, records: list[dict], size: int) -> Iterator[Any]:
+        """The records as record batches of `size` rows (`record_batch` of each slice, in order).
+
+        Raises:
+            RecordError: as `record_batch`, its `index` counted from the start of `records`.
+        """
+        for start in range(0, len(records), size):
+            try:
+                yield self.record_batch(records[start:start + size])
+            except RecordError as exc:
+                raise RecordError(start + exc.index, str(exc)) from exc
 
     def _via_examples(self, records: list[dict]) -> Any:
         from tensorflow_transform.coders import example_proto_coder
