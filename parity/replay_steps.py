@@ -27,7 +27,9 @@ from parity.stages.timestamp import EventTime, TimestampError, to_micros
 from parity.stages.transform import PythonTransform, SavedTransform
 
 DROPPED_LATE = {"dropped": "late"}
-COMPUTED_STAGES = STAGES[1:]  # the input stage's value is the record as read: its bytes are kept from the read
+# the stages ApplyStagesFn computes and settles (window to seed): the input stage's bytes come from the read,
+# the transform stage's values from ApplyTransformFn
+SETTLED_STAGES = STAGES[1:-1]
 
 
 def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
@@ -307,8 +309,8 @@ class ApplyStagesFn(beam.DoFn):
         batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
                         "seed": seed_values, "transform": transform_values}
         batch.transform_inputs = transform_inputs
-        settled = COMPUTED_STAGES[:-1]  # every stage but the transform is final here: fingerprinted now
-        batch.settle(settled, [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in settled])
+        batch.settle(SETTLED_STAGES,
+                     [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES])
         yield batch
 
     def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
@@ -435,31 +437,26 @@ class WriteBatchFn(beam.DoFn):
             "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
         value_columns: dict[str, list] = {"key_bytes": batch.key_bytes, "location": batch.locations,
                                           "input": batch.input_bytes}
+        for stage, data in batch.value_bytes.items():  # every stage before the transform, settled by ApplyStagesFn
+            value_columns[stage], fp_columns[f"{stage}_fp"] = data, batch.value_fps[stage]
+        values = batch.values["transform"]
         features_column: list[list] = [[] for _ in range(count)]
-        for stage in COMPUTED_STAGES:
-            if stage in batch.value_bytes:  # settled by ApplyStagesFn
-                value_columns[stage], fp_columns[f"{stage}_fp"] = batch.value_bytes[stage], batch.value_fps[stage]
+        data = [b""] * count
+        fps: list[int] = [0] * count
+        plain = []
+        for i, (value, reached) in enumerate(zip(values, batch.transform_inputs)):
+            if reached is None:
+                plain.append(i)
                 continue
-            values = batch.values[stage]
-            if stage != "transform":
-                value_columns[stage], fp_columns[f"{stage}_fp"] = _stage_fingerprints(batch, stage, values)
-                continue
-            data: list[bytes] = [b""] * count
-            fps: list[int] = [0] * count
-            plain = []
-            for i, (value, reached) in enumerate(zip(values, batch.transform_inputs)):
-                if reached is None:
-                    plain.append(i)
-                    continue
-                try:
-                    data[i], features_column[i], fps[i] = feature_fingerprints(value)
-                except TypeError as exc:
-                    raise UserCodeError(_unencodable(batch.key_text(i), stage, value, exc)) from exc
-            if plain:
-                plain_data, plain_fps = _stage_fingerprints(batch, stage, [values[i] for i in plain])
-                for i, item, fp in zip(plain, plain_data, plain_fps):
-                    data[i], fps[i] = item, fp
-            value_columns[stage], fp_columns["transform_fp"] = data, fps
+            try:
+                data[i], features_column[i], fps[i] = feature_fingerprints(value)
+            except TypeError as exc:
+                raise UserCodeError(_unencodable(batch.key_text(i), "transform", value, exc)) from exc
+        if plain:
+            plain_data, plain_fps = _stage_fingerprints(batch, "transform", [values[i] for i in plain])
+            for i, item, fp in zip(plain, plain_data, plain_fps):
+                data[i], fps[i] = item, fp
+        value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features_column
         write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)
         yield batch.part
