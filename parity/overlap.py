@@ -77,6 +77,7 @@ class SecondSide:
         self._scratch = scratch
         self._first_dir = os.path.abspath(first_dir)
         self.started = time.monotonic()
+        self.ended: float | None = None  # when the child's replay ended (CLOCK_MONOTONIC: one clock per machine)
         self._gate_open = False
         self._lock = threading.Lock()  # the gate opens from a pipeline step's thread or from check()
         _WAITING[self._first_dir] = self
@@ -113,7 +114,7 @@ class SecondSide:
         path = os.path.join(self._scratch, "result.pickle")
         try:
             with open(path, "rb") as handle:
-                status, value = pickle.load(handle)
+                status, value, self.ended = pickle.load(handle)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
             raise RunnerError(f"the replay of side '{self.side.name}' in its own process ended with exit code "
                               f"{code} and no result ({type(exc).__name__}); its output is above. Run "
@@ -178,7 +179,7 @@ def child_main(argv: Sequence[str]) -> int:
         outcome = ("error", _portable(exc))
     temporary = request["result"] + ".partial"
     with open(temporary, "wb") as handle:
-        pickle.dump(outcome, handle)
+        pickle.dump((*outcome, time.monotonic()), handle)
     os.replace(temporary, request["result"])
     return 0
 

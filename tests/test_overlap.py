@@ -116,6 +116,8 @@ def test_timings_say_when_the_sides_replayed_at_once(both_ways):
     assert timings["sides_at_once"] is True
     # both are measured from the start: the second side ends after the first, whose graph it waited for
     assert timings["replay_production_seconds"] >= timings["replay_offline_seconds"] > 0
+    # and the child's own replay, from its start to its end, which may come before the first side's
+    assert 0 < timings["replay_production_own_seconds"] <= timings["replay_production_seconds"]
     assert "sides_at_once" not in json.loads((in_turn / "timings.json").read_text(encoding="utf-8"))
     assert not _children_named("parity.overlap")
 
