@@ -19,6 +19,7 @@ from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_er
 from parity.schema import FieldType, SchemaMismatch, coerce_records
 
 _BOM = b"\xef\xbb\xbf"
+CHUNK = 1000  # lines whose records are coerced together
 
 
 def read(
@@ -46,9 +47,6 @@ def read(
                 yield from _coerced_items(pending, schema)
                 pending = []
         yield from _coerced_items(pending, schema)
-
-
-CHUNK = 1000
 
 
 def _coerced_items(pending: list[tuple[str, bytes, dict | str]],
