@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import apache_beam as beam
 
 from parity import canonical, overlap, spill
-from parity.config import Config, SideConfig, capture_field_types
+from parity.config import Config, SideConfig
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
 from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
