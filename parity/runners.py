@@ -41,14 +41,17 @@ def make_runner(name: str) -> Any:
     if name == "DirectRunner":
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-        class _FnApiRunner(FnApiRunner):
-            """FnApiRunner, which runs the whole pipeline inside `run_pipeline`, under `replay_gc`."""
+        # FnApiRunner itself (TFT looks its TensorFlow session config up by the runner's exact type), its
+        # `run_pipeline`, which runs the whole pipeline, wrapped in `replay_gc`
+        runner = FnApiRunner()
+        run_pipeline = runner.run_pipeline
 
-            def run_pipeline(self, pipeline: Any, options: Any) -> Any:
-                with replay_gc():
-                    return super().run_pipeline(pipeline, options)
+        def run_under_replay_gc(pipeline: Any, options: Any) -> Any:
+            with replay_gc():
+                return run_pipeline(pipeline, options)
 
-        return _FnApiRunner()
+        runner.run_pipeline = run_under_replay_gc  # type: ignore[method-assign]
+        return runner
     if name == "FlinkRunner":
         from apache_beam.runners.portability.flink_runner import FlinkRunner
 
