@@ -165,8 +165,9 @@ def test_arrow_round_trips_an_empty_record() -> None:
     ({"payload": b"\xff\xfe"}, JsonRecordCoder(), "UnicodeDecodeError"),
     ({"nested": {"a": 1}}, TFExampleRecordCoder(), "TypeError"),
     ({"tags": ["a", None]}, TFExampleRecordCoder(TAXI_TYPES), "TypeError"),
+    ({"hook": lambda: None}, PickleRecordCoder(), "PicklingError"),
 ], ids=["arrow-int-overflow", "avro-str-in-long", "json-invalid-utf8", "tfexample-dict",
-        "tfexample-null-item"])
+        "tfexample-null-item", "pickle-lambda"])
 def test_a_record_the_format_cannot_hold_becomes_a_coder_failure(
         record: dict[str, Any], coder: Coder, exception: str) -> None:
     good = {"trip_id": 7}
@@ -176,6 +177,16 @@ def test_a_record_the_format_cannot_hold_becomes_a_coder_failure(
     assert results[0]["trip_id"] == results[2]["trip_id"] == 7
     assert isinstance(results[1], CoderFailure)
     assert results[1].message.startswith("encode: " + exception + ": ")
+
+
+def test_the_pickle_batch_round_trip_gives_each_record_what_its_own_round_trip_gives() -> None:
+    records = [taxi_record(), {**taxi_record(), "fare": np.float32(0.1), "tags": []}, {"trip_id": 2**70}]
+
+    batched = roundtrip_batch(PickleRecordCoder(), records)
+
+    assert batched == [pickle.loads(pickle.dumps(record, protocol=4)) for record in records]
+    assert [type(value) for value in batched[1].values()] == [type(value) for value in records[1].values()]
+    assert all(out is not record for out, record in zip(batched, records))
 
 
 class _UpperCaseStringsCoder(Coder):
