@@ -61,7 +61,7 @@ def write_part(out_dir: str, part: str, rows: PartRows) -> None:
     _atomic_parquet(pa.Table.from_pylist(rows.fingerprints, schema=FP_SCHEMA),
                     os.path.join(parts, f"{part}.parquet"))
     _atomic_parquet(pa.Table.from_pylist(rows.values, schema=VALUE_SCHEMA),
-                    os.path.join(values, f"{part}.parquet"))
+                    os.path.join(values, f"{part}.parquet"), dictionary=False)
 
 
 def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list], values: dict[str, list]) -> None:
@@ -74,7 +74,7 @@ def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list], v
     columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
     _atomic_parquet(pa.Table.from_pydict(columns, schema=FP_SCHEMA), os.path.join(parts, f"{part}.parquet"))
     _atomic_parquet(pa.Table.from_pydict(values, schema=VALUE_SCHEMA),
-                    os.path.join(out_dir, VALUES_DIR, f"{part}.parquet"))
+                    os.path.join(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
 
 
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
@@ -87,8 +87,11 @@ def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _atomic_parquet(table: pa.Table, path: str) -> None:
-    pq.write_table(table, path + ".tmp", compression="zstd")
+def _atomic_parquet(table: pa.Table, path: str, dictionary: bool = True) -> None:
+    """Writes `table` to `path` through a temporary file. `dictionary=False` for columns of mostly distinct
+    values (a batch's canonical bytes): no dictionary pages, which cost write time and saved no space (taxi
+    value parts: 3.0 against 3.8 ms and 244 against 253 kB per 2,000 rows)."""
+    pq.write_table(table, path + ".tmp", compression="zstd", use_dictionary=dictionary)
     os.replace(path + ".tmp", path)
 
 
