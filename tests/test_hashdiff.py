@@ -94,6 +94,27 @@ def test_finalize_sorts_through_key_range_buckets_like_one_in_memory_sort(tmp_pa
     assert not (tmp_path / "a" / "_parts").exists()
 
 
+def test_finalize_reads_arrow_and_parquet_parts_alike(tmp_path, small_chunks):
+    records = [(i, _values(i)) for i in range(600)]
+    _write_set(tmp_path / "arrow", records)
+    rows = [_record(*r) for r in records]
+    for p in range(3):  # the same rows as Parquet parts, as tap_set writes them
+        chunk = rows[p::3]
+        write_part(str(tmp_path / "mixed"), f"p{p:03d}", PartRows([r for r, _ in chunk], [v for _, v in chunk]))
+    parts = tmp_path / "mixed" / "_parts"
+    arrow_parts = sorted(parts.glob("*.arrow"))
+    assert len(arrow_parts) == 3 and not list(parts.glob("*.parquet"))
+    for path in arrow_parts[:2]:
+        pq.write_table(fingerprint_set._read_fp_part(str(path)), path.with_suffix(".parquet"))
+        path.unlink()
+    finalize(str(tmp_path / "mixed"), dict(MANIFEST))
+
+    ours = pq.read_table(tmp_path / "mixed" / "fingerprints.parquet").drop_columns(["part", "row"])
+    reference = pq.read_table(tmp_path / "arrow" / "fingerprints.parquet").drop_columns(["part", "row"])
+    assert ours.num_rows == 600 and ours.equals(reference)
+    assert not parts.exists()
+
+
 def test_the_streamed_diff_counts_like_a_plain_pairing_with_duplicates_and_one_sided_keys(tmp_path, small_chunks):
     left = [(i, _values(i)) for i in range(1500)] + [(7, _values(7)), (7, _values(8)), (11, _values(3))]
     right = [(i, _values(i, drift=("window" if i % 17 == 0 else "transform" if i % 5 == 0 else
