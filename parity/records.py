@@ -44,14 +44,17 @@ class RecBatch:
         groups: the grouping keys, `group_bytes` their canonical bytes.
         values: stage name -> the list of values fingerprinted for that stage (from `window` on); once the
             batch is settled (`settle`), only the transform stage's.
-        transform_inputs: the record handed to the transform, or None when it never gets there.
+        transform_inputs: the record handed to the transform, or None when it never gets there; True when it is
+            in `transform_arrow` instead.
+        transform_arrow: on a TFT side, the records handed to the transform (in batch order) as the analysis's
+            Arrow record batches (`TFTInput.columnar_batch`), in place of their dicts; or None.
         value_bytes, value_fps: stage name -> the canonical bytes and fingerprints of that stage's values, for
             the stages a settled batch no longer keeps as values.
     """
 
     __slots__ = ("part", "rids", "locations", "records", "keys", "key_bytes", "input_bytes", "input_fps",
                  "timestamps", "arrivals", "windows", "groups", "group_bytes", "values", "transform_inputs",
-                 "value_bytes", "value_fps")
+                 "value_bytes", "value_fps", "transform_arrow")
 
     def __init__(self, part: str):
         self.part = part
@@ -71,6 +74,7 @@ class RecBatch:
         self.transform_inputs: list[dict | None] = []
         self.value_bytes: dict[str, list[bytes]] = {}
         self.value_fps: dict[str, list[int]] = {}
+        self.transform_arrow: list | None = None
 
     def settle(self, stages: tuple[str, ...], encoded: list[tuple[list[bytes], list[int]]]) -> None:
         """Keeps `stages` only as their canonical bytes and fingerprints (`encoded`, in the same order), and
@@ -98,6 +102,8 @@ class RecBatch:
         out = RecBatch(self.part)
         for name in self.__slots__[1:]:
             column = getattr(self, name)
+            if column is None:  # transform_arrow, not built yet
+                continue
             if isinstance(column, dict):
                 setattr(out, name, {stage: items[::-1] for stage, items in column.items()})
             else:

@@ -11,6 +11,7 @@ spilled to files and only their paths travel (`parity.spill`), so a side never s
 """
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 from typing import Any, Iterable
@@ -149,6 +150,7 @@ class ReplaySide(beam.PTransform):
         # Record batches of a fixed size, cut from parity's own batches: float32 analyzers (scale_to_z_score's
         # mean and variance) accumulate batch by batch, and batches that followed the machine's speed (TFT's
         # adaptive batching of instance dicts) moved them by an ulp between runs.
+        staged = staged | "TFTInputs" >> beam.Map(_with_tft_input, tft_input).with_output_types(RecBatch)
         record_batches = staged | "TFTRecordBatches" >> beam.FlatMap(_tft_record_batches, tft_input)
         with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
@@ -188,8 +190,28 @@ def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
     return shard_stage.merge_group_states(specs, states) if states else []
 
 
+def _with_tft_input(batch: RecBatch, tft_input: TFTInput) -> RecBatch:
+    """The batch with the records that reach the transform as the analysis's record batches of
+    TFT_BATCH_SIZE rows (`transform_arrow`), in place of their dicts, when every value converts column by
+    column (else the batch is left as it is): the analysis reads them, and the transform applies the graph
+    to them after the spill, which pickles a few Arrow buffers where it pickled a dict per record."""
+    todo = [i for i, value in enumerate(batch.transform_inputs) if value is not None]
+    records = [batch.transform_inputs[i] for i in todo]
+    chunks = [tft_input.columnar_batch(records[start:start + TFT_BATCH_SIZE])
+              for start in range(0, len(records), TFT_BATCH_SIZE)]
+    if not chunks or any(chunk is None for chunk in chunks):
+        return batch
+    out = copy.copy(batch)  # the same columns; only the transform inputs are replaced
+    out.transform_inputs = [None if value is None else True for value in batch.transform_inputs]
+    out.transform_arrow = chunks
+    return out
+
+
 def _tft_record_batches(batch: RecBatch, tft_input: TFTInput) -> Iterable[Any]:
     """The batch's records that reach the transform, as the analysis's record batches of TFT_BATCH_SIZE."""
+    if batch.transform_arrow is not None:
+        yield from batch.transform_arrow
+        return
     todo = [i for i, value in enumerate(batch.transform_inputs) if value is not None]
     try:
         yield from tft_input.record_batches([batch.transform_inputs[i] for i in todo], TFT_BATCH_SIZE)

@@ -379,14 +379,21 @@ class ApplyTransformFn(beam.DoFn):
     def _apply_saved(self, batch: RecBatch, todo: list[int]) -> list[dict]:
         saved = self._saved
         inputs = batch.transform_inputs
+        arrow = batch.transform_arrow
         try:
+            if arrow is not None:
+                return saved.apply_arrow(arrow)  # type: ignore[union-attr]
             return saved.apply([inputs[i] for i in todo])  # type: ignore[union-attr,misc]
         except UserCodeError:
             raise
         except Exception as batch_exc:
-            for i in todo:  # find the record to name
+            rows = [one.slice(j, 1) for one in arrow for j in range(one.num_rows)] if arrow is not None else None
+            for n, i in enumerate(todo):  # find the record to name
                 try:
-                    saved.apply([inputs[i]])  # type: ignore[union-attr,list-item]
+                    if rows is not None:
+                        saved.apply_arrow([rows[n]])  # type: ignore[union-attr]
+                    else:
+                        saved.apply([inputs[i]])  # type: ignore[union-attr,list-item]
                 except Exception as exc:
                     raise UserCodeError(f"record {batch.key_text(i)}: the transform graph "
                                         f"{self._saved_dir} raised {type(exc).__name__}: "

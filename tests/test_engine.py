@@ -264,3 +264,27 @@ def test_a_record_above_the_size_limit_is_quarantined_not_dropped(tmp_path):
     assert report["records"]["quarantined"] == {"left": 1, "right": 1}
     assert report["records"]["quarantine_reasons"]["left"] == {"record too large": 1}
     assert _accounting_holds(report)
+
+
+def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_arrow_or_as_dicts(tmp_path,
+                                                                                                  monkeypatch):
+    import pyarrow.parquet as pq
+
+    from parity.config import load_config
+    from parity.run import replay
+    from parity.stages.transform import TFTInput
+
+    config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))
+    arrow_built = []
+    columnar_batch = TFTInput.columnar_batch
+    monkeypatch.setattr(TFTInput, "columnar_batch",
+                        lambda self, records: arrow_built.append(len(records)) or columnar_batch(self, records))
+    replay(config, "offline", str(tmp_path / "arrow"))
+    monkeypatch.setattr(TFTInput, "columnar_batch", lambda self, records: None)  # every batch keeps its dicts
+    replay(config, "offline", str(tmp_path / "dicts"))
+
+    assert sum(arrow_built) == 3000
+    for name in ("fingerprints.parquet", "analyzers.json"):
+        ours, theirs = tmp_path / "arrow" / name, tmp_path / "dicts" / name
+        assert ours.read_bytes() == theirs.read_bytes(), name
+    assert pq.read_table(tmp_path / "arrow" / "fingerprints.parquet").num_rows == 3000

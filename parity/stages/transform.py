@@ -101,14 +101,27 @@ class TFTInput:
         Raises:
             RecordError: a record does not fit its schema (`to_instance`'s message); its `index` says which.
         """
+        batch = self._by_column(records, nan_as_default=True)
+        return batch if batch is not None else self._via_examples(records)
+
+    def columnar_batch(self, records: list[dict]) -> Any:
+        """The records as one record batch built column by column, or None: when a value leaves the batch to
+        the tf.Example way (`record_batch` then takes it), or is a NaN in a field that is not a float (TFT
+        reads it as the type's default, where the serving application refuses it). Its values are then
+        what `SavedTransform.apply` makes of the records' own values, so `SavedTransform.apply_arrow` of it
+        equals `apply` of them."""
+        return self._by_column(records, nan_as_default=False)
+
+    def _by_column(self, records: list[dict], nan_as_default: bool) -> Any:
         import pyarrow as pa
 
         schema = self.tensor_adapter_config.arrow_schema
         try:
             columns = [_arrow_column([r.get(name) for r in records], self.field_types[name],
-                                     schema.field(name).type.value_type) for name in schema.names]
+                                     schema.field(name).type.value_type, nan_as_default)
+                       for name in schema.names]
         except _NotColumnar:
-            return self._via_examples(records)
+            return None
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def record_batches(self, records: list[dict], size: int) -> Iterator[Any]:
@@ -171,8 +184,9 @@ def _arrow_values(values: list, dtype_name: str, arrow_type: Any) -> Any:
         raise _NotColumnar from exc
 
 
-def _arrow_column(values: list, ftype: FieldType, arrow_type: Any) -> Any:
-    """One `large_list` column as TFT's tf.Example reader decodes it (a scalar field: one value per row)."""
+def _arrow_column(values: list, ftype: FieldType, arrow_type: Any, nan_as_default: bool = True) -> Any:
+    """One `large_list` column as TFT's tf.Example reader decodes it (a scalar field: one value per row).
+    `nan_as_default=False`: a NaN in a scalar field that is not a float leaves the batch (`_NotColumnar`)."""
     import pyarrow as pa
 
     if ftype.is_list:
@@ -189,6 +203,8 @@ def _arrow_column(values: list, ftype: FieldType, arrow_type: Any) -> Any:
             flat = [default if v is None else v for v in values]
         else:
             flat = [default if v is None or (type(v) is float and v != v) else v for v in values]
+            if not nan_as_default and any(type(v) is float and v != v for v in values):
+                raise _NotColumnar
         lengths = np.ones(len(values), dtype=np.int64)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -296,8 +312,46 @@ class SavedTransform:
         inputs = {name: _column([r.get(name) for r in records], spec, name)
                   for name, spec in sorted(self._spec.items())}
         outputs = self._output.transform_raw_features(inputs, drop_unused_features=True)
-        columns = {name: _rows(tensor, len(records)) for name, tensor in sorted(outputs.items())}
-        return [{name: column[i] for name, column in columns.items()} for i in range(len(records))]
+        return _feature_dicts(outputs, len(records))
+
+    def apply_arrow(self, record_batches: list[Any]) -> list[dict]:
+        """`apply` of the records of `TFTInput.columnar_batch`es (one call for all their rows), read from
+        Arrow buffers instead of a Python call per value."""
+        import pyarrow as pa
+
+        if self._output is None:
+            self.setup()
+        table = pa.Table.from_batches(record_batches)
+        if not table.num_rows:
+            return []
+        inputs = {name: _arrow_tensor(table.column(name).combine_chunks(), spec)
+                  for name, spec in sorted(self._spec.items())}
+        outputs = self._output.transform_raw_features(inputs, drop_unused_features=True)
+        return _feature_dicts(outputs, table.num_rows)
+
+
+def _feature_dicts(outputs: dict[str, Any], count: int) -> list[dict]:
+    """Each record's features, from the transform's output tensors."""
+    columns = {name: _rows(tensor, count) for name, tensor in sorted(outputs.items())}
+    return [{name: column[i] for name, column in columns.items()} for i in range(count)]
+
+
+def _arrow_tensor(column: Any, spec: Any) -> Any:
+    """The batch tensor of one `large_list` column of a `TFTInput.columnar_batch`: what `_column` builds from
+    the same records (a scalar field holds one value per row; a list field becomes a SparseTensor)."""
+    import pyarrow as pa
+    import tensorflow as tf
+
+    flat = column.flatten()
+    if pa.types.is_binary(flat.type) or pa.types.is_large_binary(flat.type):
+        values = flat.to_numpy(zero_copy_only=False)
+    else:
+        values = flat.to_numpy()
+    if isinstance(spec, tf.io.FixedLenFeature):
+        return tf.constant(values, dtype=spec.dtype)
+    offsets = column.offsets.to_numpy()
+    ragged = tf.RaggedTensor.from_row_splits(tf.constant(values, dtype=spec.dtype), offsets - offsets[0])
+    return ragged.to_sparse()
 
 
 class PythonTransform:

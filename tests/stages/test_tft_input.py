@@ -154,3 +154,39 @@ def test_the_replay_names_the_record_that_does_not_fit_and_skips_records_that_ne
     batch.transform_inputs[2 * TFT_BATCH_SIZE + 2] = {"n": [1, 2]}
     with pytest.raises(UserCodeError, match=rf"^record {2 * TFT_BATCH_SIZE + 2}: field 'n' holds a list"):
         list(_tft_record_batches(batch, tft_input))
+
+
+@CI
+@given(st.lists(_RECORD, min_size=1, max_size=12), st.integers(0, 3))
+def test_serving_tensors_read_from_a_columnar_batch_are_the_ones_built_from_the_records(tft_input, records, skip):
+    from parity.stages.transform import _arrow_tensor
+
+    batch = tft_input.columnar_batch(records)
+    if batch is None:  # left to the tf.Example way: such a batch keeps its dicts
+        return
+    skip = min(skip, len(records) - 1)
+    batch, records = batch.slice(skip), records[skip:]  # a slice: offsets that do not start at 0
+    for name, spec in feature_spec(TYPES).items():
+        _same_tensors(_arrow_tensor(batch.column(name), spec), _column([r.get(name) for r in records], spec, name))
+
+
+def test_a_tft_batch_hands_its_records_on_as_arrow_only_when_every_chunk_converts_by_column(tft_input):
+    from parity.records import RecBatch
+    from parity.replay import TFT_BATCH_SIZE, _tft_record_batches, _with_tft_input
+
+    batch = RecBatch("0-0")
+    batch.keys = list(range(3 * TFT_BATCH_SIZE // 2 + 7))
+    batch.transform_inputs = [None if i % 3 == 0 else {"n": i, "ss": ["a"] * (i % 4)} for i in batch.keys]
+    reaching = sum(value is not None for value in batch.transform_inputs)
+    expected = list(_tft_record_batches(batch, tft_input))
+
+    out = _with_tft_input(batch, tft_input)
+
+    assert out.transform_inputs == [None if i % 3 == 0 else True for i in batch.keys]
+    assert batch.transform_inputs[1] == {"n": 1, "ss": ["a"]}  # the input batch is left as it was
+    assert [rb.num_rows for rb in out.transform_arrow] == [rb.num_rows for rb in expected] == \
+        [TFT_BATCH_SIZE, reaching - TFT_BATCH_SIZE]
+    for ours, theirs in zip(_tft_record_batches(out, tft_input), expected):
+        _same_batches(ours, theirs)
+    batch.transform_inputs[-1] = {"n": 1.5}  # a float in an int64 field: the tf.Example way decides
+    assert _with_tft_input(batch, tft_input) is batch
