@@ -11,7 +11,6 @@ spilled to files and only their paths travel (`parity.spill`), so a side never s
 """
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 from typing import Any, Iterable
@@ -24,8 +23,8 @@ from parity.errors import ConfigError, FingerprintSetError, InputError, ParityEr
 from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
-from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, WriteBatchFn,
-                                   aggregate_partials, arrival_rows, concat_lists, merge_rows)
+from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, SavedInputsFn, WriteBatchFn,
+                                   aggregate_partials, arrival_rows, concat_lists, merge_rows, with_arrow_inputs)
 from parity.stages.transform import RecordError, TFTInput
 
 BATCH_SIZE = 2000
@@ -124,6 +123,11 @@ class ReplaySide(beam.PTransform):
 
     def _gated(self, staged: beam.PCollection) -> beam.PCollection:
         """Stages every batch first (spilled), then waits for the other side's graph, then transforms."""
+        types = side_field_types(self.side)
+        if types is not None:  # the records as Arrow when the graph's raw features are the ones they make
+            staged = staged | "SavedInputs" >> beam.ParDo(SavedInputsFn(
+                types, _graph_candidates(self.config, self.side, self.out_dir, self.transform_from),
+            )).with_output_types(RecBatch)
         spilled = staged | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
         graph = (spilled
                  | "CountStaged" >> beam.combiners.Count.Globally()
@@ -164,13 +168,21 @@ class ReplaySide(beam.PTransform):
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
 
 
+def _graph_candidates(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> list[str]:
+    """Where a `saved: {from_side}` transform looks for the graph, in order."""
+    spec = side.transform
+    assert spec is not None and spec.from_side is not None
+    candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
+    return [os.path.join(candidate, TFT_OUTPUT), candidate]
+
+
 def saved_graph_dir(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> str | None:
     """The exported graph a `saved: {from_side}` transform applies (None for any other transform)."""
     spec = side.transform
     if spec is None or spec.kind != "saved" or spec.from_side is None:
         return None
     candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
-    for path in (os.path.join(candidate, TFT_OUTPUT), candidate):
+    for path in _graph_candidates(config, side, out_dir, transform_from):
         if os.path.isdir(os.path.join(path, "transform_fn")):
             return path
     raise ConfigError(f"{config.path}: sides.{side.name}.transform.saved.from_side: no exported transform "
@@ -191,20 +203,8 @@ def _merge_partials(specs: tuple, states: Iterable[list]) -> list:
 
 
 def _with_tft_input(batch: RecBatch, tft_input: TFTInput) -> RecBatch:
-    """The batch with the records that reach the transform as the analysis's record batches of
-    TFT_BATCH_SIZE rows (`transform_arrow`), in place of their dicts, when every value converts column by
-    column (else the batch is left as it is): the analysis reads them, and the transform applies the graph
-    to them after the spill, which pickles a few Arrow buffers where it pickled a dict per record."""
-    todo = [i for i, value in enumerate(batch.transform_inputs) if value is not None]
-    records = [batch.transform_inputs[i] for i in todo]
-    chunks = [tft_input.columnar_batch(records[start:start + TFT_BATCH_SIZE])
-              for start in range(0, len(records), TFT_BATCH_SIZE)]
-    if not chunks or any(chunk is None for chunk in chunks):
-        return batch
-    out = copy.copy(batch)  # the same columns; only the transform inputs are replaced
-    out.transform_inputs = [None if value is None else True for value in batch.transform_inputs]
-    out.transform_arrow = chunks
-    return out
+    """`with_arrow_inputs` in the analysis's record batches of TFT_BATCH_SIZE rows: the analysis reads them."""
+    return with_arrow_inputs(batch, tft_input, TFT_BATCH_SIZE)
 
 
 def _tft_record_batches(batch: RecBatch, tft_input: TFTInput) -> Iterable[Any]:

@@ -7,6 +7,8 @@ per value.
 """
 from __future__ import annotations
 
+import copy
+import os
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -329,6 +331,61 @@ class ApplyStagesFn(beam.DoFn):
             except Exception as exc:
                 raise UserCodeError(f"record {batch.key_text(i)}: a seed function of side '{self._side.name}' "
                                     f"raised {type(exc).__name__}: {exc}") from exc
+
+
+def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
+    """The batch with the records that reach the transform as Arrow record batches of at most `chunk` rows
+    (`transform_arrow`, `TFTInput.columnar_batch`) in place of their dicts, when every value converts
+    column by column (else the batch as it is). A spilled batch then pickles a few Arrow buffers where it
+    pickled a dict per record, and the graph is applied to them (`SavedTransform.apply_arrow`, which
+    equals `apply` of the dicts)."""
+    todo = [i for i, value in enumerate(batch.transform_inputs) if value is not None]
+    records = [batch.transform_inputs[i] for i in todo]
+    chunks = [tft_input.columnar_batch(records[start:start + chunk]) for start in range(0, len(records), chunk)]
+    if not chunks or any(one is None for one in chunks):
+        return batch
+    out = copy.copy(batch)  # the same columns; only the transform inputs are replaced
+    out.transform_inputs = [None if value is None else True for value in batch.transform_inputs]
+    out.transform_arrow = chunks
+    return out
+
+
+class SavedInputsFn(beam.DoFn):
+    """A gated `saved` side's staged batches with their transform inputs as Arrow (`with_arrow_inputs`), once
+    the graph's raw feature spec is found (its `metadata/`, which a TFT side writes before its job runs) and
+    is the one the side's own field types give; until then, or when it differs, batches keep their dicts."""
+
+    def __init__(self, field_types: dict, graph_dirs: list[str]):
+        self._field_types = field_types
+        self._graph_dirs = graph_dirs
+
+    def setup(self) -> None:
+        from parity.stages.transform import TFTInput
+
+        self._tft_input = TFTInput(self._field_types)
+        self._matches: bool | None = None  # unknown until a graph's metadata is found
+
+    def process(self, batch: RecBatch) -> Iterator[RecBatch]:
+        if self._matches is None:
+            self._matches = self._graph_spec_matches()
+        if not self._matches:
+            yield batch
+            return
+        yield with_arrow_inputs(batch, self._tft_input, max(1, len(batch.transform_inputs)))
+
+    def _graph_spec_matches(self) -> bool | None:
+        import tensorflow_transform as tft
+        from tensorflow_transform.tf_metadata import schema_utils
+
+        for path in self._graph_dirs:
+            if not os.path.isdir(os.path.join(path, tft.TFTransformOutput.RAW_METADATA_DIR)):
+                continue
+            try:
+                raw = tft.TFTransformOutput(path).raw_feature_spec()
+            except Exception:  # not written whole yet: look again at the next batch
+                return None
+            return raw == schema_utils.schema_as_feature_spec(self._tft_input.metadata.schema).feature_spec
+        return None
 
 
 class ApplyTransformFn(beam.DoFn):

@@ -134,6 +134,9 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     side_dirs = [os.path.join(out_dir, SIDES_DIR, side.name) for side in order]
     second = None
     if overlap.wanted(config, order, runner, pipeline_options, sides_at_once):
+        # emptied before the child starts, which reads the graph's raw feature spec there once it appears
+        # (`SavedInputsFn`): never an earlier run's
+        prepare_out_dir(side_dirs[0])
         second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner)
         timings["sides_at_once"] = True
     try:

@@ -190,3 +190,30 @@ def test_a_tft_batch_hands_its_records_on_as_arrow_only_when_every_chunk_convert
         _same_batches(ours, theirs)
     batch.transform_inputs[-1] = {"n": 1.5}  # a float in an int64 field: the tf.Example way decides
     assert _with_tft_input(batch, tft_input) is batch
+
+
+def test_a_gated_saved_side_hands_on_arrow_only_once_the_graphs_raw_features_are_the_ones_its_records_make(tmp_path):
+    from tensorflow_transform.tf_metadata import metadata_io
+
+    from parity.records import RecBatch
+    from parity.replay_steps import SavedInputsFn
+
+    graph = tmp_path / "offline" / "tft_output"
+    step = SavedInputsFn(TYPES, [str(graph), str(tmp_path / "offline")])
+    step.setup()
+    batch = RecBatch("0-0")
+    batch.keys = [0, 1, 2]
+    batch.transform_inputs = [{"n": 1, "s": "a"}, None, {"n": 2, "ss": ["b", "c"]}]
+
+    (before,) = step.process(batch)  # no graph metadata yet: the dicts, and a look again at the next batch
+    metadata_io.write_metadata(TFTInput(TYPES).metadata, str(graph / "metadata"))
+    (after,) = step.process(batch)
+
+    assert before is batch and before.transform_arrow is None
+    assert after.transform_inputs == [True, None, True] and [rb.num_rows for rb in after.transform_arrow] == [2]
+    _same_batches(after.transform_arrow[0], TFTInput(TYPES).record_batch([batch.transform_inputs[i] for i in (0, 2)]))
+
+    other = SavedInputsFn({**TYPES, "n": parse_type("string")}, [str(graph)])  # the graph reads n as an int
+    other.setup()
+    (kept,) = other.process(batch)
+    assert kept is batch
