@@ -29,6 +29,8 @@ from parity.stages.timestamp import EventTime, TimestampError, to_micros
 from parity.stages.transform import PythonTransform, SavedTransform
 
 DROPPED_LATE = {"dropped": "late"}
+_UNSEEN = object()
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
 # the stages ApplyStagesFn computes and settles (window to seed): the input stage's bytes come from the read,
 # the transform stage's values from ApplyTransformFn
 SETTLED_STAGES = STAGES[1:-1]
@@ -266,9 +268,26 @@ class ApplyStagesFn(beam.DoFn):
         live: list[int] = []
         live_records: list[dict] = []
         shard_ids: dict[bytes, int] = {}
+        # what every on-time record of a (group, windows) shares: its windows, aggregates and shard value
+        shared: dict[tuple, tuple | None] = {}
         for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
                 batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
             expired = late.get(rid) if late else None
+            if not expired:
+                key = (group_bytes, *windows)
+                common = shared.get(key, _UNSEEN)
+                if common is _UNSEEN:
+                    common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
+                                                        shard_ids)
+                if common is not None:
+                    window_lists, attached, shard_value = common
+                    window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
+                    record = {**record, **attached}
+                    shard_values[i] = shard_value
+                    batch.records[i] = record
+                    live.append(i)
+                    live_records.append(record)
+                    continue
             kept = final_windows(windows, expired, group_bytes, merges)
             window_value: dict[str, Any] = {"timestamp_us": timestamp,
                                             "windows": [list(w) for w in (kept or windows)]}
@@ -314,6 +333,26 @@ class ApplyStagesFn(beam.DoFn):
         batch.settle(SETTLED_STAGES,
                      [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES])
         yield batch
+
+    def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
+                names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
+        """The window lists, attached aggregates and shard value of an on-time record in these windows of this
+        group (the loop's slow path computes the same for each record), or None when an aggregate is a
+        mutable value (a list per sliding window), which each record must get as its own object."""
+        kept = final_windows(windows, None, group_bytes, merges)
+        attached: dict[str, Any] = {}
+        if names:
+            per_window = [aggregates.get((w, group_bytes), {}) for w in kept]
+            for name in names:
+                values = [agg.get(name) for agg in per_window]
+                attached[name] = values[0] if len(values) == 1 else values
+        if not all(type(value) in _IMMUTABLE for value in attached.values()):
+            return None
+        shard_id = shard_ids.get(group_bytes)
+        if shard_id is None:
+            shard_id = shard_ids[group_bytes] = shard_stage.shard_id(self._side.shard, group, group_bytes)
+        return [list(w) for w in (kept or windows)], attached, {"key": group, "shard": shard_id,
+                                                                "aggregates": attached}
 
     def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
         spec = self._seed
