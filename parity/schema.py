@@ -137,7 +137,8 @@ def coerce_records(records: list[Mapping[str, Any]], schema: Mapping[str, FieldT
     strs for string, lists of these for lists) is taken whole, with a few C-speed checks instead of a
     Python call per value; any other column is coerced value by value. The results and errors equal
     `coerce_record`'s (the first failing field in schema order is named); a list that fits is the record's
-    own list object, not a copy.
+    own list object, not a copy, and a record of exactly the schema's fields, in its order, that all fit
+    is itself.
     """
     names = tuple(schema)
     count = len(records)
@@ -168,6 +169,8 @@ def coerce_records(records: list[Mapping[str, Any]], schema: Mapping[str, FieldT
                 errors.setdefault(index, SchemaMismatch(f"field {name!r}: {exc}"))
         columns[position] = coerced
         changed = True
+    if not changed and complete and all(map(names.__eq__, map(tuple, records))):
+        return list(records)  # every record holds exactly the schema's fields in its order, each fits: itself
     if changed:
         rows = list(zip(*columns))
     out: list = [dict(zip(names, row)) for row in rows]
@@ -208,7 +211,14 @@ def _column_fits(column: list, field_type: FieldType) -> bool:
     if kinds == {float}:
         return name == "float64"
     if kinds == {str} and name == "string":
-        return "".join(value for value in column if value is not None).isascii()
+        text = "".join(value for value in column if value is not None)
+        if text.isascii():
+            return True
+        try:  # non-ASCII fits too, unless a lone surrogate (which `coerce` refuses) is among it
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
     return False
 
 

@@ -198,6 +198,17 @@ def test_coerce_records_by_column_gives_what_coerce_record_gives_each_record(rec
         [type(v) for e in expected if isinstance(e, dict) for v in e.values()]
 
 
+def test_coerce_records_keeps_a_clean_record_in_schema_order_and_reorders_the_others():
+    schema = parse_schema({"id": "int64", "zone": "string"})
+    ordered, other = {"id": 1, "zone": "Zürich"}, {"zone": "a", "id": 2}
+
+    same, reordered = coerce_records([ordered], schema), coerce_records([ordered, other], schema)
+
+    assert same[0] is ordered
+    assert reordered == [ordered, other] and [list(r) for r in reordered] == [["id", "zone"], ["id", "zone"]]
+    assert str(coerce_records([{"id": 1, "zone": "\ud800"}], schema)[0]).startswith("field 'zone'")
+
+
 def test_coerce_records_takes_clean_columns_whole_and_still_names_the_first_bad_field():
     schema = parse_schema({"id": "int64", "zone": "string", "tags": "list<string>"})
     records = [{"zone": "a", "id": 1, "tags": ["x"]}, {"id": 2**63, "zone": "b"}, {"id": 3, "zone": 4, "more": 1}]
