@@ -221,6 +221,18 @@ def aggregate_partials(batch: RecBatch, side: SideConfig, late: dict, merges: di
     yield from aggregator.groups.items()
 
 
+def _attached(kept: list[tuple], group_bytes: bytes, aggregates: dict, names: list[str]) -> dict[str, Any]:
+    """The aggregates a record of this group in the windows `kept` carries: one value per name, a list of
+    them when it is in several windows."""
+    attached: dict[str, Any] = {}
+    if names:
+        per_window = [aggregates.get((w, group_bytes), {}) for w in kept]
+        for name in names:
+            values = [agg.get(name) for agg in per_window]
+            attached[name] = values[0] if len(values) == 1 else values
+    return attached
+
+
 def _seed_spec(side: SideConfig) -> SeedSpec | None:
     if side.seed is None:
         return None
@@ -297,18 +309,10 @@ class ApplyStagesFn(beam.DoFn):
                 continue
             if expired:
                 window_value["late_windows"] = [list(w) for w in expired]
-            record = dict(record)
-            attached: dict[str, Any] = {}
-            if names:
-                per_window = [aggregates.get((w, group_bytes), {}) for w in kept]
-                for name in names:
-                    values = [agg.get(name) for agg in per_window]
-                    attached[name] = values[0] if len(values) == 1 else values
-                record.update(attached)
-            shard_id = shard_ids.get(group_bytes)
-            if shard_id is None:
-                shard_id = shard_ids[group_bytes] = shard_stage.shard_id(shard, group, group_bytes)
-            shard_values[i] = {"key": group, "shard": shard_id, "aggregates": attached}
+            attached = _attached(kept, group_bytes, aggregates, names)
+            record = {**record, **attached}
+            shard_values[i] = {"key": group, "shard": self._shard_id(group, group_bytes, shard_ids),
+                               "aggregates": attached}
             batch.records[i] = record
             live.append(i)
             live_records.append(record)
@@ -340,19 +344,17 @@ class ApplyStagesFn(beam.DoFn):
         group (the loop's slow path computes the same for each record), or None when an aggregate is a
         mutable value (a list per sliding window), which each record must get as its own object."""
         kept = final_windows(windows, None, group_bytes, merges)
-        attached: dict[str, Any] = {}
-        if names:
-            per_window = [aggregates.get((w, group_bytes), {}) for w in kept]
-            for name in names:
-                values = [agg.get(name) for agg in per_window]
-                attached[name] = values[0] if len(values) == 1 else values
+        attached = _attached(kept, group_bytes, aggregates, names)
         if not all(type(value) in _IMMUTABLE for value in attached.values()):
             return None
+        return [list(w) for w in (kept or windows)], attached, {
+            "key": group, "shard": self._shard_id(group, group_bytes, shard_ids), "aggregates": attached}
+
+    def _shard_id(self, group: Any, group_bytes: bytes, shard_ids: dict[bytes, int]) -> int:
         shard_id = shard_ids.get(group_bytes)
         if shard_id is None:
             shard_id = shard_ids[group_bytes] = shard_stage.shard_id(self._side.shard, group, group_bytes)
-        return [list(w) for w in (kept or windows)], attached, {"key": group, "shard": shard_id,
-                                                                "aggregates": attached}
+        return shard_id
 
     def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
         spec = self._seed
