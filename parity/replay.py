@@ -126,7 +126,7 @@ class ReplaySide(beam.PTransform):
         types = side_field_types(self.side)
         if types is not None:  # the records as Arrow when the graph's raw features are the ones they make
             staged = staged | "SavedInputs" >> beam.ParDo(SavedInputsFn(
-                types, _graph_candidates(self.config, self.side, self.out_dir, self.transform_from),
+                types, _graph_candidates(self.side, self.out_dir, self.transform_from),
             )).with_output_types(RecBatch)
         spilled = staged | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
         graph = (spilled
@@ -168,8 +168,9 @@ class ReplaySide(beam.PTransform):
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
 
 
-def _graph_candidates(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> list[str]:
-    """Where a `saved: {from_side}` transform looks for the graph, in order."""
+def _graph_candidates(side: SideConfig, out_dir: str, transform_from: str | None) -> list[str]:
+    """Where a `saved: {from_side}` transform looks for the graph, in order: the other side's TFT output
+    folder, then that side's folder itself (`transform_from`, or the sibling of `out_dir` named after it)."""
     spec = side.transform
     assert spec is not None and spec.from_side is not None
     candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
@@ -181,10 +182,11 @@ def saved_graph_dir(config: Config, side: SideConfig, out_dir: str, transform_fr
     spec = side.transform
     if spec is None or spec.kind != "saved" or spec.from_side is None:
         return None
-    candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
-    for path in _graph_candidates(config, side, out_dir, transform_from):
+    candidates = _graph_candidates(side, out_dir, transform_from)
+    for path in candidates:
         if os.path.isdir(os.path.join(path, "transform_fn")):
             return path
+    candidate = candidates[-1]
     raise ConfigError(f"{config.path}: sides.{side.name}.transform.saved.from_side: no exported transform "
                       f"graph of side '{spec.from_side}' at {candidate}; replay side '{spec.from_side}' first "
                       f"(parity check does) or pass --transform-from DIR")

@@ -305,35 +305,28 @@ class SavedTransform:
                               f"tft_beam.WriteTransformFn writes them") from exc
 
     def apply(self, records: list[dict]) -> list[dict]:
-        if self._output is None:
-            self.setup()
-        if not records:
-            return []
-        inputs = {name: _column([r.get(name) for r in records], spec, name)
-                  for name, spec in sorted(self._spec.items())}
-        outputs = self._output.transform_raw_features(inputs, drop_unused_features=True)
-        return _feature_dicts(outputs, len(records))
+        return self._features(len(records), lambda name, spec: _column([r.get(name) for r in records], spec, name))
 
     def apply_arrow(self, record_batches: list[Any]) -> list[dict]:
         """`apply` of the records of `TFTInput.columnar_batch`es (one call for all their rows), read from
         Arrow buffers instead of a Python call per value."""
         import pyarrow as pa
 
+        table = pa.Table.from_batches(record_batches)
+        return self._features(table.num_rows,
+                              lambda name, spec: _arrow_tensor(table.column(name).combine_chunks(), spec))
+
+    def _features(self, count: int, tensor: Callable[[str, Any], Any]) -> list[dict]:
+        """Each of `count` records' features: the graph applied to the input tensors `tensor(name, spec)`
+        builds for each raw feature."""
         if self._output is None:
             self.setup()
-        table = pa.Table.from_batches(record_batches)
-        if not table.num_rows:
+        if not count:
             return []
-        inputs = {name: _arrow_tensor(table.column(name).combine_chunks(), spec)
-                  for name, spec in sorted(self._spec.items())}
+        inputs = {name: tensor(name, spec) for name, spec in sorted(self._spec.items())}
         outputs = self._output.transform_raw_features(inputs, drop_unused_features=True)
-        return _feature_dicts(outputs, table.num_rows)
-
-
-def _feature_dicts(outputs: dict[str, Any], count: int) -> list[dict]:
-    """Each record's features, from the transform's output tensors."""
-    columns = {name: _rows(tensor, count) for name, tensor in sorted(outputs.items())}
-    return [{name: column[i] for name, column in columns.items()} for i in range(count)]
+        columns = {name: _rows(t, count) for name, t in sorted(outputs.items())}
+        return [{name: column[i] for name, column in columns.items()} for i in range(count)]
 
 
 def _arrow_tensor(column: Any, spec: Any) -> Any:
