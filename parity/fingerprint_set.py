@@ -52,29 +52,29 @@ class PartRows:
 
 def write_part(out_dir: str, part: str, rows: PartRows) -> None:
     """Writes one batch's rows; the name is derived from the batch, so a retried bundle overwrites it."""
-    parts = os.path.join(out_dir, PARTS_DIR)
-    values = os.path.join(out_dir, VALUES_DIR)
-    os.makedirs(parts, exist_ok=True)
-    os.makedirs(values, exist_ok=True)
     for row_index, row in enumerate(rows.fingerprints):
         row["part"] = part
         row["row"] = row_index
-    _write_fp_part(pa.Table.from_pylist(rows.fingerprints, schema=FP_SCHEMA), parts, part)
-    _atomic_parquet(pa.Table.from_pylist(rows.values, schema=VALUE_SCHEMA),
-                    os.path.join(values, f"{part}.parquet"), dictionary=False)
+    _write_part_tables(out_dir, part, pa.Table.from_pylist(rows.fingerprints, schema=FP_SCHEMA),
+                       pa.Table.from_pylist(rows.values, schema=VALUE_SCHEMA))
 
 
 def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list], values: dict[str, list]) -> None:
     """`write_part` of one batch given column by column (FP_SCHEMA's columns but part and row, and
     VALUE_SCHEMA's): the same files, built without a dict per row (Arrow converts lists far faster)."""
+    count = len(fingerprints["key_fp"])
+    columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
+    _write_part_tables(out_dir, part, pa.Table.from_pydict(columns, schema=FP_SCHEMA),
+                       pa.Table.from_pydict(values, schema=VALUE_SCHEMA))
+
+
+def _write_part_tables(out_dir: str, part: str, fingerprints: pa.Table, values: pa.Table) -> None:
+    """A batch's fingerprint part (`_parts/<part>.arrow`) and value part (`values/<part>.parquet`)."""
     parts = os.path.join(out_dir, PARTS_DIR)
     os.makedirs(parts, exist_ok=True)
     os.makedirs(os.path.join(out_dir, VALUES_DIR), exist_ok=True)
-    count = len(fingerprints["key_fp"])
-    columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
-    _write_fp_part(pa.Table.from_pydict(columns, schema=FP_SCHEMA), parts, part)
-    _atomic_parquet(pa.Table.from_pydict(values, schema=VALUE_SCHEMA),
-                    os.path.join(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
+    _write_fp_part(fingerprints, parts, part)
+    _atomic_parquet(values, os.path.join(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
 
 
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:

@@ -285,34 +285,30 @@ class ApplyStagesFn(beam.DoFn):
         for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
                 batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
             expired = late.get(rid) if late else None
+            common = None
             if not expired:
                 key = (group_bytes, *windows)
                 common = shared.get(key, _UNSEEN)
                 if common is _UNSEEN:
                     common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
                                                         shard_ids)
-                if common is not None:
-                    window_lists, attached, shard_value = common
-                    window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
-                    record = {**record, **attached}
-                    shard_values[i] = shard_value
-                    batch.records[i] = record
-                    live.append(i)
-                    live_records.append(record)
+            if common is not None:
+                window_lists, attached, shard_value = common
+                window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
+            else:  # a late record, or one whose aggregates are its own objects
+                kept = final_windows(windows, expired, group_bytes, merges)
+                window_value: dict[str, Any] = {"timestamp_us": timestamp,
+                                                "windows": [list(w) for w in (kept or windows)]}
+                window_values[i] = window_value
+                if expired and not kept:
+                    window_value["late"] = True
                     continue
-            kept = final_windows(windows, expired, group_bytes, merges)
-            window_value: dict[str, Any] = {"timestamp_us": timestamp,
-                                            "windows": [list(w) for w in (kept or windows)]}
-            window_values[i] = window_value
-            if expired and not kept:
-                window_value["late"] = True
-                continue
-            if expired:
-                window_value["late_windows"] = [list(w) for w in expired]
-            attached = _attached(kept, group_bytes, aggregates, names)
+                if expired:
+                    window_value["late_windows"] = [list(w) for w in expired]
+                attached = _attached(kept, group_bytes, aggregates, names)
+                shard_value = self._shard_value(group, group_bytes, attached, shard_ids)
             record = {**record, **attached}
-            shard_values[i] = {"key": group, "shard": self._shard_id(group, group_bytes, shard_ids),
-                               "aggregates": attached}
+            shard_values[i] = shard_value
             batch.records[i] = record
             live.append(i)
             live_records.append(record)
@@ -347,14 +343,16 @@ class ApplyStagesFn(beam.DoFn):
         attached = _attached(kept, group_bytes, aggregates, names)
         if not all(type(value) in _IMMUTABLE for value in attached.values()):
             return None
-        return [list(w) for w in (kept or windows)], attached, {
-            "key": group, "shard": self._shard_id(group, group_bytes, shard_ids), "aggregates": attached}
+        return [list(w) for w in (kept or windows)], attached, self._shard_value(group, group_bytes, attached,
+                                                                              shard_ids)
 
-    def _shard_id(self, group: Any, group_bytes: bytes, shard_ids: dict[bytes, int]) -> int:
+    def _shard_value(self, group: Any, group_bytes: bytes, attached: dict[str, Any],
+                     shard_ids: dict[bytes, int]) -> dict[str, Any]:
+        """The shard stage's value of a record of this group carrying `attached` (shard ids cached per batch)."""
         shard_id = shard_ids.get(group_bytes)
         if shard_id is None:
             shard_id = shard_ids[group_bytes] = shard_stage.shard_id(self._side.shard, group, group_bytes)
-        return shard_id
+        return {"key": group, "shard": shard_id, "aggregates": attached}
 
     def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
         spec = self._seed
