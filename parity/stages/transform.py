@@ -199,12 +199,11 @@ def _arrow_column(values: list, ftype: FieldType, arrow_type: Any, nan_as_defaul
     else:
         dtype_name = _TF_DTYPE[ftype.name]
         default = _DEFAULT[dtype_name]
-        if dtype_name == "float32":
+        if dtype_name == "float32" or not nan_as_default:
+            # a NaN left in an int64 or string column is a float there, which `_arrow_values` refuses
             flat = [default if v is None else v for v in values]
         else:
             flat = [default if v is None or (type(v) is float and v != v) else v for v in values]
-            if not nan_as_default and any(type(v) is float and v != v for v in values):
-                raise _NotColumnar
         lengths = np.ones(len(values), dtype=np.int64)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

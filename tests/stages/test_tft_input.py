@@ -217,3 +217,12 @@ def test_a_gated_saved_side_hands_on_arrow_only_once_the_graphs_raw_features_are
     other.setup()
     (kept,) = other.process(batch)
     assert kept is batch
+
+
+def test_a_nan_in_an_int_or_string_field_leaves_the_serving_batch_but_is_the_default_for_the_analysis(tft_input):
+    for name in ("n", "s", "flag"):
+        records = [{name: float("nan")}, {}]
+        assert tft_input.columnar_batch(records) is None  # the serving application refuses it
+        analysis = tft_input.record_batch(records)  # TFT reads it as the type's default
+        assert analysis.column(name).to_pylist() == analysis.slice(1).column(name).to_pylist() * 2
+    assert tft_input.columnar_batch([{"x": float("nan")}, {"d": float("nan")}]) is not None  # floats keep NaN
