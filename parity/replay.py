@@ -40,7 +40,7 @@ class ReplaySide(beam.PTransform):
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, saved_dir: str | None = None,
                  batch_size: int = BATCH_SIZE, reorder: bool = False, gated: bool = False,
-                 transform_from: str | None = None):
+                 transform_from: str | None = None, consume_spills: bool = False):
         super().__init__()
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
         # `saved: {from_side}` while that side still replays in another process (`parity.overlap`): its graph
@@ -52,6 +52,8 @@ class ReplaySide(beam.PTransform):
         self.out_dir = out_dir
         self.saved_dir = saved_dir
         self.batch_size = batch_size
+        # remove each spill file once read: only on a runner that never retries a bundle (parity.spill)
+        self.consume_spills = consume_spills
 
     def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
         side = self.side
@@ -69,7 +71,7 @@ class ReplaySide(beam.PTransform):
         aggregates = self._aggregates(batches, late, merges)
         staged = (batches
                   | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
-                  | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side), late=late, merges=merges,
+                  | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.consume_spills), late=late, merges=merges,
                                                 aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
         return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir))
@@ -133,7 +135,8 @@ class ReplaySide(beam.PTransform):
                  | "CountStaged" >> beam.combiners.Count.Globally()
                  | "AwaitGraph" >> beam.Map(overlap.await_graph, self.config, self.side, self.out_dir,
                                             self.transform_from))
-        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, spilled=True, gated=True),
+        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, spilled=True, gated=True,
+                                                                    consume_spill=self.consume_spills),
                                                    beam.pvalue.AsSingleton(graph)).with_output_types(RecBatch)
 
     def _tft(self, staged: beam.PCollection) -> beam.PCollection:
@@ -164,7 +167,8 @@ class ReplaySide(beam.PTransform):
         _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
         return (staged
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
-                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True),
+                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True,
+                                                             consume_spill=self.consume_spills),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
 
 

@@ -250,8 +250,9 @@ def _seed_spec(side: SideConfig) -> SeedSpec | None:
 class ApplyStagesFn(beam.DoFn):
     """Window, shard, coder and seed stages of a batch, with the side-wide results as side inputs."""
 
-    def __init__(self, side: SideConfig):
+    def __init__(self, side: SideConfig, consume_spill: bool = False):
         self._side = side
+        self._consume_spill = consume_spill  # remove each read spill file once loaded (spill.load)
 
     def setup(self) -> None:
         side = self._side
@@ -271,7 +272,7 @@ class ApplyStagesFn(beam.DoFn):
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
         # since the runner materialises whatever reaches this step (parity.spill).
-        batch: RecBatch = spill.load(path)
+        batch: RecBatch = spill.load(path, self._consume_spill)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
         count = len(batch)
@@ -430,10 +431,12 @@ class SavedInputsFn(beam.DoFn):
 class ApplyTransformFn(beam.DoFn):
     """The transform stage of a batch: a python function, an exported TFT graph, or a pass-through."""
 
-    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False, gated: bool = False):
+    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False, gated: bool = False,
+                 consume_spill: bool = False):
         self._side = side
         self._saved_dir = saved_dir
         self._spilled = spilled  # batches come as spill files (with TFT, while the analysis runs)
+        self._consume_spill = consume_spill  # each removed once loaded (spill.load)
         self._gated = gated  # `saved`, the graph's folder known only when the side input arrives
 
     def setup(self) -> None:
@@ -444,7 +447,7 @@ class ApplyTransformFn(beam.DoFn):
 
     def process(self, batch, *side_inputs):  # no hints: Beam checks *args hints
         if self._spilled:
-            batch = spill.load(batch)
+            batch = spill.load(batch, self._consume_spill)
         if self._gated and self._saved is None:
             # the gated `saved` transform: the graph's folder arrives as a side input once it exists
             self._saved_dir = side_inputs[0]

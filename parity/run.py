@@ -41,7 +41,8 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     started = time.monotonic()
     pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
     _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder,
-                                                        gated=gated, transform_from=transform_from)
+                                                        gated=gated, transform_from=transform_from,
+                                                        consume_spills=runner == "DirectRunner")
     try:
         pipeline.run().wait_until_finish()
     except ParityError:

@@ -9,6 +9,12 @@ disk-backed shuffle would.
 The folder lives in the fingerprint set's output folder (which every worker already writes its parts to) and
 is removed when the replay ends; files are written under a temporary name and renamed, so a retried bundle
 rewrites the same file and a half-written one is never read.
+
+On the in-process runner, which never retries a bundle, each file is removed as soon as it is read
+(`load(consume=True)`): the page cache pages it held are reused by the files written next. Pages the kernel
+has not handed out lately cost far more to fill: on this project's virtual machines, writing 800 MB into
+fresh pages took 1.9 s, into just-freed ones 0.2-0.3 s, and a 1,000,000-record `parity check` writes about
+3.2 GB of spill files (both sides), which it held until the end.
 """
 from __future__ import annotations
 
@@ -45,10 +51,14 @@ class SpillFn(beam.DoFn):
         yield path
 
 
-def load(path: str) -> Any:
-    """The batch a SpillFn wrote to `path`."""
+def load(path: str, consume: bool = False) -> Any:
+    """The batch a SpillFn wrote to `path`; `consume` removes the file once read (only where no bundle is
+    ever retried: a retry would find the file gone)."""
     with open(path, "rb") as handle:
-        return pickle.load(handle)
+        batch = pickle.load(handle)
+    if consume:
+        os.remove(path)
+    return batch
 
 
 def remove(out_dir: str) -> None:

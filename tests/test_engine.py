@@ -246,6 +246,34 @@ def test_a_spilled_batch_loads_back_equal_column_by_column(tmp_path):
     assert not os.path.exists(spill.spill_dir(str(tmp_path)))
 
 
+def test_a_spill_file_stays_when_loaded_and_goes_when_consumed(tmp_path):
+    from parity import spill
+    from parity.records import RecBatch
+
+    spill_fn = spill.SpillFn(str(tmp_path), "staged")
+    spill_fn.setup()
+    [path] = spill_fn.process(RecBatch("00001-000000"))
+    assert spill.load(path).part == "00001-000000" and os.path.exists(path)
+    assert spill.load(path, consume=True).part == "00001-000000" and not os.path.exists(path)
+
+
+def test_a_direct_runner_replay_removes_each_spill_file_as_soon_as_it_is_loaded(tmp_path, monkeypatch):
+    from parity import spill
+
+    loads = []
+    load = spill.load
+
+    def spy(path, consume=False):
+        batch = load(path, consume)
+        loads.append((os.path.basename(path), consume, os.path.exists(path)))
+        return batch
+
+    monkeypatch.setattr(spill, "load", spy)
+    config = _write_pair(tmp_path, module="engine_features_consume")
+    parity.check(config, out_dir=str(tmp_path / "out"))
+    assert sorted(loads) == [("read-00000-000000.pkl", True, False)] * 2  # one batch per side, gone once read
+
+
 def test_a_side_with_more_quarantined_records_than_allowed_stops_with_exit_two(tmp_path, capsys):
     config = _write_pair(tmp_path, records=_records(20), extra_lines=["{broken"] * 3, module="engine_features_q")
     assert main(["check", config, "--out", str(tmp_path / "out")]) == 2
