@@ -127,7 +127,9 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     with another hash salt, other batching and reversed input order; stages that differ between a side's two
     replays are nondeterministic, and cross-side divergences there get the cause `seed.nondeterministic`.
     """
-    config = load_config(config_path)
+    # references unimported until the child (if any) has started: it spends the seconds of importing them
+    # (TensorFlow, for a TFT module) importing its own, where it would wait for this process's
+    config = load_config(config_path, check_refs=False)
     out_dir = out_dir or "parity-out"
     noise = config.report.noise if noise is None else noise
     timings: dict[str, Any] = {}
@@ -141,6 +143,7 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
         second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner)
         timings["sides_at_once"] = True
     try:
+        config = load_config(config_path)  # the same config, its references imported and checked
         for side, side_dir in zip(order, side_dirs):
             started = time.monotonic()
             if second is not None and side is order[1]:

@@ -141,6 +141,24 @@ def test_when_the_first_side_fails_its_error_is_raised_and_the_waiting_child_is_
     assert not _children_named("parity.overlap")
 
 
+def test_the_child_starts_before_this_process_imports_the_configs_modules(monkeypatch, tmp_path):
+    config = _taxi_copy(tmp_path, **{"tft: preprocess:preprocessing_fn": "tft: preprocess_early:preprocessing_fn"})
+    shutil.copy(tmp_path / "preprocess.py", tmp_path / "preprocess_early.py")
+    imported_at_start = []
+
+    def start(*args, **kwargs):
+        imported_at_start.append("preprocess_early" in sys.modules)
+        raise RuntimeError("stopped at the child's start")
+
+    monkeypatch.setattr(overlap.SecondSide, "start", start)
+    with pytest.raises(RuntimeError, match="child's start"):
+        parity.check(str(config), out_dir=str(tmp_path / "out"), sides_at_once="on")
+    assert imported_at_start == [False]
+    unchecked = load_config(str(config), check_refs=False)
+    assert "preprocess_early" not in sys.modules
+    assert load_config(str(config)) == unchecked and "preprocess_early" in sys.modules
+
+
 def test_the_gate_raises_when_the_first_side_never_finished(monkeypatch, tmp_path):
     config = load_config(str(TAXI / "parity.yaml"))
     monkeypatch.setattr(sys, "stdin", io.StringIO("stop\n"))
