@@ -122,6 +122,11 @@ def _atomic_parquet(table: pa.Table, path: str, dictionary: bool = True) -> None
     os.replace(path + ".tmp", path)
 
 
+# fingerprints.parquet: dictionary pages only for the columns of few distinct values (the batch id, the feature
+# names), min/max statistics only for the keys. The 1,000,000-row taxi set: 0.50 against 0.81 s to write with
+# every column's dictionary and statistics, 88.9 against 92.8 MB.
+FP_PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "use_dictionary": ["part", "features.key_value.key"],
+                                      "write_statistics": ["key_fp", "key"]}
 SORT_KEYS = [("key_fp", "ascending"), ("input_fp", "ascending"), ("part", "ascending"), ("row", "ascending")]
 # Rows sorted in memory at once by `finalize`: a set of more rows is first split by key range into buckets of
 # about this size (spilled as Arrow IPC files), each then sorted alone, so memory does not grow with the set.
@@ -166,7 +171,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
         tables = [_read_fp_part(p) for p in fp_parts]
         table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
         table = table.sort_by(SORT_KEYS)
-        pq.write_table(table, out_path, compression="zstd")
+        pq.write_table(table, out_path, **FP_PARQUET_OPTIONS)
         _add_features(features, table)
         return table.num_rows, features
     os.makedirs(spill_dir, exist_ok=True)
@@ -196,7 +201,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
             count = 0
     spill()
     written = 0
-    with pq.ParquetWriter(out_path, FP_SCHEMA, compression="zstd") as writer:
+    with pq.ParquetWriter(out_path, FP_SCHEMA, **FP_PARQUET_OPTIONS) as writer:
         for bucket in sorted(spills):
             tables = []
             for path in spills[bucket]:

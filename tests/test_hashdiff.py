@@ -94,6 +94,23 @@ def test_finalize_sorts_through_key_range_buckets_like_one_in_memory_sort(tmp_pa
     assert not (tmp_path / "a" / "_parts").exists()
 
 
+@pytest.mark.parametrize("rows", [200, 2000])  # one in-memory sort; key-range buckets
+def test_finalize_writes_dictionaries_for_batch_ids_and_feature_names_and_statistics_for_keys(tmp_path, small_chunks,
+                                                                                            rows):
+    _write_set(tmp_path / "a", [(i, _values(i)) for i in range(rows)])
+    metadata = pq.ParquetFile(tmp_path / "a" / "fingerprints.parquet").metadata
+    dictionary, statistics = set(), set()
+    for group in range(metadata.num_row_groups):
+        for index in range(metadata.num_columns):
+            column = metadata.row_group(group).column(index)
+            if column.has_dictionary_page:
+                dictionary.add(column.path_in_schema)
+            if column.is_stats_set:
+                statistics.add(column.path_in_schema)
+    assert dictionary == {"part", "features.key_value.key"}
+    assert statistics == {"key_fp", "key"}
+
+
 def test_finalize_reads_arrow_and_parquet_parts_alike(tmp_path, small_chunks):
     records = [(i, _values(i)) for i in range(600)]
     _write_set(tmp_path / "arrow", records)
