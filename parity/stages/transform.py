@@ -246,8 +246,20 @@ def _column(values: list, spec: Any, name: str) -> Any:
     flat = [item for row in rows for item in row]
     if not set(map(type, flat)) <= {int, float, bytes}:
         flat = [_tf_value(item) for item in flat]
-    ragged = tf.RaggedTensor.from_row_lengths(tf.constant(flat, dtype=dtype), lengths)
-    return ragged.to_sparse()
+    return _sparse(tf.constant(flat, dtype=dtype), np.cumsum([0, *lengths], dtype=np.int64))
+
+
+def _sparse(values: Any, splits: np.ndarray) -> Any:
+    """The SparseTensor of rows `values[splits[i]:splits[i + 1]]`: `RaggedTensor.from_row_splits(values,
+    splits).to_sparse()`, built from numpy indices without the ragged tensor's validating ops (2,000 taxi
+    rows of a list field: 0.07 against 0.65 ms)."""
+    import tensorflow as tf
+
+    lengths = np.diff(splits)
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    columns = np.arange(splits[-1] - splits[0], dtype=np.int64) - np.repeat(splits[:-1] - splits[0], lengths)
+    width = int(lengths.max()) if len(lengths) else 0
+    return tf.SparseTensor(np.stack([rows, columns], axis=1).reshape(-1, 2), values, [len(lengths), width])
 
 
 def _values(array: np.ndarray) -> list:
@@ -345,9 +357,7 @@ def _arrow_tensor(column: Any, spec: Any) -> Any:
         values = flat.to_numpy()
     if isinstance(spec, tf.io.FixedLenFeature):
         return tf.constant(values, dtype=spec.dtype)
-    offsets = column.offsets.to_numpy()
-    ragged = tf.RaggedTensor.from_row_splits(tf.constant(values, dtype=spec.dtype), offsets - offsets[0])
-    return ragged.to_sparse()
+    return _sparse(tf.constant(values, dtype=spec.dtype), column.offsets.to_numpy().astype(np.int64))
 
 
 class PythonTransform:
