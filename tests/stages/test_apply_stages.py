@@ -7,6 +7,7 @@ import json
 import pickle
 import random
 
+import pyarrow as pa
 import pytest
 
 from parity import replay_steps as rs
@@ -87,6 +88,9 @@ def test_shared_values_settle_the_batch_the_per_record_path_settles(tmp_path, mo
     assert len(shared) == len(alone) > 1
     for ours, theirs in zip(shared, alone):
         assert ours.value_bytes == theirs.value_bytes and ours.value_fps == theirs.value_fps
+        # settled: the part's columns as Arrow arrays, ready to pickle as buffers
+        assert all(isinstance(column, pa.Array) for column in
+                   [*ours.value_bytes.values(), *ours.value_fps.values(), ours.input_bytes, ours.locations])
         assert ours.transform_inputs == theirs.transform_inputs
     settled = [value for batch in shared for value in batch.transform_inputs]
     if window == "fixed-late":
