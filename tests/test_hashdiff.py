@@ -111,6 +111,21 @@ def test_finalize_writes_dictionaries_for_batch_ids_and_feature_names_and_statis
     assert statistics == {"key_fp", "key"}
 
 
+@pytest.mark.parametrize("rows", [200, 2000])  # one in-memory sort; key-range buckets
+def test_finalize_removes_each_part_as_soon_as_it_has_read_it(tmp_path, small_chunks, monkeypatch, rows):
+    left_when_read = []
+    read = fingerprint_set._read_fp_part
+
+    def spy(path):
+        left_when_read.append(len(list((tmp_path / "a" / "_parts").glob("*.arrow"))))
+        return read(path)
+
+    monkeypatch.setattr(fingerprint_set, "_read_fp_part", spy)
+    manifest = _write_set(tmp_path / "a", [(i, _values(i)) for i in range(rows)])
+    assert left_when_read == [7, 6, 5, 4, 3, 2, 1]  # the set's seven parts, one fewer at each read
+    assert manifest["records"]["fingerprinted"] == rows
+
+
 def test_finalize_reads_arrow_and_parquet_parts_alike(tmp_path, small_chunks):
     records = [(i, _values(i)) for i in range(600)]
     _write_set(tmp_path / "arrow", records)
