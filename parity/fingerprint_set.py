@@ -59,9 +59,11 @@ def write_part(out_dir: str, part: str, rows: PartRows) -> None:
                        pa.Table.from_pylist(rows.values, schema=VALUE_SCHEMA))
 
 
-def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list], values: dict[str, list]) -> None:
+def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list | pa.Array],
+                       values: dict[str, list | pa.Array]) -> None:
     """`write_part` of one batch given column by column (FP_SCHEMA's columns but part and row, and
-    VALUE_SCHEMA's): the same files, built without a dict per row (Arrow converts lists far faster)."""
+    VALUE_SCHEMA's; lists, or Arrow arrays of the schema's types): the same files, built without a dict per
+    row (Arrow converts lists far faster)."""
     count = len(fingerprints["key_fp"])
     columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
     _write_part_tables(out_dir, part, pa.Table.from_pydict(columns, schema=FP_SCHEMA),

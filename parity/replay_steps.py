@@ -12,6 +12,7 @@ import os
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
+import pyarrow as pa
 import xxhash
 
 from parity import canonical, progress, spill
@@ -537,11 +538,11 @@ class WriteBatchFn(beam.DoFn):
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
         hash128 = xxhash.xxh3_128_digest
-        fp_columns: dict[str, list] = {
+        fp_columns: dict[str, list | pa.Array] = {
             "key_fp": [hash128(b) for b in batch.key_bytes],
             "key": [key_text(k) for k in batch.keys],
             "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
-        value_columns: dict[str, list] = {"key_bytes": batch.key_bytes, "location": batch.locations,
+        value_columns: dict[str, list | pa.Array] = {"key_bytes": batch.key_bytes, "location": batch.locations,
                                           "input": batch.input_bytes}
         for stage, data in batch.value_bytes.items():  # every stage before the transform, settled by ApplyStagesFn
             value_columns[stage], fp_columns[f"{stage}_fp"] = data, batch.value_fps[stage]

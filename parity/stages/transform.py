@@ -357,7 +357,7 @@ def _arrow_tensor(column: Any, spec: Any) -> Any:
         values = flat.to_numpy()
     if isinstance(spec, tf.io.FixedLenFeature):
         return tf.constant(values, dtype=spec.dtype)
-    return _sparse(tf.constant(values, dtype=spec.dtype), column.offsets.to_numpy().astype(np.int64))
+    return _sparse(tf.constant(values, dtype=spec.dtype), column.offsets.to_numpy().astype(np.int64, copy=False))
 
 
 class PythonTransform:
