@@ -28,7 +28,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 1
+#define API_VERSION 2
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -1405,6 +1405,42 @@ done:
     return result;
 }
 
+/* plain(values) -> bool: whether every item of `values` (a list or tuple) is built only of exact dicts, lists
+ * and tuples of None, bool, int, float, str and bytes, at most MAX_PLAIN_DEPTH deep: data that pickle's round
+ * trip gives back equal and of the same types (stages/coder.py's PickleRecordCoder relies on it). Exact types
+ * only, so no Python code runs while the walk holds borrowed references. */
+#define MAX_PLAIN_DEPTH 128
+
+static int is_plain(PyObject *v, int depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (v == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
+        t == &PyBytes_Type)
+        return 1;
+    if (depth >= MAX_PLAIN_DEPTH) return 0;
+    if (t == &PyDict_Type) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x))
+            if (!is_plain(k, depth + 1) || !is_plain(x, depth + 1)) return 0;
+        return 1;
+    }
+    if (t == &PyList_Type || t == &PyTuple_Type) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!is_plain(PySequence_Fast_GET_ITEM(v, i), depth + 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *py_plain(PyObject *self, PyObject *values) {
+    if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) {
+        PyErr_SetString(PyExc_TypeError, "plain() expects a list or tuple of values");
+        return NULL;
+    }
+    return PyBool_FromLong(is_plain(values, -1));
+}
+
 static PyObject *py_configure(PyObject *self, PyObject *args) {
     PyObject *k, *f, *ff = Py_None;
     if (!PyArg_ParseTuple(args, "O!O|O:configure", &PyDict_Type, &k, &f, &ff)) return NULL;
@@ -1435,6 +1471,8 @@ static PyMethodDef methods[] = {
      "encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1) -> (list[bytes], "
      "list[int]), with packed (data, offsets, fingerprints) buffers, or None: the rows of an Arrow record batch "
      "as dicts."},
+    {"plain", py_plain, METH_O,
+     "plain(values) -> bool: every value built only of exact dict/list/tuple/None/bool/int/float/str/bytes."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},

@@ -299,7 +299,7 @@ def _load_native() -> Any:
         from parity import _canonical
     except ImportError:
         return None
-    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 1:
+    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 2:
         return None  # a stale build of an older source: `pip install -e .` (make setup) rebuilds it
     _canonical.configure(_NATIVE_KINDS, _encode_py)
     return _canonical
@@ -323,9 +323,39 @@ def encode_many(values: list[Any]) -> list[bytes]:
     return _encode_many_py(values)
 
 
+_PLAIN_SCALARS = frozenset({type(None), bool, int, float, str, bytes})
+MAX_PLAIN_DEPTH = 128
+
+
+def _plain_py(values: list | tuple) -> bool:
+    """Whether every value is built only of exact dicts, lists and tuples of None, bool, int, float, str and
+    bytes, at most MAX_PLAIN_DEPTH deep: data that pickle gives back equal and of the same types (floats bit
+    for bit). Subclasses, numpy values, datetimes and everything else are not plain."""
+    if type(values) not in (list, tuple):
+        raise TypeError("plain() expects a list or tuple of values")
+    stack: list[tuple[Any, int]] = [(values, -1)]
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if kind in _PLAIN_SCALARS:
+            continue
+        if depth >= MAX_PLAIN_DEPTH:
+            return False
+        if kind is dict:
+            stack.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif kind is list or kind is tuple:
+            stack.extend((item, depth + 1) for item in value)
+        else:
+            return False
+    return True
+
+
+plain = _plain_py
+
 if _native is not None:  # the same functions in C: same bytes, same errors
     encode = _native.encode  # type: ignore[assignment]  # noqa: F811
     encode_many = _native.encode_many  # type: ignore[assignment]  # noqa: F811
+    plain = _native.plain  # type: ignore[assignment]  # noqa: F811
 
 
 # ---------------------------------------------------------------------------------------------- decode

@@ -328,3 +328,46 @@ def test_an_extension_built_for_another_encoding_version_is_not_used(monkeypatch
     monkeypatch.setattr(parity, "_canonical", Stale)
     monkeypatch.delenv("PARITY_PURE_PYTHON", raising=False)
     assert canonical._load_native() is None
+
+
+class _Str(str):
+    pass
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+_PLAIN_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),
+                          st.floats(allow_nan=True), st.text(max_size=5), st.binary(max_size=5))
+_OTHER_LEAVES = st.sampled_from([np.float32(1.5), np.int64(3), _Str("s"), datetime.date(2024, 1, 2),
+                                 decimal.Decimal("1.5"), {1, 2}, bytearray(b"x"), Color.RED])
+_VALUES = st.recursive(
+    st.one_of(_PLAIN_LEAVES, _OTHER_LEAVES),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+                            st.dictionaries(st.one_of(st.text(max_size=3), st.integers()), inner, max_size=4)),
+    max_leaves=12)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(_VALUES, max_size=5))
+def test_c_and_python_agree_on_which_values_are_plain(values):
+    assert native.plain(values) is canonical._plain_py(values)
+    assert native.plain(tuple(values)) is canonical._plain_py(tuple(values))
+
+
+def test_plain_values_are_exact_builtins_at_most_128_containers_deep():
+    assert native.plain([{"a": [1, 2.5, None, True, "x", b"y", (1, "z")]}, 7, -0.0, float("nan"), 2**90])
+    for other in (np.float32(1.5), _Str("s"), datetime.datetime(2024, 1, 1), {1}, bytearray(b"x"),
+                  collections.OrderedDict(a=1), Color.RED):
+        assert not native.plain([{"a": [other]}]) and not canonical._plain_py([{"a": [other]}])
+    deep: list = []
+    for _ in range(canonical.MAX_PLAIN_DEPTH - 1):
+        deep = [deep]
+    assert native.plain([deep]) and canonical._plain_py([deep])  # 128 containers: the deepest plain value
+    assert not native.plain([[deep]]) and not canonical._plain_py([[deep]])
+    cycle: list = []
+    cycle.append(cycle)
+    assert not native.plain([cycle]) and not canonical._plain_py([cycle])
+    with pytest.raises(TypeError):
+        native.plain(iter([1]))

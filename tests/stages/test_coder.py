@@ -9,7 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 from apache_beam.coders import Coder, FastPrimitivesCoder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from parity import canonical
 from parity.schema import parse_schema
 from parity.stages.coder import (
     CODER_TYPES,
@@ -276,3 +279,39 @@ def test_deterministic_coders_encode_equal_records_built_in_different_orders_ide
     record = taxi_record()
 
     assert coder.encode(record) == coder.encode(dict(reversed(record.items())))
+
+
+_PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80), st.floats(allow_nan=True),
+              st.text(max_size=6), st.binary(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+                            st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.dictionaries(st.text(max_size=4), _PLAIN, max_size=5), max_size=6))
+def test_the_pickle_round_trip_of_plain_records_is_what_pickle_gives_back(records: list[dict]) -> None:
+    expected = pickle.loads(pickle.dumps(records, protocol=4))
+
+    batched = roundtrip_batch(PickleRecordCoder(), records)
+
+    # the same types, values and float bits (pickle's own bytes of both), record by record
+    assert pickle.dumps(batched, protocol=4) == pickle.dumps(expected, protocol=4)
+    assert [canonical.encode(r) for r in batched] == [canonical.encode(r) for r in expected]
+
+
+class _Zone(str):
+    """A str subclass whose pickle gives back a plain str, lower-cased."""
+
+    def __reduce__(self):
+        return str, (self.lower(),)
+
+
+def test_a_batch_with_one_value_that_is_not_plain_goes_through_pickle() -> None:
+    records = [taxi_record(), {**taxi_record(), "pickup_zone": _Zone("LOOP")}]
+
+    batched = roundtrip_batch(PickleRecordCoder(), records)
+
+    assert batched[1]["pickup_zone"] == "loop" and type(batched[1]["pickup_zone"]) is str
+    assert batched[0] == records[0] and batched[0] is not records[0]
