@@ -53,7 +53,8 @@ class RecBatch:
             the stages a settled batch no longer keeps as values.
 
     A settled batch (`settle`) holds `value_bytes`, `value_fps`, `input_bytes` and `locations` as Arrow
-    arrays, the columns its fingerprint set part is written from.
+    arrays, the columns its fingerprint set part is written from. Once its stage values are written before a
+    spill (`WriteStageValuesFn`), `input_bytes` and `locations` are None and `value_bytes` is empty.
     """
 
     __slots__ = ("part", "rids", "locations", "records", "keys", "key_bytes", "input_bytes", "input_fps",
@@ -137,7 +138,7 @@ class RecBatchCoder(beam_coders.Coder):
         return pickle.loads(encoded)
 
     def estimate_size(self, value: RecBatch) -> int:
-        data = value.input_bytes
+        data = value.input_bytes if value.input_bytes is not None else value.key_bytes
         return 2 * (data.nbytes if isinstance(data, pa.Array) else sum(map(len, data))) + 64
 
     def is_deterministic(self) -> bool:

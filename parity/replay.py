@@ -7,7 +7,8 @@ The pipeline works on batches of records (`RecBatch`, column by column), never o
 Stages that need the whole side (lateness in arrival order, session merging, per-(window, key) aggregates,
 TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
 those side inputs (the read batches before ApplyStages; with TFT, the staged batches before Transform) are
-spilled to files and only their paths travel (`parity.spill`), so a side never sits in the runner's memory.
+spilled to files and only their paths travel (`parity.spill`), so a side never sits in the runner's memory;
+a staged batch writes its stage values first (`WriteStageValuesFn`), so that its spill is mostly fingerprints.
 """
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ import apache_beam as beam
 
 from parity import canonical, overlap, spill
 from parity.config import Config, SideConfig
+from parity.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
 from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, SavedInputsFn, WriteBatchFn,
-                                   aggregate_partials, arrival_rows, concat_lists, merge_rows, with_arrow_inputs)
+                                   WriteStageValuesFn, aggregate_partials, arrival_rows, concat_lists, merge_rows,
+                                   with_arrow_inputs)
 from parity.stages.transform import RecordError, TFTInput
 
 BATCH_SIZE = 2000
@@ -130,7 +133,9 @@ class ReplaySide(beam.PTransform):
             staged = staged | "SavedInputs" >> beam.ParDo(SavedInputsFn(
                 types, _graph_candidates(self.side, self.out_dir, self.transform_from),
             )).with_output_types(RecBatch)
-        spilled = staged | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
+        spilled = (staged
+                   | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
+                   | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged")))
         graph = (spilled
                  | "CountStaged" >> beam.combiners.Count.Globally()
                  | "AwaitGraph" >> beam.Map(overlap.await_graph, self.config, self.side, self.out_dir,
@@ -166,6 +171,7 @@ class ReplaySide(beam.PTransform):
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
         _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
         return (staged
+                | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True,
                                                              consume_spill=self.consume_spills),
@@ -234,7 +240,7 @@ def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str
 
 def prepare_out_dir(out_dir: str) -> None:
     """Empties a fingerprint-set folder so a replay never mixes with an earlier one's parts."""
-    for name in ("_parts", "values", "_tft_tmp", spill.SPILL_DIR, TFT_OUTPUT):
+    for name in ("_parts", VALUES_DIR, STAGE_VALUES_DIR, "_tft_tmp", spill.SPILL_DIR, TFT_OUTPUT):
         shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
 

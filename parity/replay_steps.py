@@ -20,7 +20,7 @@ from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
 from parity.errors import UserCodeError
 from parity.fingerprint import encode_fingerprints, feature_fingerprints
-from parity.fingerprint_set import write_part_columns, write_quarantine_part
+from parity.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
 from parity.records import RecBatch, key_text, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
@@ -391,6 +391,23 @@ def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
     return out
 
 
+class WriteStageValuesFn(beam.DoFn):
+    """Writes a settled batch's locations and stage bytes before the transform (`write_stage_values`) and yields
+    the batch without them (`input_bytes`, `locations` None, `value_bytes` empty): the step before a batch is
+    spilled to wait for its transform, so that the spill carries its fingerprints but not its canonical bytes."""
+
+    def __init__(self, out_dir: str):
+        self._out_dir = out_dir
+
+    def process(self, batch: RecBatch) -> Iterator[RecBatch]:
+        write_stage_values(self._out_dir, batch.part, {"location": batch.locations, "input": batch.input_bytes,
+                                                       **batch.value_bytes})
+        out = copy.copy(batch)  # the input batch is not changed: the TFT analysis reads it too
+        out.input_bytes = out.locations = None  # type: ignore[assignment]
+        out.value_bytes = {}
+        yield out
+
+
 class SavedInputsFn(beam.DoFn):
     """A gated `saved` side's staged batches with their transform inputs as Arrow (`with_arrow_inputs`), once
     the graph's raw feature spec is found (its `metadata/`, which a TFT side writes before its job runs) and
@@ -542,10 +559,11 @@ class WriteBatchFn(beam.DoFn):
             "key_fp": [hash128(b) for b in batch.key_bytes],
             "key": [key_text(k) for k in batch.keys],
             "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
-        value_columns: dict[str, list | pa.Array] = {"key_bytes": batch.key_bytes, "location": batch.locations,
-                                          "input": batch.input_bytes}
-        for stage, data in batch.value_bytes.items():  # every stage before the transform, settled by ApplyStagesFn
-            value_columns[stage], fp_columns[f"{stage}_fp"] = data, batch.value_fps[stage]
+        value_columns: dict[str, list | pa.Array] = {"key_bytes": batch.key_bytes}
+        if batch.input_bytes is not None:  # else written already, with the stages' bytes (WriteStageValuesFn)
+            value_columns.update({"location": batch.locations, "input": batch.input_bytes, **batch.value_bytes})
+        for stage, fps in batch.value_fps.items():  # every stage before the transform, settled by ApplyStagesFn
+            fp_columns[f"{stage}_fp"] = fps
         values = batch.values["transform"]
         features_column: list[list] = [[] for _ in range(count)]
         data = [b""] * count

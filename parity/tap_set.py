@@ -49,8 +49,8 @@ import xxhash
 from parity import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
-from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, QUARANTINE, VALUE_SCHEMA, VALUES_DIR,
-                                    FingerprintSet, finalize, read_set, write_quarantine_part)
+from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, QUARANTINE, STAGE_VALUES_DIR, VALUE_SCHEMA,
+                                    VALUES_DIR, FingerprintSet, finalize, read_set, write_quarantine_part)
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -336,7 +336,7 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
 
 
 def _reset_outputs(set_dir: str) -> None:
-    for name in ("_parts", VALUES_DIR):
+    for name in ("_parts", VALUES_DIR, STAGE_VALUES_DIR):
         shutil.rmtree(os.path.join(set_dir, name), ignore_errors=True)
     for name in (FINGERPRINTS, MANIFEST, QUARANTINE, "analyzers.json"):
         path = os.path.join(set_dir, name)
@@ -698,7 +698,7 @@ def write_view(fset: FingerprintSet, out_dir: str) -> str:
         raise FingerprintSetError(f"{out_dir}: a view must not overwrite the set it shows")
     os.makedirs(out_dir, exist_ok=True)
     pq.write_table(fset.table.cast(FP_SCHEMA), os.path.join(out_dir, FINGERPRINTS), compression="zstd")
-    for name in (VALUES_DIR, QUARANTINE, "analyzers.json"):
+    for name in (VALUES_DIR, STAGE_VALUES_DIR, QUARANTINE, "analyzers.json"):
         source, target = os.path.join(fset.path, name), os.path.join(out_dir, name)
         if os.path.lexists(target):
             shutil.rmtree(target) if os.path.isdir(target) and not os.path.islink(target) else os.remove(target)

@@ -316,3 +316,58 @@ def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_a
         ours, theirs = tmp_path / "arrow" / name, tmp_path / "dicts" / name
         assert ours.read_bytes() == theirs.read_bytes(), name
     assert pq.read_table(tmp_path / "arrow" / "fingerprints.parquet").num_rows == 3000
+
+
+def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_the_same_values(tmp_path,
+                                                                                                 monkeypatch):
+    import pyarrow.parquet as pq
+
+    from parity.config import load_config
+    from parity.fingerprint_set import STAGE_VALUES_DIR, read_set
+    from parity.replay_steps import WriteStageValuesFn
+    from parity.run import replay
+
+    config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))
+    spilled = []
+    from parity import spill
+
+    spill_fn = spill.SpillFn.process
+    monkeypatch.setattr(spill.SpillFn, "process",
+                        lambda self, batch: spilled.append((self._tag, batch.input_bytes is None, batch.value_bytes))
+                        or spill_fn(self, batch))
+    replay(config, "offline", str(tmp_path / "apart"))
+    assert {(tag, gone, not bytes_left) for tag, gone, bytes_left in spilled if tag == "staged"} == {("staged", True, True)}
+    monkeypatch.setattr(WriteStageValuesFn, "process", lambda self, batch: [batch])  # every value written at the end
+    replay(config, "offline", str(tmp_path / "together"))
+
+    apart, together = read_set(str(tmp_path / "apart")), read_set(str(tmp_path / "together"))
+    assert (tmp_path / "apart" / "fingerprints.parquet").read_bytes() == \
+        (tmp_path / "together" / "fingerprints.parquet").read_bytes()
+    assert os.listdir(tmp_path / "apart" / STAGE_VALUES_DIR) and not (tmp_path / "together" / STAGE_VALUES_DIR).exists()
+    assert pq.read_schema(next((tmp_path / "apart" / "values").iterdir())).names == ["key_bytes", "transform"]
+    refs = list(zip(apart.table.column("part").to_pylist(), apart.table.column("row").to_pylist()))
+    assert len(refs) == 3000
+    assert apart.values(refs) == together.values(refs)
+    wanted = {ref: ["coder", "transform"] for ref in refs[::7]}
+    assert apart.stage_bytes(wanted) == together.stage_bytes(wanted)
+
+
+def test_stage_values_that_do_not_match_their_part_are_refused_naming_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parity.errors import FingerprintSetError
+    from parity.fingerprint_set import read_values, write_part_columns, write_stage_values
+
+    one = [b"\x00"]
+    write_stage_values(str(tmp_path), "p", {"location": ["a:1"], "input": one, "window": one, "shard": one,
+                                            "coder": one, "seed": one})
+    write_part_columns(str(tmp_path), "p", {"key_fp": [bytes(16)], "key": ["1"], **{f"{s}_fp": [0] for s in
+                       ("input", "window", "shard", "coder", "seed", "transform")}, "features": [[]]},
+                       {"key_bytes": one, "transform": one})
+    assert read_values(str(tmp_path), "p").to_pylist() == [
+        {"key_bytes": b"\x00", "location": "a:1", "input": b"\x00", "window": b"\x00", "shard": b"\x00",
+         "coder": b"\x00", "seed": b"\x00", "transform": b"\x00"}]
+    pq.write_table(pa.table({"key_bytes": one * 2, "transform": one * 2}), tmp_path / "values" / "p.parquet")
+    with pytest.raises(FingerprintSetError, match=r"stage_values/p\.parquet: 1 rows, but .*values/p\.parquet has 2"):
+        read_values(str(tmp_path), "p")
