@@ -309,7 +309,7 @@ class ApplyStagesFn(beam.DoFn):
                     window_value["late_windows"] = [list(w) for w in expired]
                 attached = _attached(kept, group_bytes, aggregates, names)
                 shard_value = self._shard_value(group, group_bytes, attached, shard_ids)
-            record = {**record, **attached}
+            record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
             shard_values[i] = shard_value
             batch.records[i] = record
             live.append(i)
