@@ -390,10 +390,10 @@ def export_examples(parity_out: str, dest: str) -> dict:
     import glob
 
     import numpy as np
-    import pyarrow.parquet as pq
     import tensorflow as tf
 
     from parity import canonical
+    from parity.fingerprint_set import read_values
 
     counts = {}
     os.makedirs(dest, exist_ok=True)
@@ -401,8 +401,9 @@ def export_examples(parity_out: str, dest: str) -> dict:
         side = os.path.basename(side_dir)
         written = 0
         with tf.io.TFRecordWriter(os.path.join(dest, f"{side}.tfrecord")) as writer:
-            for part in sorted(glob.glob(os.path.join(side_dir, "values", "*.parquet"))):
-                table = pq.read_table(part, columns=["key_bytes", "transform"])
+            for path in sorted(glob.glob(os.path.join(side_dir, "values", "*.parquet"))):
+                part = os.path.basename(path)[:-len(".parquet")]
+                table = read_values(side_dir, part, ["key_bytes", "transform"])
                 for key_bytes, data in zip(table.column("key_bytes").to_pylist(),
                                            table.column("transform").to_pylist()):
                     value = canonical.decode(data) if data is not None else None

@@ -76,7 +76,8 @@ def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list | p
     row (Arrow converts lists far faster)."""
     count = len(fingerprints["key_fp"])
     columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
-    value_schema = VALUE_SCHEMA if STAGE_VALUE_COLUMNS[0] in values else LATE_VALUE_SCHEMA  # see write_stage_values
+    # only the late columns when the stages before the transform went to `write_stage_values`
+    value_schema = LATE_VALUE_SCHEMA if values.keys() == set(LATE_VALUE_SCHEMA.names) else VALUE_SCHEMA
     _write_part_tables(out_dir, part, pa.Table.from_pydict(columns, schema=FP_SCHEMA),
                        pa.Table.from_pydict(values, schema=value_schema))
 
@@ -427,12 +428,10 @@ class FingerprintSet:
             by_part.setdefault(part, []).append(row)
         result: dict[tuple[str, int], dict[str, Any]] = {}
         for part, rows in sorted(by_part.items()):
-            if not part or os.path.basename(part) != part or part in (".", ".."):
-                raise FingerprintSetError(f"{self.path}/{FINGERPRINTS}: part {part!r} is not a file name; the set "
-                                          f"is damaged: replay the side again")
-            path = os.path.join(self.path, VALUES_DIR, f"{part}.parquet")
-            table = _take(read_values(self.path, part), sorted(set(rows)), path)
-            for row, record in zip(sorted(set(rows)), table.to_pylist()):
+            path = self._values_path(part)  # refuses a part that is not a file name
+            order = sorted(set(rows))
+            table = _take(read_values(self.path, part), order, path)
+            for row, record in zip(order, table.to_pylist()):
                 decoded: dict[str, Any] = {"location": record["location"], "key_bytes": record["key_bytes"]}
                 for stage in STAGES:
                     data = record[stage]

@@ -20,8 +20,8 @@ import apache_beam as beam
 
 from parity import canonical, overlap, spill
 from parity.config import Config, SideConfig
-from parity.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
+from parity.fingerprint_set import PARTS_DIR, STAGE_VALUES_DIR, VALUES_DIR
 from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
@@ -240,7 +240,7 @@ def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str
 
 def prepare_out_dir(out_dir: str) -> None:
     """Empties a fingerprint-set folder so a replay never mixes with an earlier one's parts."""
-    for name in ("_parts", VALUES_DIR, STAGE_VALUES_DIR, "_tft_tmp", spill.SPILL_DIR, TFT_OUTPUT):
+    for name in (PARTS_DIR, VALUES_DIR, STAGE_VALUES_DIR, "_tft_tmp", spill.SPILL_DIR, TFT_OUTPUT):
         shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
 

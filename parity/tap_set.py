@@ -50,7 +50,7 @@ from parity import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
 from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, QUARANTINE, STAGE_VALUES_DIR, VALUE_SCHEMA,
-                                    VALUES_DIR, FingerprintSet, finalize, read_set, write_quarantine_part)
+                                    VALUES_DIR, FingerprintSet, finalize, read_set, read_values, write_quarantine_part)
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -505,12 +505,7 @@ def _read_values(sources: list[tuple[str, str, str]], wanted: dict[int, np.ndarr
     result = {}
     for index, rows in sorted(wanted.items()):
         folder, part, _ = sources[index]
-        path = os.path.join(folder, VALUES_DIR, f"{part}.parquet")
-        try:
-            table = pq.read_table(path, schema=VALUE_SCHEMA, columns=columns)
-        except (OSError, pa.ArrowException) as exc:
-            raise FingerprintSetError(f"{path}: cannot read a tap's values: {exc}") from exc
-        result[index] = table.take(pa.array(rows, type=pa.int64()))
+        result[index] = read_values(folder, part, columns).take(pa.array(rows, type=pa.int64()))
     return result
 
 
