@@ -212,13 +212,24 @@ def merge_rows(batch: RecBatch, late: dict) -> Iterator[tuple[bytes, set]]:
 
 
 def aggregate_partials(batch: RecBatch, side: SideConfig, late: dict, merges: dict) -> Iterator[tuple]:
-    aggregator = shard_stage.Aggregator(side.shard.aggregates)  # type: ignore[union-attr]
-    add = aggregator.add
-    for rid, windows, group_bytes, record, timestamp, input_fp in zip(
-            batch.rids, batch.windows, batch.group_bytes, batch.records, batch.timestamps, batch.input_fps):
-        kept = final_windows(windows, late.get(rid) if late else None, group_bytes, merges)
+    """The batch's partial aggregate states per (window, group): each group's records are added at once
+    (`Aggregator.add_many`), in read order."""
+    members: dict[tuple, list[int]] = {}
+    for i, (rid, windows, group_bytes) in enumerate(zip(batch.rids, batch.windows, batch.group_bytes)):
+        kept = final_windows(windows, late.get(rid), group_bytes, merges) if late or merges else windows
         for win in kept:
-            add((win, group_bytes), record, (timestamp or 0, input_fp))
+            indexes = members.get((win, group_bytes))
+            if indexes is None:
+                members[(win, group_bytes)] = [i]
+            else:
+                indexes.append(i)
+    specs = side.shard.aggregates  # type: ignore[union-attr]
+    aggregator = shard_stage.Aggregator(specs)
+    ordered = any(spec.combine == "sequential" for spec in specs)  # only a sequential sum reads the order
+    records, timestamps, input_fps = batch.records, batch.timestamps, batch.input_fps
+    for group, indexes in members.items():
+        orders = [(timestamps[i] or 0, input_fps[i]) for i in indexes] if ordered else [(0, 0)] * len(indexes)
+        aggregator.add_many(group, [records[i] for i in indexes], orders)
     yield from aggregator.groups.items()
 
 
