@@ -28,7 +28,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 2
+#define API_VERSION 3
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -1441,6 +1441,37 @@ static PyObject *py_plain(PyObject *self, PyObject *values) {
     return PyBool_FromLong(is_plain(values, -1));
 }
 
+/* wide_float(value) -> bool: whether a float that is not strictly between -2**63 and 2**63 (a NaN, too) is
+ * among the values of `value`'s exact dicts and lists, at any depth (keys are not looked at). jsonl's check for
+ * an integer literal that orjson read as a float (capture/jsonl.py); the reference is canonical._wide_float_py.
+ * A walk deeper than MAX_WIDE_DEPTH answers 1: the caller then takes its exact (slower) path. */
+#define MAX_WIDE_DEPTH 4096
+
+static int has_wide_float(PyObject *v, int depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyFloat_Type) {
+        double d = PyFloat_AS_DOUBLE(v);
+        return !(-9223372036854775808.0 < d && d < 9223372036854775808.0);
+    }
+    if (t != &PyDict_Type && t != &PyList_Type) return 0;
+    if (depth >= MAX_WIDE_DEPTH) return 1;
+    if (t == &PyDict_Type) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x))
+            if (has_wide_float(x, depth + 1)) return 1;
+        return 0;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(v);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (has_wide_float(PyList_GET_ITEM(v, i), depth + 1)) return 1;
+    return 0;
+}
+
+static PyObject *py_wide_float(PyObject *self, PyObject *value) {
+    return PyBool_FromLong(has_wide_float(value, 0));
+}
+
 static PyObject *py_configure(PyObject *self, PyObject *args) {
     PyObject *k, *f, *ff = Py_None;
     if (!PyArg_ParseTuple(args, "O!O|O:configure", &PyDict_Type, &k, &f, &ff)) return NULL;
@@ -1473,6 +1504,8 @@ static PyMethodDef methods[] = {
      "as dicts."},
     {"plain", py_plain, METH_O,
      "plain(values) -> bool: every value built only of exact dict/list/tuple/None/bool/int/float/str/bytes."},
+    {"wide_float", py_wide_float, METH_O,
+     "wide_float(value) -> bool: a float not strictly within +-2**63 among its dicts' and lists' values."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},

@@ -299,7 +299,7 @@ def _load_native() -> Any:
         from parity import _canonical
     except ImportError:
         return None
-    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 2:
+    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 3:
         return None  # a stale build of an older source: `pip install -e .` (make setup) rebuilds it
     _canonical.configure(_NATIVE_KINDS, _encode_py)
     return _canonical
@@ -352,10 +352,34 @@ def _plain_py(values: list | tuple) -> bool:
 
 plain = _plain_py
 
+_INT_LIMIT = 2.0 ** 63
+
+
+def _wide_float_py(value: Any) -> bool:
+    """Whether a float that is not strictly between -2**63 and 2**63 (a NaN too) is among the values of
+    `value`'s exact dicts and lists, at any depth (dict keys are not looked at). `capture.jsonl` asks it of each
+    line orjson read: orjson reads an integer below -2**63 or from 2**64 up as a float, where json reads an int."""
+    stack: list = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not -_INT_LIMIT < item < _INT_LIMIT:
+                return True
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return False
+
+
+wide_float = _wide_float_py
+
 if _native is not None:  # the same functions in C: same bytes, same errors
     encode = _native.encode  # type: ignore[assignment]  # noqa: F811
     encode_many = _native.encode_many  # type: ignore[assignment]  # noqa: F811
     plain = _native.plain  # type: ignore[assignment]  # noqa: F811
+    wide_float = _native.wide_float  # type: ignore[assignment]  # noqa: F811
 
 
 # ---------------------------------------------------------------------------------------------- decode

@@ -356,6 +356,37 @@ def test_c_and_python_agree_on_which_values_are_plain(values):
     assert native.plain(tuple(values)) is canonical._plain_py(tuple(values))
 
 
+_WIDE_LEAVES = st.one_of(_PLAIN_LEAVES, _OTHER_LEAVES, st.sampled_from([2.0 ** 63, -(2.0 ** 63), 2.0 ** 63 - 1024,
+                                                                    -(2.0 ** 63) + 1024, float("inf"), 1e300]))
+_WIDE_VALUES = st.recursive(
+    _WIDE_LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+                            st.dictionaries(st.one_of(st.text(max_size=3), st.floats()), inner, max_size=4)),
+    max_leaves=12)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(_WIDE_VALUES)
+def test_c_and_python_agree_on_which_values_hold_a_float_beyond_int64(value):
+    assert native.wide_float(value) is canonical._wide_float_py(value)
+
+
+def test_a_wide_float_is_one_outside_the_open_int64_range_in_a_dict_or_list_value_at_any_depth():
+    for wide in (2.0 ** 63, -(2.0 ** 63), 1e19, float("inf"), float("-inf"), float("nan")):
+        for holder in ({"a": wide}, [wide], {"a": [{"b": [wide]}]}, wide):
+            assert native.wide_float(holder) and canonical._wide_float_py(holder), (holder,)
+    for narrow in (2.0 ** 63 - 1024, -(2.0 ** 63) + 1024, 0.0, -0.0, 5.5, 2 ** 70, "1e19"):
+        for holder in ({"a": narrow}, [narrow], {"a": [{"b": [narrow]}]}):
+            assert not native.wide_float(holder) and not canonical._wide_float_py(holder), (holder,)
+    # keys, tuples, sets and subclasses are not walked: json gives none of them
+    for unseen in ({1e19: 1}, {"a": (1e19,)}, {"a": {1e19}}):
+        assert not native.wide_float(unseen) and not canonical._wide_float_py(unseen)
+    deep: list = [1e19]
+    for _ in range(5000):
+        deep = [deep]
+    assert native.wide_float(deep) and canonical._wide_float_py(deep)  # C: "maybe" past 4,096 levels
+
+
 def test_plain_values_are_exact_builtins_at_most_128_containers_deep():
     assert native.plain([{"a": [1, 2.5, None, True, "x", b"y", (1, "z")]}, 7, -0.0, float("nan"), 2**90])
     for other in (np.float32(1.5), _Str("s"), datetime.datetime(2024, 1, 1), {1}, bytearray(b"x"),

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from parity import canonical
 from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview, too_deep
 from parity.schema import FieldType, SchemaMismatch, coerce_records
 
@@ -69,13 +70,14 @@ def _parse_line(raw: bytes) -> dict | str:
     """The line's JSON object, or the reason it is quarantined."""
     # orjson parses a line in a fraction of json's time and gives the same values wherever it accepts one;
     # what it refuses (NaN, lone surrogates, bad UTF-8 or JSON) goes json's way, which decides and words
-    # the reason. So does a line where orjson may have read an integer as a float (`_maybe_misread`).
+    # the reason. So does a line where orjson may have read an integer as a float: a float of magnitude 2**63 or
+    # more (`canonical.wide_float`, in C), where orjson reads an integer below -2**63 or from 2**64 up.
     try:
         value, reason = orjson.loads(raw), None
     except orjson.JSONDecodeError:
         value, reason = _json_value(raw)
     else:
-        if type(value) is dict and _maybe_misread(value):
+        if type(value) is dict and canonical.wide_float(value):
             value, reason = _json_value(raw)
     if reason is not None:
         return reason
@@ -85,25 +87,6 @@ def _parse_line(raw: bytes) -> dict | str:
     if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and too_deep(value):
         return TOO_DEEP
     return value
-
-
-_INT_LIMIT = 2.0 ** 63
-
-
-def _maybe_misread(record: dict) -> bool:
-    """Whether `record` holds a float of magnitude 2**63 or more: orjson reads an integer below -2**63 or
-    from 2**64 up as a float, where json reads an int (a float literal that large reads the same in both)."""
-    stack: list = [record]
-    while stack:
-        item = stack.pop()
-        for value in (item.values() if type(item) is dict else item):
-            kind = type(value)
-            if kind is float:
-                if not -_INT_LIMIT < value < _INT_LIMIT:
-                    return True
-            elif kind is dict or kind is list:
-                stack.append(value)
-    return False
 
 
 def _json_value(raw: bytes) -> tuple[Any, str | None]:
