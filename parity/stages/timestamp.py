@@ -62,6 +62,20 @@ class EventTime:
     def configured(self) -> bool:
         return self._spec is not None
 
+    def micros_many(self, records: list[dict]) -> list[int | None] | None:
+        """`micros` of each record when that is one multiplication each (a field in s, ms or us holding an
+        exact int in every record), or no timestamp config (all None); else None, and `micros` decides."""
+        spec = self._spec
+        if spec is None:
+            return [None] * len(records)
+        if self._fn is not None or spec.unit not in _FACTOR:
+            return None
+        values = [record.get(spec.field) for record in records]
+        if set(map(type, values)) != {int}:  # a missing field or a null is None; a bool is not an int here
+            return None
+        factor = _FACTOR[spec.unit]
+        return [value * factor for value in values]
+
     def micros(self, record: dict) -> int | None:
         """Event time in µs, or None when the side has no timestamp config (Beam's default)."""
         spec = self._spec

@@ -103,3 +103,58 @@ def test_records_of_a_group_get_their_own_record_dicts(tmp_path):
     batches = _settled_batches(tmp_path, WINDOWS["fixed"])
     inputs = [value for batch in batches for value in batch.transform_inputs]
     assert len({id(value) for value in inputs}) == len(inputs) == 400
+
+
+def _read_batches(tmp_path, lines: list[dict], timestamp: str = "{field: t, unit: s}"):
+    tmp_path.mkdir(exist_ok=True)
+    with open(tmp_path / "capture.jsonl", "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps(line) + "\n")
+    config = CONFIG.format(window=WINDOWS["fixed"]).replace("{field: t, unit: s}", timestamp, 1)
+    config = config.replace("capture: {path: capture.jsonl,", "capture: {path: capture.jsonl, max_record_bytes: 200,")
+    (tmp_path / "parity.yaml").write_text(config, encoding="utf-8")
+    read = rs.ReadBatchesFn(load_config(str(tmp_path / "parity.yaml")).side("offline"), 4, str(tmp_path / "out"))
+    read.setup()
+    batches = list(read.process((0, str(tmp_path / "capture.jsonl"), "capture.jsonl")))
+    quarantined = sorted((tmp_path / "out" / "_parts").glob("*.quarantine.jsonl"))
+    return [pickle.dumps(batch) for batch in batches], [path.read_text(encoding="utf-8") for path in quarantined]
+
+
+@pytest.mark.parametrize("timestamp", ["{field: t, unit: s}", "{field: t, unit: ms}", "{field: t, unit: ns}"])
+def test_a_read_batch_built_column_by_column_is_the_one_built_record_by_record(tmp_path, monkeypatch, timestamp):
+    rnd = random.Random(7)
+    lines = [{"id": i, "t": 1_709_942_400 + i * 7, "arr": 0, "fare": round(rnd.uniform(2, 60), 2),
+              "zone": rnd.choice("abc")} for i in range(20)]
+    lines[5]["id"] = None            # a null key: quarantined
+    lines[9]["t"] = "soon"           # not an int64: quarantined by the reader, its batch's others are clean
+    lines[14]["zone"] = "z" * 300    # beyond max_record_bytes: quarantined
+    calls = []
+    at_once = rs.ReadBatchesFn._fill_at_once
+    monkeypatch.setattr(rs.ReadBatchesFn, "_fill_at_once", lambda self, *args: calls.append(at_once(self, *args))
+                        or calls[-1])
+    fast = _read_batches(tmp_path / "a", lines, timestamp)
+    monkeypatch.setattr(rs.ReadBatchesFn, "_fill_at_once", lambda self, *args: False)
+    slow = _read_batches(tmp_path / "b", lines, timestamp)
+
+    assert fast == slow
+    assert len(fast[1]) == 3 and len(fast[0]) == 5  # three batches quarantine a record, five are read
+    # the batches without a bad record went column by column (not with a ns unit: `to_micros` divides)
+    assert calls == ([False] * 5 if timestamp.endswith("ns}") else [True, False, True, False, True])
+
+
+def test_event_times_come_at_once_only_when_each_is_an_exact_int_in_s_ms_or_us():
+    from parity.config import TimestampSpec
+    from parity.stages.timestamp import EventTime
+
+    def spec(unit):
+        return TimestampSpec(field="t", unit=unit, tz="UTC", function=None)
+    records = [{"t": 3}, {"t": -2}]
+    assert EventTime(spec("s")).micros_many(records) == [3_000_000, -2_000_000]
+    assert EventTime(spec("ms")).micros_many(records) == [3_000, -2_000]
+    assert EventTime(spec("us")).micros_many(records) == [3, -2]
+    assert EventTime(None).micros_many(records) == [None, None]
+    for other in ({"t": True}, {"t": 1.0}, {"t": None}, {}, {"t": "3"}):
+        assert EventTime(spec("s")).micros_many(records + [other]) is None, other
+    assert EventTime(spec("ns")).micros_many(records) is None
+    for record in records:  # the same as one by one
+        assert EventTime(spec("ms")).micros(record) == EventTime(spec("ms")).micros_many([record])[0]
