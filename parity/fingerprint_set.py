@@ -171,8 +171,9 @@ def _fp_part_rows(path: str) -> int:
 def _atomic_parquet(table: pa.Table, path: str, dictionary: bool = True) -> None:
     """Writes `table` to `path` through a temporary file. `dictionary=False` for columns of mostly distinct
     values (a batch's canonical bytes): no dictionary pages, which cost write time and saved no space (taxi
-    value parts: 3.0 against 3.8 ms and 244 against 253 kB per 2,000 rows)."""
-    pq.write_table(table, path + ".tmp", compression="zstd", use_dictionary=dictionary)
+    value parts: 3.0 against 3.8 ms and 244 against 253 kB per 2,000 rows). No min/max statistics: a part is
+    read whole, by name (a 2,000-row taxi stage values part: 2.12 against 2.26 ms to write)."""
+    pq.write_table(table, path + ".tmp", compression="zstd", use_dictionary=dictionary, write_statistics=False)
     os.replace(path + ".tmp", path)
 
 

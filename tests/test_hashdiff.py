@@ -111,6 +111,17 @@ def test_finalize_writes_dictionaries_for_batch_ids_and_feature_names_and_statis
     assert statistics == {"key_fp", "key"}
 
 
+def test_value_parts_are_written_without_statistics_a_part_being_read_whole(tmp_path, small_chunks):
+    _write_set(tmp_path / "a", [(i, _values(i)) for i in range(200)])
+    parts = sorted((tmp_path / "a" / "values").glob("*.parquet"))
+    assert parts
+    for path in parts:
+        metadata = pq.ParquetFile(path).metadata
+        assert metadata.num_rows > 0
+        assert not any(metadata.row_group(group).column(index).is_stats_set
+                       for group in range(metadata.num_row_groups) for index in range(metadata.num_columns))
+
+
 @pytest.mark.parametrize("rows", [200, 2000])  # one in-memory sort; key-range buckets
 def test_finalize_removes_each_part_as_soon_as_it_has_read_it(tmp_path, small_chunks, monkeypatch, rows):
     left_when_read = []
