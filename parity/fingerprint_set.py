@@ -229,7 +229,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
     if bits == 0:
         tables = [_read_and_remove(p) for p in fp_parts]
         table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
-        table = table.sort_by(SORT_KEYS)
+        table = sort_rows(table)
         pq.write_table(table, out_path, **FP_PARQUET_OPTIONS)
         _add_features(features, table)
         return table.num_rows, features
@@ -250,7 +250,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
         table = _read_and_remove(path)
         buckets = key_prefix(table.column("key_fp"), bits)
         order = np.argsort(buckets, kind="stable")
-        table, buckets = table.take(pa.array(order)), buckets[order]
+        table, buckets = take_rows(table, order), buckets[order]
         starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]]) if len(buckets) else np.zeros(0, int)
         for start, end in zip(starts, np.r_[starts[1:], len(buckets)]):
             buffered.setdefault(int(buckets[start]), []).append(table.slice(int(start), int(end - start)))
@@ -267,12 +267,54 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
                 with pa.OSFile(path, "rb") as source:
                     tables.append(pa.ipc.open_stream(source).read_all())
                 os.remove(path)
-            table = pa.concat_tables(tables).sort_by(SORT_KEYS)
+            table = sort_rows(pa.concat_tables(tables))
             writer.write_table(table)
             _add_features(features, table)
             written += table.num_rows
     os.rmdir(spill_dir)
     return written, features
+
+
+def sort_rows(table: pa.Table) -> pa.Table:
+    """`table.sort_by(SORT_KEYS)`, its rows moved by `take_rows`."""
+    return take_rows(table, pc.sort_indices(table, sort_keys=SORT_KEYS).to_numpy())
+
+
+def take_rows(table: pa.Table, indices: np.ndarray) -> pa.Table:
+    """`table.take(indices)`: the map column (`features`) gathered by `_take_map`, which Arrow's own take moves
+    several times slower than every other column together (1,000,000 taxi rows: 0.82 s of 0.9)."""
+    columns = [_take_map(column, indices) if pa.types.is_map(column.type) else column.take(indices)
+               for column in table.columns]
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _take_map(column: pa.ChunkedArray, indices: np.ndarray) -> pa.Array:
+    """The rows `indices` of a map column, gathered with numpy on its offsets and Arrow's take on its keys and
+    items (flat arrays, which Arrow takes fast); a column with null maps goes Arrow's way."""
+    chunks = column.chunks
+    if not chunks or any(chunk.null_count for chunk in chunks):
+        return column.take(indices)
+    starts, lengths, keys, items, base = [], [], [], [], 0
+    for chunk in chunks:
+        offsets = chunk.offsets.to_numpy().astype(np.int64)  # this chunk's rows, into its whole child
+        first, last = int(offsets[0]), int(offsets[-1])
+        entries = chunk.values.slice(first, last - first)
+        chunk_keys, chunk_items = entries.flatten()
+        keys.append(chunk_keys)
+        items.append(chunk_items)
+        starts.append(offsets[:-1] - first + base)
+        lengths.append(np.diff(offsets))
+        base += last - first
+    indices = np.asarray(indices, dtype=np.int64)
+    row_starts, row_lengths = np.concatenate(starts)[indices], np.concatenate(lengths)[indices]
+    new_offsets = np.zeros(len(indices) + 1, dtype=np.int32)
+    np.cumsum(row_lengths, out=new_offsets[1:])
+    if len(row_lengths) and (row_lengths == row_lengths[0]).all():  # as many features in every row: one pass
+        gather = (row_starts[:, None] + np.arange(row_lengths[0], dtype=np.int64)[None, :]).ravel()
+    else:
+        gather = np.repeat(row_starts - new_offsets[:-1], row_lengths) + np.arange(new_offsets[-1], dtype=np.int64)
+    return pa.MapArray.from_arrays(pa.array(new_offsets), pa.concat_arrays(keys).take(gather),
+                                   pa.concat_arrays(items).take(gather), type=column.type)
 
 
 def _read_and_remove(path: str) -> pa.Table:

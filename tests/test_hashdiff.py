@@ -7,8 +7,11 @@ import json
 import random
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parity import canonical, diff, fingerprint_set, hashdiff
 from parity.config import STAGES, ToleranceSpec
@@ -222,3 +225,24 @@ def test_a_canonical_dict_splits_into_the_bytes_of_its_fields_for_every_value_ty
     assert canonical.dict_fields(canonical.encode([1, 2])) is None
     assert canonical.dict_fields(canonical.encode(value)[:-1]) is None
     assert canonical.dict_fields(b"\x64\x01\x99") is None
+
+
+_MAPS = st.lists(st.one_of(st.none(), st.lists(st.tuples(st.sampled_from(["a", "bb", "ccc", ""]),
+                                                          st.integers(0, 2 ** 64 - 1)), max_size=4)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(chunks=st.lists(_MAPS, min_size=1, max_size=4), seed=st.integers(0, 10 ** 6), cut=st.integers(0, 3),
+       uniform=st.booleans())
+def test_taking_rows_gives_what_arrows_take_gives_map_column_included(chunks, seed, cut, uniform):
+    if uniform:  # every row with as many entries: the one-pass gather
+        chunks = [[[("a", i), ("bb", i + 1)] for i in range(len(chunk))] for chunk in chunks]
+    arrays = [pa.array(chunk, pa.map_(pa.string(), pa.uint64())) for chunk in chunks]
+    arrays = [array.slice(min(cut, len(array))) for array in arrays]  # chunks that start inside their child
+    table = pa.Table.from_batches([pa.record_batch([array, pa.array(range(len(array)), pa.int64())], names=["features", "n"])
+                                   for array in arrays])
+    rng = np.random.default_rng(seed)
+    indices = rng.integers(0, table.num_rows, size=table.num_rows * 2) if table.num_rows else np.zeros(0, int)
+    expected = table.take(pa.array(indices, pa.int64()))
+    got = fingerprint_set.take_rows(table, indices)
+    assert got.equals(expected) and got.schema == expected.schema
