@@ -25,7 +25,7 @@ from typing import Any, Union
 from parity.errors import InputError
 from parity.schema import FieldType
 
-__all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Quarantined", "ReadBatch", "detect_format", "list_capture_files",
+__all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format", "list_capture_files",
            "read_file", "reason_kind", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
@@ -78,9 +78,18 @@ class ReadBatch:
     fingerprints: list[int] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """Records read one after another, none quarantined among them, with their locations (same length): what a
+    format module's `read` may yield in place of a `(record, location)` item per record."""
+
+    records: list[dict]
+    locations: list[str]
+
+
 # What a format module's `read` yields: a record with its location (and, from a reader that computes them,
-# its canonical bytes and fingerprint), or a quarantined entry.
-ReadItem = Union[tuple[dict, str], tuple[dict, str, bytes, int], Quarantined]
+# its canonical bytes and fingerprint), a quarantined entry, or a `Chunk` of records.
+ReadItem = Union[tuple[dict, str], tuple[dict, str, bytes, int], Quarantined, Chunk]
 
 
 def list_capture_files(pattern: str, base_dir: str) -> list[str]:
@@ -167,6 +176,18 @@ def read_file(
 def _batches(items: Iterable[ReadItem], batch_size: int) -> Iterator[ReadBatch]:
     batch = ReadBatch()
     for item in items:
+        if type(item) is Chunk:  # its records in slices that fill the batches as one item at a time would
+            records, locations = item.records, item.locations
+            start = 0
+            while start < len(records):
+                end = start + batch_size - len(batch.records) - len(batch.quarantined)
+                batch.records.extend(records[start:end])
+                batch.locations.extend(locations[start:end])
+                start = end
+                if len(batch.records) + len(batch.quarantined) >= batch_size:
+                    yield batch
+                    batch = ReadBatch()
+            continue
         if isinstance(item, Quarantined):
             batch.quarantined.append(item)
         else:

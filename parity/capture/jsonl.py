@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from parity import canonical
-from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview, too_deep
+from parity.capture import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_error, preview, too_deep
 from parity.schema import FieldType, SchemaMismatch, coerce_records
 
 _BOM = b"\xef\xbb\xbf"
@@ -52,9 +52,15 @@ def read(
 
 def _coerced_items(pending: list[tuple[str, bytes, dict | str]],
                    schema: dict[str, FieldType] | None) -> Iterator[ReadItem]:
-    """The read items of parsed lines, in line order: their records coerced together (`coerce_records`)."""
+    """The read items of parsed lines, in line order: their records coerced together (`coerce_records`), as one
+    `Chunk` when none is quarantined."""
     parsed = [value for _, _, value in pending if not isinstance(value, str)]
-    coerced = iter(parsed if schema is None else coerce_records(parsed, schema))
+    coerced_list = parsed if schema is None else coerce_records(parsed, schema)
+    if len(parsed) == len(pending) and not any(isinstance(value, SchemaMismatch) for value in coerced_list):
+        if coerced_list:
+            yield Chunk(coerced_list, [location for location, _, _ in pending])
+        return
+    coerced = iter(coerced_list)
     for location, raw, value in pending:
         if not isinstance(value, str):
             value = next(coerced)

@@ -191,3 +191,30 @@ def test_duplicate_keys_keep_the_last_value_in_the_first_place_as_json_does():
 
     raw = b'{"a": 1, "b": 2, "a": 3}'
     assert list(jsonl._parse_line(raw).items()) == list(json.loads(raw).items()) == [("a", 3), ("b", 2)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(bad=st.lists(st.sampled_from([None, "json", "schema", "blank"]), min_size=0, max_size=40),
+       chunk=st.integers(1, 6), batch_size=st.integers(1, 9))
+def test_chunks_of_clean_lines_fill_the_batches_one_record_at_a_time_would(tmp_path_factory, bad, chunk, batch_size):
+    import pytest as _pytest
+
+    from parity.capture import Chunk, _batches
+    from parity.capture import jsonl
+
+    lines = [{None: b'{"trip_id": %d, "fare": 1.5}' % i, "json": b"not json", "schema": b'{"trip_id": "x"}',
+              "blank": b""}[kind] for i, kind in enumerate(bad)]
+    path = _write(tmp_path_factory.mktemp("chunks"), b"\n".join(lines) + b"\n")
+    with _pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jsonl, "CHUNK", chunk)
+        items = list(jsonl.read(path, SCHEMA, "capture/trips.jsonl"))
+    one_by_one = [pair for item in items
+                  for pair in (zip(item.records, item.locations) if type(item) is Chunk else [item])]
+
+    def shapes(batches):
+        return [(b.records, b.locations, b.quarantined) for b in batches]
+    assert shapes(_batches(iter(items), batch_size)) == shapes(_batches(iter(one_by_one), batch_size))
+    clean = [i for i, kind in enumerate(bad) if kind is None]
+    assert [item[0]["trip_id"] for item in one_by_one if type(item) is tuple] == clean
+    if len(bad) >= chunk and all(kind is None for kind in bad[:chunk]):
+        assert type(items[0]) is Chunk and len(items[0].records) == chunk
