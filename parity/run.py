@@ -18,7 +18,7 @@ from parity.fingerprint_set import FingerprintSet, finalize, read_set
 from parity.replay import TFT_OUTPUT, ReplaySide, prepare_out_dir, saved_graph_dir, unwrap_pipeline_error
 from parity.report import RENDERERS
 from parity.report.model import build_report
-from parity.runners import make_options, make_runner
+from parity.runners import make_options, make_runner, replay_gc
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -39,26 +39,27 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     progress.event("replay_start", side=side.name, runner=runner)
     prepare_out_dir(out_dir)
     started = time.monotonic()
-    pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
-    _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder,
-                                                        gated=gated, transform_from=transform_from,
-                                                        consume_spills=runner == "DirectRunner")
-    try:
-        pipeline.run().wait_until_finish()
-    except ParityError:
-        raise
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        error = unwrap_pipeline_error(exc)
-        if error is not None:
-            raise error from exc
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
-        raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
-                          f"{last}") from exc  # a worker's traceback text ends with the real error
-    finally:
-        spill.remove(out_dir)
+    with replay_gc():  # from the pipeline's construction on: TFT traces the preprocessing function there
+        pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
+        _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder,
+                                                            gated=gated, transform_from=transform_from,
+                                                            consume_spills=runner == "DirectRunner")
+        try:
+            pipeline.run().wait_until_finish()
+        except ParityError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            error = unwrap_pipeline_error(exc)
+            if error is not None:
+                raise error from exc
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
+            raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
+                              f"{last}") from exc  # a worker's traceback text ends with the real error
+        finally:
+            spill.remove(out_dir)
     key = list(side.capture.key) if side.capture.key else "input"
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
                                   "environment": environment_manifest(), "runner": runner})

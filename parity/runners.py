@@ -24,15 +24,31 @@ RUNNERS = ("DirectRunner", "FlinkRunner")
 GC_THRESHOLDS = (50_000, 50, 100)
 
 
+_replay_gc_depth = 0  # replay_gc contexts open in this process: only the outermost one sets and restores
+
+
 @contextlib.contextmanager
 def replay_gc() -> Iterator[None]:
-    """Collects less often while a pipeline runs in this process; restores the collector's state after."""
+    """Collects less often while a pipeline is built and runs in this process; restores the collector's state
+    after. Nested (`parity.run.replay` around the construction of its pipeline, the runner's `run_pipeline`
+    within it), the inner one changes nothing: a full collection during TFT's tracing of the preprocessing
+    function cost 0.22 s of a 100,000-record replay's 4.9 s."""
+    global _replay_gc_depth
+    if _replay_gc_depth:
+        _replay_gc_depth += 1
+        try:
+            yield
+        finally:
+            _replay_gc_depth -= 1
+        return
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    _replay_gc_depth = 1
     try:
         yield
     finally:
+        _replay_gc_depth = 0
         gc.set_threshold(*thresholds)
         gc.unfreeze()
 

@@ -33,3 +33,32 @@ def test_a_pipeline_on_the_direct_runner_runs_under_the_replay_thresholds_and_re
 
     assert _SEEN == [GC_THRESHOLDS]
     assert gc.get_threshold() == before
+
+
+def test_nested_replay_gc_contexts_leave_the_outer_ones_thresholds_until_it_closes() -> None:
+    from parity.runners import replay_gc
+
+    before = gc.get_threshold()
+    with replay_gc():
+        assert gc.get_threshold() == GC_THRESHOLDS
+        with replay_gc():
+            assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_threshold() == GC_THRESHOLDS and gc.get_freeze_count() > 0  # the inner one restored nothing
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_replay_builds_its_pipeline_under_the_replay_thresholds(tmp_path, monkeypatch) -> None:
+    from parity import replay as replay_module
+    from parity import run
+    from parity.config import load_config
+
+    seen = []
+    expand = replay_module.ReplaySide.expand
+    monkeypatch.setattr(replay_module.ReplaySide, "expand",
+                        lambda self, root: seen.append(gc.get_threshold()) or expand(self, root))
+    (tmp_path / "capture.jsonl").write_text('{"id": 1}\n{"id": 2}\n', encoding="utf-8")
+    (tmp_path / "parity.yaml").write_text(
+        "version: 1\nname: gc\ncapture: {path: capture.jsonl, key: [id]}\nsides:\n  offline: {}\n  production: {}\n",
+        encoding="utf-8")
+    run.replay(load_config(str(tmp_path / "parity.yaml")), "offline", str(tmp_path / "out"))
+    assert seen == [GC_THRESHOLDS] and gc.get_threshold() != GC_THRESHOLDS
