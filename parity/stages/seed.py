@@ -34,7 +34,9 @@ Exceptions raised by a user function propagate unchanged; the caller attributes 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import os
 import random
 import zlib
@@ -158,9 +160,13 @@ def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes]) -> list[dict[str, 
             for out, (u, size) in zip(outputs, draws):
                 out[name] = u / size < rate
         else:
-            buckets = op.buckets
+            # `_bucket` of each draw: the first bucket whose running weight total exceeds u mod the total (a
+            # SplitOp's weights are positive), found by bisection instead of summing the weights per record
+            names = [bucket for bucket, _ in op.buckets]
+            ends = list(itertools.accumulate(weight for _, weight in op.buckets))
+            total = ends[-1]
             for out, (u, _) in zip(outputs, draws):
-                out[name] = _bucket(buckets, u)
+                out[name] = names[bisect.bisect_right(ends, u % total)]
     return outputs
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parity.stages.seed import (
     SEED_HASHES,
@@ -196,3 +198,15 @@ def test_outputs_keep_the_ops_order() -> None:
 def test_invalid_ops_are_refused(make: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()
+
+
+@settings(max_examples=200, deadline=None)
+@given(weights=st.lists(st.integers(1, 5), min_size=1, max_size=5),
+       hash_name=st.sampled_from(["xxh3", "md5", "crc32"]), seed=st.integers(0, 10 ** 6),
+       keys=st.lists(st.binary(max_size=6), max_size=20))
+def test_a_batch_of_splits_gives_each_record_what_it_gets_alone(weights, hash_name, seed, keys):
+    from parity.stages.seed import seed_outputs_many
+
+    spec = SeedSpec(seed, (("split", SplitOp(tuple((f"b{i}", w) for i, w in enumerate(weights)), hash=hash_name)),
+                           ("sample", SampleOp(0.5, hash=hash_name))))
+    assert seed_outputs_many(spec, keys) == [seed_outputs(spec, None, key) for key in keys]
