@@ -334,36 +334,45 @@ class ApplyStagesFn(beam.DoFn):
         shard_ids: dict[bytes, int] = {}
         # what every on-time record of a (group, windows) shares: its windows, aggregates and shard value
         shared: dict[tuple, tuple | None] = {}
-        for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
-                batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
-            expired = late.get(rid) if late else None
-            common = None
-            if not expired:
-                key = (group_bytes, *windows)
-                common = shared.get(key, _UNSEEN)
-                if common is _UNSEEN:
-                    common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
-                                                        shard_ids)
-            if common is not None:
-                window_lists, attached, shard_value = common
-                window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
-            else:  # a late record, or one whose aggregates are its own objects
-                kept = final_windows(windows, expired, group_bytes, merges)
-                window_value: dict[str, Any] = {"timestamp_us": timestamp,
-                                                "windows": [list(w) for w in (kept or windows)]}
-                window_values[i] = window_value
-                if expired and not kept:
-                    window_value["late"] = True
-                    continue
-                if expired:
-                    window_value["late_windows"] = [list(w) for w in expired]
-                attached = _attached(kept, group_bytes, aggregates, names)
-                shard_value = self._shard_value(group, group_bytes, attached, shard_ids)
-            record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
-            shard_values[i] = shard_value
-            batch.records[i] = record
-            live.append(i)
-            live_records.append(record)
+        commons = None if late else self._all_shared(batch, shared, merges, aggregates, names, shard_ids)
+        if commons is not None:  # no record is late and each shares its values: the loop below, by column
+            window_values = [{"timestamp_us": timestamp, "windows": common[0]}
+                             for timestamp, common in zip(batch.timestamps, commons)]
+            shard_values = [common[2] for common in commons]
+            for record, common in zip(batch.records, commons):
+                record.update(common[1])  # the batch's own dict, as below
+            live, live_records = list(range(count)), list(batch.records)
+        else:  # record by record: a late record, or aggregates that are each record's own objects
+            for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
+                    batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
+                expired = late.get(rid) if late else None
+                common = None
+                if not expired:
+                    key = (group_bytes, *windows)
+                    common = shared.get(key, _UNSEEN)
+                    if common is _UNSEEN:
+                        common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
+                                                            shard_ids)
+                if common is not None:
+                    window_lists, attached, shard_value = common
+                    window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
+                else:  # a late record, or one whose aggregates are its own objects
+                    kept = final_windows(windows, expired, group_bytes, merges)
+                    window_value: dict[str, Any] = {"timestamp_us": timestamp,
+                                                    "windows": [list(w) for w in (kept or windows)]}
+                    window_values[i] = window_value
+                    if expired and not kept:
+                        window_value["late"] = True
+                        continue
+                    if expired:
+                        window_value["late_windows"] = [list(w) for w in expired]
+                    attached = _attached(kept, group_bytes, aggregates, names)
+                    shard_value = self._shard_value(group, group_bytes, attached, shard_ids)
+                record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
+                shard_values[i] = shard_value
+                batch.records[i] = record
+                live.append(i)
+                live_records.append(record)
         coder_values: list[Any] = [DROPPED_LATE] * count
         seed_values: list[Any] = [DROPPED_LATE] * count
         transform_values: list[Any] = [DROPPED_LATE] * count
@@ -385,6 +394,21 @@ class ApplyStagesFn(beam.DoFn):
         batch.settle(SETTLED_STAGES,
                      [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES])
         yield batch
+
+    def _all_shared(self, batch: RecBatch, shared: dict, merges: dict, aggregates: dict, names: list[str],
+                    shard_ids: dict[bytes, int]) -> list[tuple] | None:
+        """Each record's shared values (`_shared`) when none is late and every one has them, else None."""
+        commons = []
+        for windows, group, group_bytes in zip(batch.windows, batch.groups, batch.group_bytes):
+            key = (group_bytes, *windows)
+            common = shared.get(key, _UNSEEN)
+            if common is _UNSEEN:
+                common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
+                                                    shard_ids)
+            if common is None:
+                return None
+            commons.append(common)
+        return commons
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:

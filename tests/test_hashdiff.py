@@ -239,8 +239,8 @@ def test_taking_rows_gives_what_arrows_take_gives_map_column_included(chunks, se
         chunks = [[[("a", i), ("bb", i + 1)] for i in range(len(chunk))] for chunk in chunks]
     arrays = [pa.array(chunk, pa.map_(pa.string(), pa.uint64())) for chunk in chunks]
     arrays = [array.slice(min(cut, len(array))) for array in arrays]  # chunks that start inside their child
-    table = pa.Table.from_batches([pa.record_batch([array, pa.array(range(len(array)), pa.int64())], names=["features", "n"])
-                                   for array in arrays])
+    table = pa.Table.from_batches([pa.record_batch([array, pa.array(range(len(array)), pa.int64())],
+                                                   names=["features", "n"]) for array in arrays])
     rng = np.random.default_rng(seed)
     indices = rng.integers(0, table.num_rows, size=table.num_rows * 2) if table.num_rows else np.zeros(0, int)
     expected = table.take(pa.array(indices, pa.int64()))

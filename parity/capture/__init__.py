@@ -25,8 +25,8 @@ from typing import Any, Union
 from parity.errors import InputError
 from parity.schema import FieldType
 
-__all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format", "list_capture_files",
-           "read_file", "reason_kind", "too_deep"]
+__all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
+           "list_capture_files", "read_file", "reason_kind", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
