@@ -42,6 +42,11 @@ SETTLED_STAGES = STAGES[1:-1]
 _IS_NONE = functools.partial(operator.is_, None)
 
 
+def _reader_encoded(records: list, read_encoded: list | None, read_fps: list | None) -> bool:
+    """Whether the reader gave every record's canonical bytes and fingerprint (a columnar read)."""
+    return bool(read_encoded and read_fps and len(read_encoded) == len(read_fps) == len(records))
+
+
 def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
     return {"location": location, "reason": reason, "reason_kind": reason_kind(reason), "preview": preview[:120]}
 
@@ -96,8 +101,8 @@ class ReadBatchesFn(beam.DoFn):
         event_time = self._event_time
         lateness, arrival_unit = self._lateness, self._arrival_unit
         fps: list | None = None
-        if read_encoded and read_fps and len(read_encoded) == len(read_fps) == len(records):
-            encoded: list[bytes | str] = read_encoded
+        if _reader_encoded(records, read_encoded, read_fps):
+            encoded: list[bytes | str] = read_encoded  # type: ignore[assignment]
             fps = read_fps
         else:
             try:
@@ -151,9 +156,7 @@ class ReadBatchesFn(beam.DoFn):
             batch.input_fps.append(input_fp)
             batch.timestamps.append(timestamp)
             batch.arrivals.append(arrival)
-        batch.key_bytes = canonical.encode_many(batch.keys)
-        batch.windows, batch.groups = self._windows_and_groups(batch)
-        batch.group_bytes = canonical.encode_many(batch.groups)
+        self._key_windows_groups(batch)
 
     def _fill_at_once(self, batch: RecBatch, rids: list[tuple[int, int]], locations: list[str], records: list[dict],
                       single_key: str | None, read_encoded: list | None, read_fps: list | None) -> bool:
@@ -170,7 +173,7 @@ class ReadBatchesFn(beam.DoFn):
         keys = [record.get(single_key) for record in records]
         if any(map(_IS_NONE, keys)):  # a missing or null key: quarantined
             return False
-        if read_encoded and read_fps and len(read_encoded) == len(read_fps) == len(records):
+        if _reader_encoded(records, read_encoded, read_fps):
             encoded, fps = read_encoded, read_fps
         else:
             try:
@@ -182,10 +185,14 @@ class ReadBatchesFn(beam.DoFn):
         batch.rids, batch.locations, batch.records, batch.keys = list(rids), list(locations), list(records), keys
         batch.input_bytes, batch.input_fps, batch.timestamps = list(encoded), list(fps), timestamps
         batch.arrivals = [None] * len(records)
+        self._key_windows_groups(batch)
+        return True
+
+    def _key_windows_groups(self, batch: RecBatch) -> None:
+        """The filled batch's key bytes, windows, grouping keys and their bytes."""
         batch.key_bytes = canonical.encode_many(batch.keys)
         batch.windows, batch.groups = self._windows_and_groups(batch)
         batch.group_bytes = canonical.encode_many(batch.groups)
-        return True
 
     def _windows_and_groups(self, batch: RecBatch) -> tuple[list[list[tuple]], list[Any]]:
         shard, key_fn = self._side.shard, self._key_fn
@@ -346,13 +353,8 @@ class ApplyStagesFn(beam.DoFn):
             for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
                     batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
                 expired = late.get(rid) if late else None
-                common = None
-                if not expired:
-                    key = (group_bytes, *windows)
-                    common = shared.get(key, _UNSEEN)
-                    if common is _UNSEEN:
-                        common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
-                                                            shard_ids)
+                common = None if expired else self._common(shared, windows, group, group_bytes, merges, aggregates,
+                                                           names, shard_ids)
                 if common is not None:
                     window_lists, attached, shard_value = common
                     window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
@@ -370,7 +372,6 @@ class ApplyStagesFn(beam.DoFn):
                     shard_value = self._shard_value(group, group_bytes, attached, shard_ids)
                 record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
                 shard_values[i] = shard_value
-                batch.records[i] = record
                 live.append(i)
                 live_records.append(record)
         coder_values: list[Any] = [DROPPED_LATE] * count
@@ -400,15 +401,20 @@ class ApplyStagesFn(beam.DoFn):
         """Each record's shared values (`_shared`) when none is late and every one has them, else None."""
         commons = []
         for windows, group, group_bytes in zip(batch.windows, batch.groups, batch.group_bytes):
-            key = (group_bytes, *windows)
-            common = shared.get(key, _UNSEEN)
-            if common is _UNSEEN:
-                common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
-                                                    shard_ids)
+            common = self._common(shared, windows, group, group_bytes, merges, aggregates, names, shard_ids)
             if common is None:
                 return None
             commons.append(common)
         return commons
+
+    def _common(self, shared: dict, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict,
+                aggregates: dict, names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
+        """`_shared` of an on-time record's (group, windows), computed once per batch (`shared` holds them)."""
+        key = (group_bytes, *windows)
+        common = shared.get(key, _UNSEEN)
+        if common is _UNSEEN:
+            common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names, shard_ids)
+        return common
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
