@@ -49,8 +49,9 @@ import xxhash
 from parity import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
-from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, QUARANTINE, STAGE_VALUES_DIR, VALUE_SCHEMA,
-                                    VALUES_DIR, FingerprintSet, finalize, read_set, read_values, write_quarantine_part)
+from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
+                                    VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, read_set, read_values,
+                                    write_quarantine_part)
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -336,7 +337,7 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
 
 
 def _reset_outputs(set_dir: str) -> None:
-    for name in ("_parts", VALUES_DIR, STAGE_VALUES_DIR):
+    for name in (PARTS_DIR, VALUES_DIR, STAGE_VALUES_DIR):
         shutil.rmtree(os.path.join(set_dir, name), ignore_errors=True)
     for name in (FINGERPRINTS, MANIFEST, QUARANTINE, "analyzers.json"):
         path = os.path.join(set_dir, name)
