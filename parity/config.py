@@ -31,6 +31,8 @@ _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
 _DURATION_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
                 "d": 86_400_000_000}
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# a module file by path, as TFX's `module_file` names one: `path/to/taxi_utils.py:preprocessing_fn`
+_FILE_REF = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 # Side names become folder names under --out (sides/<name>, noise/<name>): nothing that could leave it.
 _SIDE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
@@ -65,11 +67,15 @@ class Ref:
     base_dir: str
 
     def resolve(self) -> Any:
-        module_name, attr = self.text.split(":", 1)
+        file_ref = _FILE_REF.match(self.text)
+        module_name, attr = (None, file_ref.group("attr")) if file_ref else self.text.split(":", 1)
         if self.base_dir not in sys.path:
             sys.path.insert(0, self.base_dir)
         try:
-            obj: Any = importlib.import_module(module_name)
+            if file_ref:
+                obj: Any = _import_file(os.path.join(self.base_dir, file_ref.group("file")))
+            else:
+                obj = importlib.import_module(module_name)
             for part in attr.split("."):
                 obj = getattr(obj, part)
         except Exception as exc:  # any import-time failure of user code
@@ -78,6 +84,35 @@ class Ref:
                 f"cannot import '{self.text}' (searched {self.base_dir} first): {last}; "
                 f"check the module name and that it imports on its own") from exc
         return obj
+
+
+def _import_file(path: str) -> Any:
+    """Imports a module file by path, as TFX imports a `module_file`: under its file name (so that Beam pickles
+    its functions by reference), with its folder on sys.path (so that it imports its neighbours)."""
+    import importlib.util
+
+    path = os.path.abspath(path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+            return loaded
+        raise ImportError(f"a module named {name!r} is already imported from {getattr(loaded, '__file__', '?')}; "
+                          f"rename {path} or refer to it as module:attr")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no module file {path}")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 @dataclass(frozen=True)
@@ -89,6 +124,8 @@ class CaptureSpec:
     tz: str = "UTC"
     max_quarantined: float = 0.01      # a side stops (exit 2) when more than this share is quarantined
     max_record_bytes: int = 16 << 20   # a record whose canonical form is larger is quarantined
+    # `schema` given as a TFMD schema: its text, from which a `tft` side's feature spec comes (as in TFX)
+    tfmd_text: str | None = None
 
     @property
     def schema_dict(self) -> dict[str, FieldType] | None:
@@ -294,8 +331,9 @@ class _Ctx:
         return us
 
     def ref(self, value: Any, path: str, check: bool = True) -> Ref:
-        if not isinstance(value, str) or not _REF.match(value):
-            raise self.fail(path, f"expected a 'module:attr' reference, got {_show(value)}")
+        if not isinstance(value, str) or not (_REF.match(value) or _FILE_REF.match(value)):
+            raise self.fail(path, f"expected a 'module:attr' reference (or 'path/to/module_file.py:attr'), "
+                                  f"got {_show(value)}")
         ref = Ref(value, self.base_dir)
         if check and self.check_refs:
             try:
@@ -379,10 +417,21 @@ def _capture(ctx: _Ctx, top: dict | None, override: Any, path: str) -> CaptureSp
         ctx.choice(fmt, f"{where}.format", FORMATS, "format")
     key = ctx.fields(merged["key"], f"{where}.key") if merged.get("key") is not None else None
     schema = None
-    if merged.get("schema") is not None:
+    tfmd_text = None
+    if isinstance(merged.get("schema"), str):  # a TFMD schema.pbtxt, or SchemaGen's output folder
+        from parity import tfmd
+
+        location = os.path.join(ctx.base_dir, os.path.expanduser(merged["schema"]))
+        try:
+            loaded = tfmd.load(location)
+        except tfmd.TFMDError as exc:
+            raise ctx.fail(f"{where}.schema", f"{exc}") from exc
+        schema, tfmd_text = loaded.fields, loaded.text
+    elif merged.get("schema") is not None:
         raw = merged["schema"]
         if not isinstance(raw, dict) or not raw:
-            raise ctx.fail(f"{where}.schema", f"expected a mapping of field to type, got {_show(raw)}")
+            raise ctx.fail(f"{where}.schema", f"expected a mapping of field to type, or the path of a TFMD "
+                                              f"schema.pbtxt (or SchemaGen's output folder), got {_show(raw)}")
         for field_name, type_text in raw.items():
             try:
                 parse_type(str(type_text))
@@ -394,7 +443,7 @@ def _capture(ctx: _Ctx, top: dict | None, override: Any, path: str) -> CaptureSp
     max_record_bytes = ctx.integer(merged.get("max_record_bytes", 16 << 20), f"{where}.max_record_bytes",
                                    minimum=1)
     return CaptureSpec(path=cap_path, format=fmt, key=key, schema=schema, tz=tz,
-                       max_quarantined=max_quarantined, max_record_bytes=max_record_bytes)
+                       max_quarantined=max_quarantined, max_record_bytes=max_record_bytes, tfmd_text=tfmd_text)
 
 
 def _side(ctx: _Ctx, name: str, body: Any, top_capture: dict | None) -> SideConfig:
@@ -593,7 +642,12 @@ def _transform(ctx: _Ctx, body: Any, path: str) -> TransformSpec | None:
     if not os.path.isdir(full):
         raise ctx.fail(f"{path}.saved", f"{_show(saved)} is not a directory (resolved to {full}); "
                                         f"expected an exported TFT output dir with transform_fn/")
-    return TransformSpec("saved", path=full)
+    from parity.stages.transform import find_graph_dir
+
+    try:
+        return TransformSpec("saved", path=find_graph_dir(full))
+    except ConfigError as exc:
+        raise ctx.fail(f"{path}.saved", str(exc)) from exc
 
 
 def _tolerance(ctx: _Ctx, body: Any) -> ToleranceSpec:

@@ -13,8 +13,11 @@ value, a CSV cell, a tf.Example value, a Parquet value) into the Python value th
 | `bytes` | `bytes` (a `str` is encoded as UTF-8) |
 | `bool` | `bool` |
 | `list<T>` | `list` of the element type's values |
+| `optional<T>` | as `T`; the field may be absent |
 
-`None` (a null) stays `None`, at the top level and inside lists.
+`None` (a null) stays `None`, at the top level and inside lists. `optional<T>` reads and fingerprints exactly
+like `T`: it only changes what a `tft` side's `preprocessing_fn` receives (a `SparseTensor` with no value where
+the field is null, as TFX hands an optional feature, instead of a dense tensor holding the type's default).
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from typing import Any
 import numpy as np
 
 SCALAR_TYPES: tuple[str, ...] = ("int64", "int32", "float64", "float32", "string", "bytes", "bool")
-ACCEPTED_TYPES = ", ".join(SCALAR_TYPES) + ", list<T> (T one of the others)"
+ACCEPTED_TYPES = ", ".join(SCALAR_TYPES) + ", list<T>, optional<T> (T one of the others)"
 
 _INT_RANGES = {"int64": (-(2**63), 2**63 - 1), "int32": (-(2**31), 2**31 - 1)}
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _LIST_TYPE = re.compile(r"list\s*<\s*(\w+)\s*>")
+_OPTIONAL_TYPE = re.compile(r"optional\s*<\s*(\w+)\s*>")
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
 _REPR_LIMIT = 80
 
@@ -46,18 +50,30 @@ class SchemaMismatch(ValueError):
 
 @dataclass(frozen=True)
 class FieldType:
-    """A field type: a scalar (`element` is None) or `list` of a scalar `element`."""
+    """A field type: a scalar (`element` is None) or `list` of a scalar `element`.
+
+    `optional` marks a scalar that may be absent (`optional<T>`, or a TFMD feature whose presence is below 1):
+    a `tft` side hands it to `preprocessing_fn` as a `SparseTensor`, as TFX does. Lists are always sparse.
+    """
 
     name: str
     element: FieldType | None = None
+    optional: bool = False
 
     @property
     def is_list(self) -> bool:
         """Whether this is a `list<T>` type."""
         return self.element is not None
 
+    @property
+    def is_sparse(self) -> bool:
+        """Whether a `tft` side hands it to `preprocessing_fn` as a SparseTensor (a list, or an optional scalar)."""
+        return self.element is not None or self.optional
+
     def __str__(self) -> str:
-        return f"list<{self.element}>" if self.element is not None else self.name
+        if self.element is not None:
+            return f"list<{self.element}>"
+        return f"optional<{self.name}>" if self.optional else self.name
 
 
 def parse_type(text: str) -> FieldType:
@@ -74,6 +90,9 @@ def parse_type(text: str) -> FieldType:
     match = _LIST_TYPE.fullmatch(stripped)
     if match and match.group(1) in SCALAR_TYPES:
         return FieldType("list", FieldType(match.group(1)))
+    match = _OPTIONAL_TYPE.fullmatch(stripped)
+    if match and match.group(1) in SCALAR_TYPES:
+        return FieldType(match.group(1), optional=True)
     raise ValueError(f"unknown type {text!r}; expected one of {ACCEPTED_TYPES}")
 
 
