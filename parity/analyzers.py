@@ -5,6 +5,12 @@ captured by the serving function (means, variances, quantile boundaries, vocabul
 Constants are named after the argument of the pruned transform function they feed, e.g.
 `scale_to_z_score_sub_y` (the mean) or `bucketize_apply_buckets_1496` (the boundaries); the trailing uid is
 dropped so graphs exported by two runs of the same `preprocessing_fn` line up.
+
+A TF1-compat export (`force_tf_compat_v1`) has no functions: TFT replaced each analyzer output by a `Const` at
+the graph's root. Such a constant is named the way TF2 names its argument, after the op that reads it: its
+scope without `transform/` and the op's input (`transform/scale_to_z_score/sub`, input `y`:
+`scale_to_z_score_sub_y`), or the `apply_buckets` scope that reads bucket boundaries (`bucketize_apply_buckets`),
+so that the statistics of a TF1 and a TF2 export of the same `preprocessing_fn` line up too.
 """
 from __future__ import annotations
 
@@ -47,6 +53,8 @@ def _constants(saved_model_path: str) -> dict[str, Any]:
     with open(saved_model_path, "rb") as handle:
         model.ParseFromString(handle.read())
     graph = model.meta_graphs[0].graph_def
+    if not graph.library.function:
+        return _tf1_constants(graph)
     functions = {f.signature.name: f for f in graph.library.function}
     consts = {n.name: n for n in graph.node if n.op == "Const"}
     names: dict[str, str] = {}
@@ -70,6 +78,32 @@ def _constants(saved_model_path: str) -> dict[str, Any]:
         if array.dtype == object or array.size > 100_000:
             continue
         result[f"constant:{label}"] = _plain(array)
+    return result
+
+
+def _tf1_constants(graph: Any) -> dict[str, Any]:
+    """The analyzer outputs of a TF1-compat graph: its root-scope constants, named after the op reading them."""
+    from tensorflow.python.framework import op_def_registry, tensor_util
+
+    consts = {n.name: n for n in graph.node if n.op == "Const" and "/" not in n.name}
+    result: dict[str, Any] = {}
+    for node in graph.node:
+        for position, source in enumerate(node.input):
+            name = source.split(":")[0]
+            if name not in consts:
+                continue
+            array = tensor_util.MakeNdarray(consts[name].attr["value"].tensor)
+            if array.dtype == object or array.size > 100_000:
+                continue  # asset paths (the vocabularies are compared as files) and huge tables
+            op_def = op_def_registry.get(node.op)
+            arg = op_def.input_arg[position].name if op_def and position < len(op_def.input_arg) else str(position)
+            scopes = node.name.removeprefix("transform/").split("/")
+            if "apply_buckets" in scopes:
+                label = "_".join(scopes[:scopes.index("apply_buckets") + 1])
+            else:
+                label = "_".join([*scopes, arg])
+            label = _UID.sub("", label.lower())
+            result.setdefault(f"constant:{label}", _plain(array))
     return result
 
 

@@ -132,7 +132,7 @@ class ReplaySide(beam.PTransform):
         if types is not None:  # the records as Arrow when the graph's raw features are the ones they make
             staged = staged | "SavedInputs" >> beam.ParDo(SavedInputsFn(
                 types, _graph_candidates(self.side, self.out_dir, self.transform_from),
-            )).with_output_types(RecBatch)
+                self.side.capture.tfmd_text)).with_output_types(RecBatch)
         spilled = (staged
                    | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
                    | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged")))
@@ -153,7 +153,7 @@ class ReplaySide(beam.PTransform):
         if types is None:
             raise ConfigError(f"{self.config.path}: sides.{side.name}.transform.tft: a TFT transform needs "
                               f"typed inputs; add capture.schema")
-        tft_input = TFTInput(types)
+        tft_input = TFTInput(types, side.capture.tfmd_text)
         metadata = tft_input.metadata
         preprocessing_fn = side.transform.ref.resolve()  # type: ignore[union-attr]
         output_dir = os.path.join(self.out_dir, TFT_OUTPUT)
@@ -166,8 +166,16 @@ class ReplaySide(beam.PTransform):
         record_batches = staged | "TFTRecordBatches" >> beam.FlatMap(_tft_record_batches, tft_input)
         with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
-            transform_fn = ((record_batches, tft_input.tensor_adapter_config)
-                            | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn))
+            try:  # TFT traces the function here, before the job runs
+                transform_fn = ((record_batches, tft_input.tensor_adapter_config)
+                                | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn))
+            except ParityError:
+                raise
+            except Exception as exc:
+                raise UserCodeError(
+                    f"{self.config.path}: sides.{side.name}.transform.tft: preprocessing_fn "
+                    f"'{side.transform.ref.text}' raised {type(exc).__name__} while TFT traced it: "  # type: ignore[union-attr]
+                    f"{_first_line(exc)} (its inputs: {_input_kinds(tft_input)})") from exc
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
         _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
         return (staged
@@ -176,6 +184,26 @@ class ReplaySide(beam.PTransform):
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True,
                                                              consume_spill=self.consume_spills),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "(no message)"
+
+
+def _input_kinds(tft_input: TFTInput) -> str:
+    """What `preprocessing_fn` was handed, e.g. `fare: SparseTensor float32, trip_miles: Tensor float32 [N, 1]`:
+    a TFX module that expects other tensors fails while traced, and this says which it got."""
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    spec = schema_utils.schema_as_feature_spec(tft_input.metadata.schema).feature_spec
+    kinds = []
+    for name, one in sorted(spec.items()):
+        if type(one).__name__ == "VarLenFeature":
+            kinds.append(f"{name}: SparseTensor {one.dtype.name}")
+        else:
+            kinds.append(f"{name}: Tensor {one.dtype.name} [N{''.join(f', {d}' for d in one.shape)}]")
+    return ", ".join(kinds)
 
 
 def _graph_candidates(side: SideConfig, out_dir: str, transform_from: str | None) -> list[str]:

@@ -321,7 +321,8 @@ class ApplyStagesFn(beam.DoFn):
             try:
                 self._coder = build_coder(spec, side_field_types(side))
             except Exception as exc:
-                raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder: "
+                what = f"the factory '{side.coder.factory.text}'" if side.coder.factory else f"type {side.coder.type}"
+                raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder ({what}): "
                                     f"{type(exc).__name__}: {exc}") from exc
         self._seed = _seed_spec(side)
         self._seed_batched = self._seed is not None and \
@@ -493,14 +494,15 @@ class SavedInputsFn(beam.DoFn):
     the graph's raw feature spec is found (its `metadata/`, which a TFT side writes before its job runs) and
     is the one the side's own field types give; until then, or when it differs, batches keep their dicts."""
 
-    def __init__(self, field_types: dict, graph_dirs: list[str]):
+    def __init__(self, field_types: dict, graph_dirs: list[str], tfmd_text: str | None = None):
         self._field_types = field_types
         self._graph_dirs = graph_dirs
+        self._tfmd_text = tfmd_text
 
     def setup(self) -> None:
         from parity.stages.transform import TFTInput
 
-        self._tft_input = TFTInput(self._field_types)
+        self._tft_input = TFTInput(self._field_types, self._tfmd_text)
         self._matches: bool | None = None  # unknown until a graph's metadata is found
 
     def process(self, batch: RecBatch) -> Iterator[RecBatch]:
@@ -541,7 +543,8 @@ class ApplyTransformFn(beam.DoFn):
         spec = self._side.transform
         self._python = PythonTransform(spec.ref.resolve(), spec.ref.text) \
             if spec is not None and spec.kind == "python" else None  # type: ignore[union-attr]
-        self._saved = SavedTransform(self._saved_dir, side_field_types(self._side)) if self._saved_dir else None
+        self._saved = SavedTransform(self._saved_dir, side_field_types(self._side),
+                                     self._side.capture.tfmd_text) if self._saved_dir else None
 
     def process(self, batch, *side_inputs):  # no hints: Beam checks *args hints
         if self._spilled:
@@ -549,7 +552,7 @@ class ApplyTransformFn(beam.DoFn):
         if self._gated and self._saved is None:
             # the gated `saved` transform: the graph's folder arrives as a side input once it exists
             self._saved_dir = side_inputs[0]
-            self._saved = SavedTransform(self._saved_dir, side_field_types(self._side))
+            self._saved = SavedTransform(self._saved_dir, side_field_types(self._side), self._side.capture.tfmd_text)
         inputs = batch.transform_inputs
         todo = [i for i, value in enumerate(inputs) if value is not None]
         if self._saved is not None:

@@ -4,11 +4,20 @@
 transform graph, and then applies it to the records exactly like `saved` does: as a serving system applies
 `transform_fn`, one batch of raw features at a time through `TFTransformOutput.transform_raw_features`.
 Inputs are typed from the schema as tf.Example carries them: strings `tf.string`, integers `tf.int64`,
-floats `tf.float32`; a null scalar takes the type's default (0, 0.0, b"") like a tf.Example parsed with a
-default value; `list<T>` fields are `tf.io.VarLenFeature`s (SparseTensors).
+floats `tf.float32`. Which tensor a field becomes is what TFX would make of the same schema
+(`raw_feature_spec`): with a TFMD schema, `schema_utils.schema_as_feature_spec` of it, as TFX Transform does (a
+feature with a `shape` is dense, any other a `SparseTensor`); with a mapping schema, `list<T>` and
+`optional<T>` fields are `tf.io.VarLenFeature`s (SparseTensors: a null holds no value) and the other scalars
+`FixedLenFeature`s, a null taking the type's default (0, 0.0, b"") like a tf.Example parsed with a default.
+
+`saved` graphs are applied as serving applies them, whichever way they were exported: a TF2 SavedModel
+eagerly, a TF1-compat one (`force_tf_compat_v1`, TFX Transform's default for years) in a `tf.compat.v1.Graph`
+built once per worker, with placeholders from the graph's raw feature spec fed batch by batch.
 """
 from __future__ import annotations
 
+import os
+import re
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -22,7 +31,7 @@ _DEFAULT = {"int64": 0, "float32": 0.0, "string": b""}
 
 
 def feature_spec(field_types: dict[str, FieldType]) -> dict[str, Any]:
-    """The TFT raw feature spec of records with these field types."""
+    """The TFT raw feature spec of records with these field types (a mapping schema's)."""
     import tensorflow as tf
 
     spec: dict[str, Any] = {}
@@ -30,12 +39,43 @@ def feature_spec(field_types: dict[str, FieldType]) -> dict[str, Any]:
         base = ftype.element if ftype.is_list else ftype
         dtype_name = _TF_DTYPE[base.name]  # type: ignore[union-attr]
         dtype = getattr(tf, dtype_name)
-        if ftype.is_list:
+        if ftype.is_sparse:
             spec[name] = tf.io.VarLenFeature(dtype)
         else:
             # TFT schemas refuse defaults: parity fills nulls with the type default itself.
             spec[name] = tf.io.FixedLenFeature([], dtype)
     return spec
+
+
+def tfmd_schema(text: str) -> Any:
+    """The `schema_pb2.Schema` of a TFMD schema's text."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return text_format.Parse(text, schema_pb2.Schema())
+
+
+def raw_metadata(field_types: dict[str, FieldType], tfmd_text: str | None = None) -> Any:
+    """The `DatasetMetadata` of the raw features a side's transform reads: a TFMD schema as it is (TFX hands
+    Transform the same), plus the fields it lacks (the shard stage's aggregates) typed as `feature_spec` types
+    them; or, without one, the metadata of `feature_spec(field_types)`."""
+    from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+    if tfmd_text is None:
+        return dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(field_types))
+    schema = tfmd_schema(tfmd_text)
+    known = set(schema_utils.schema_as_feature_spec(schema).feature_spec)
+    extra = {name: ftype for name, ftype in field_types.items() if name not in known}
+    if extra:
+        schema.feature.extend(schema_utils.schema_from_feature_spec(feature_spec(extra)).feature)
+    return dataset_metadata.DatasetMetadata(schema)
+
+
+def raw_feature_spec(field_types: dict[str, FieldType], tfmd_text: str | None = None) -> dict[str, Any]:
+    """The feature spec `preprocessing_fn`'s inputs follow: `raw_metadata`'s, as TFX derives it."""
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    return schema_utils.schema_as_feature_spec(raw_metadata(field_types, tfmd_text).schema).feature_spec
 
 
 def _tf_value(value: Any) -> Any:
@@ -46,13 +86,21 @@ def _tf_value(value: Any) -> Any:
     return value
 
 
-def to_instance(record: dict, field_types: dict[str, FieldType]) -> dict[str, Any]:
-    """A record as a TFT instance dict: nulls as type defaults, strings as UTF-8 bytes."""
+def to_instance(record: dict, field_types: dict[str, FieldType],
+                sparse: frozenset[str] | None = None) -> dict[str, Any]:
+    """A record as a TFT instance dict: nulls as type defaults, strings as UTF-8 bytes. `sparse` names the
+    scalar fields read as `VarLenFeature`s (default: the optional ones): a value as one value, a null as none."""
     instance = {}
     for name, ftype in field_types.items():
         value = record.get(name)
         if ftype.is_list:
             instance[name] = [_tf_value(v) for v in value] if isinstance(value, list) else []
+            continue
+        if ftype.optional if sparse is None else name in sparse:
+            if isinstance(value, list):
+                raise ValueError(f"field '{name}' holds a list ({len(value)} values) but the schema says "
+                                 f"{ftype}; declare it as list<...>")
+            instance[name] = [] if value is None else [_tf_value(value)]
             continue
         if isinstance(value, list):
             raise ValueError(f"field '{name}' holds a list ({len(value)} values) but the schema says "
@@ -77,12 +125,24 @@ class TFTInput:
     the values are exactly TFT's own.
     """
 
-    def __init__(self, field_types: dict[str, FieldType]):
-        from tensorflow_transform.tf_metadata import dataset_metadata
+    def __init__(self, field_types: dict[str, FieldType], tfmd_text: str | None = None):
+        import tensorflow as tf
+        from tensorflow_transform.tf_metadata import schema_utils
         from tfx_bsl.tfxio import tf_example_record
 
         self.field_types = field_types
-        self.metadata = dataset_metadata.DatasetMetadata.from_feature_spec(feature_spec(field_types))
+        self.tfmd_text = tfmd_text
+        self.metadata = raw_metadata(field_types, tfmd_text)
+        spec = schema_utils.schema_as_feature_spec(self.metadata.schema).feature_spec
+        for name, one in spec.items():
+            if not isinstance(one, (tf.io.FixedLenFeature, tf.io.VarLenFeature)):
+                raise ConfigError(f"feature {name!r}: a {type(one).__name__} is not supported; parity feeds "
+                                  f"FixedLenFeature and VarLenFeature inputs")
+        # scalar fields TFX reads as VarLenFeatures (SparseTensors); FixedLenFeature fields: their value count
+        self._sparse = frozenset(name for name, one in spec.items()
+                                 if isinstance(one, tf.io.VarLenFeature) and not field_types[name].is_list)
+        self._fixed = {name: int(np.prod(one.shape)) for name, one in spec.items()
+                       if isinstance(one, tf.io.FixedLenFeature)}
         reader = tf_example_record.TFExampleBeamRecord(physical_format="inmem", schema=self.metadata.schema,
                                                        telemetry_descriptors=["parity"])
         self.tensor_adapter_config = reader.TensorAdapterConfig()
@@ -90,10 +150,10 @@ class TFTInput:
         self._decoder: Any = None
 
     def __getstate__(self) -> dict:
-        return {"field_types": self.field_types}
+        return {"field_types": self.field_types, "tfmd_text": self.tfmd_text}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["field_types"])  # type: ignore[misc]
+        self.__init__(state["field_types"], state.get("tfmd_text"))  # type: ignore[misc]
 
     def record_batch(self, records: list[dict]) -> Any:
         """The records as one record batch of the analysis's arrow schema.
@@ -118,7 +178,8 @@ class TFTInput:
         schema = self.tensor_adapter_config.arrow_schema
         try:
             columns = [_arrow_column([r.get(name) for r in records], self.field_types[name],
-                                     schema.field(name).type.value_type, nan_as_default)
+                                     schema.field(name).type.value_type, nan_as_default,
+                                     sparse=name in self._sparse, size=self._fixed.get(name, 1))
                        for name in schema.names]
         except _NotColumnar:
             return None
@@ -146,7 +207,7 @@ class TFTInput:
         examples = []
         for index, record in enumerate(records):
             try:
-                examples.append(self._coder.encode(to_instance(record, self.field_types)))
+                examples.append(self._coder.encode(to_instance(record, self.field_types, self._sparse)))
             except (TypeError, ValueError) as exc:  # to_instance's refusal, or a value tf.Example cannot hold
                 raise RecordError(index, str(exc)) from exc
         return self._decoder.DecodeBatch(examples)
@@ -184,12 +245,23 @@ def _arrow_values(values: list, dtype_name: str, arrow_type: Any) -> Any:
         raise _NotColumnar from exc
 
 
-def _arrow_column(values: list, ftype: FieldType, arrow_type: Any, nan_as_default: bool = True) -> Any:
-    """One `large_list` column as TFT's tf.Example reader decodes it (a scalar field: one value per row).
-    `nan_as_default=False`: a NaN in a scalar field that is not a float leaves the batch (`_NotColumnar`)."""
+def _arrow_column(values: list, ftype: FieldType, arrow_type: Any, nan_as_default: bool = True,
+                  sparse: bool = False, size: int = 1) -> Any:
+    """One `large_list` column as TFT's tf.Example reader decodes it (a scalar field: one value per row; a
+    `sparse` one, read as a VarLenFeature: its value, or none for a null). `nan_as_default=False`: a NaN in a
+    scalar field that is not a float leaves the batch (`_NotColumnar`). A list read as a FixedLenFeature of
+    `size` values, and any value the builder does not take, leave it to the tf.Example way too."""
     import pyarrow as pa
 
-    if ftype.is_list:
+    if ftype.is_list and size != 1:
+        raise _NotColumnar  # a FixedLenFeature of several values: the tf.Example way checks each count
+    if sparse:
+        dtype_name = _TF_DTYPE[ftype.name]
+        if list in set(map(type, values)):
+            raise _NotColumnar  # a list in a scalar field: to_instance names it
+        lengths = np.fromiter((value is not None for value in values), dtype=np.int64, count=len(values))
+        flat = [value for value in values if value is not None]
+    elif ftype.is_list:
         dtype_name = _TF_DTYPE[ftype.element.name]  # type: ignore[union-attr]
         if not set(map(type, values)) <= {list, type(None)}:
             raise _NotColumnar  # a scalar in a list field
@@ -237,8 +309,10 @@ def _column(values: list, spec: Any, name: str) -> Any:
                     value = default
                 column.append(_tf_value(value))
         if dtype == tf.string:
-            return tf.constant(np.array(column, dtype=object), dtype=tf.string)
-        return tf.constant(np.array(column, dtype=dtype.as_numpy_dtype))
+            array = np.array(column, dtype=object)
+        else:
+            array = np.array(column, dtype=dtype.as_numpy_dtype)
+        return tf.constant(_shaped(array, spec, name), dtype=dtype)
     # the rows' values in one flat list and their lengths: what tf.ragged.constant builds, without its walk
     # of every nested list to find the shape
     rows = [value if isinstance(value, list) else [] if value is None else [value] for value in values]
@@ -247,6 +321,16 @@ def _column(values: list, spec: Any, name: str) -> Any:
     if not set(map(type, flat)) <= {int, float, bytes}:
         flat = [_tf_value(item) for item in flat]
     return _sparse(tf.constant(flat, dtype=dtype), np.cumsum([0, *lengths], dtype=np.int64))
+
+
+def _shaped(array: np.ndarray, spec: Any, name: str) -> np.ndarray:
+    """A FixedLenFeature's column of one value per row as the `[batch, *shape]` array serving parses it to
+    (`shape` `[]` or `[1]`; one of several values is not a scalar field, and tf.Example parsing refuses it)."""
+    shape = list(spec.shape)
+    if int(np.prod(shape)) != 1:
+        raise ValueError(f"feature {name!r} has a fixed shape {shape} in the graph's raw feature spec, but the "
+                         f"records hold one value; declare the field as list<...> in capture.schema")
+    return array.reshape([-1, *shape]) if shape else array
 
 
 def _sparse(values: Any, splits: np.ndarray) -> Any:
@@ -289,14 +373,45 @@ def _ragged_rows(tensor: Any) -> list:
     return [values[splits[i]:splits[i + 1]] for i in range(len(splits) - 1)]
 
 
-class SavedTransform:
-    """Applies an exported TFT output dir to batches of records, as a serving system does."""
+GRAPH_DIR = "transform_fn"
+_EXECUTION_ID = re.compile(r"^\d+$")
 
-    def __init__(self, tft_output_dir: str, field_types: dict[str, FieldType] | None = None):
+
+def find_graph_dir(path: str) -> str:
+    """The exported TFT output folder that `path` names: the folder holding `transform_fn/` itself, or, as a TFX
+    pipeline root lays out the Transform component's artifact, `Transform/` or `Transform/transform_graph/`,
+    whose execution folders (`transform_graph/<id>/`) hold one each: the newest (largest id) is taken.
+
+    Raises:
+        ConfigError: no exported graph is there; the message says what was looked for.
+    """
+    if os.path.isdir(os.path.join(path, GRAPH_DIR)):
+        return path
+    if os.path.isdir(os.path.join(path, "transform_graph")):
+        return find_graph_dir(os.path.join(path, "transform_graph"))
+    if os.path.isdir(path):
+        executions = sorted(int(name) for name in os.listdir(path)
+                            if _EXECUTION_ID.match(name) and os.path.isdir(os.path.join(path, name, GRAPH_DIR)))
+        if executions:
+            return os.path.join(path, str(executions[-1]))
+    raise ConfigError(f"{path}: no exported transform graph there; expected a TFT output folder holding "
+                      f"transform_fn/ (as tft_beam.WriteTransformFn writes it), or a TFX Transform component's "
+                      f"transform_graph/<execution id>/ folders")
+
+
+class SavedTransform:
+    """Applies an exported TFT output dir to batches of records, as a serving system does: a TF2 export eagerly
+    (`TFTransformOutput.transform_raw_features`), a TF1-compat export in a graph and session of its own (built
+    once, at the first batch), since TFT can only import a TF1 SavedModel into a graph."""
+
+    def __init__(self, tft_output_dir: str, field_types: dict[str, FieldType] | None = None,
+                 tfmd_text: str | None = None):
         self.tft_output_dir = tft_output_dir
         self.field_types = field_types
+        self.tfmd_text = tfmd_text
         self._output: Any = None
         self._spec: dict[str, Any] = {}
+        self._session: Any = None  # a TF1-compat graph's (session, input placeholders, output tensors)
 
     def setup(self) -> None:
         import tensorflow_transform as tft
@@ -308,12 +423,38 @@ class SavedTransform:
             except OSError:
                 if not self.field_types:  # no raw metadata/ and no schema to type the inputs
                     raise
-                self._spec = feature_spec(self.field_types)
+                self._spec = raw_feature_spec(self.field_types, self.tfmd_text)
+            if exported_as_v1(self.tft_output_dir):
+                self._session = self._tf1_session()
+        except ConfigError:
+            raise
         except Exception as exc:
-            raise ConfigError(f"{self.tft_output_dir}: not a TFT output dir "
+            raise ConfigError(f"{self.tft_output_dir}: not a TFT output dir that can be applied "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                               f"expected transform_fn/ and transformed_metadata/ as "
                               f"tft_beam.WriteTransformFn writes them") from exc
+
+    def _tf1_session(self) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """The graph a TF1-compat export is applied in: one placeholder per raw feature of the graph's own spec
+        (a sparse one for a VarLenFeature), the transformed features, and a session with the tables initialized."""
+        import tensorflow as tf
+
+        graph = tf.compat.v1.Graph()
+        with graph.as_default():
+            placeholders: dict[str, Any] = {}
+            for name, spec in sorted(self._spec.items()):
+                if isinstance(spec, tf.io.FixedLenFeature):
+                    placeholders[name] = tf.compat.v1.placeholder(spec.dtype, [None, *spec.shape])
+                elif isinstance(spec, tf.io.VarLenFeature):
+                    placeholders[name] = tf.compat.v1.sparse_placeholder(spec.dtype, [None, None])
+                else:
+                    raise ConfigError(f"{self.tft_output_dir}: raw feature {name!r} is a {type(spec).__name__}; "
+                                      f"parity feeds FixedLenFeature and VarLenFeature inputs")
+            outputs = dict(self._output.transform_raw_features(placeholders, drop_unused_features=True))
+            initialize = tf.compat.v1.tables_initializer()
+        session = tf.compat.v1.Session(graph=graph)
+        session.run(initialize)
+        return session, placeholders, outputs
 
     def apply(self, records: list[dict]) -> list[dict]:
         return self._features(len(records), lambda name, spec: _column([r.get(name) for r in records], spec, name))
@@ -325,7 +466,7 @@ class SavedTransform:
 
         table = pa.Table.from_batches(record_batches)
         return self._features(table.num_rows,
-                              lambda name, spec: _arrow_tensor(table.column(name).combine_chunks(), spec))
+                              lambda name, spec: _arrow_tensor(table.column(name).combine_chunks(), spec, name))
 
     def _features(self, count: int, tensor: Callable[[str, Any], Any]) -> list[dict]:
         """Each of `count` records' features: the graph applied to the input tensors `tensor(name, spec)`
@@ -335,16 +476,53 @@ class SavedTransform:
         if not count:
             return []
         inputs = {name: tensor(name, spec) for name, spec in sorted(self._spec.items())}
-        # TensorFlow first binds the inputs to the graph's structured signature, fails, and only then calls its
-        # flat one; the failed binding's message holds the repr of every input tensor, which numpy formats in
-        # full up to 1,000 values (a 1,000-row taxi batch: 20 ms of 24 per call). Summarized, they cost little.
-        with np.printoptions(threshold=0, edgeitems=1):
-            outputs = self._output.transform_raw_features(inputs, drop_unused_features=True)
+        if self._session is not None:
+            outputs = _run_tf1(self._session, inputs)
+        else:
+            # TensorFlow first binds the inputs to the graph's structured signature, fails, and only then calls
+            # its flat one; the failed binding's message holds the repr of every input tensor, which numpy
+            # formats in full up to 1,000 values (a 1,000-row batch: most of the call). Summarized, they cost
+            # little.
+            with np.printoptions(threshold=0, edgeitems=1):
+                outputs = self._output.transform_raw_features(inputs, drop_unused_features=True)
         columns = {name: _rows(t, count) for name, t in sorted(outputs.items())}
         return [{name: column[i] for name, column in columns.items()} for i in range(count)]
 
 
-def _arrow_tensor(column: Any, spec: Any) -> Any:
+def exported_as_v1(tft_output_dir: str) -> bool:
+    """Whether an exported TFT graph is a TF1-compat SavedModel (`force_tf_compat_v1=True`)."""
+    from tensorflow_transform.saved import saved_transform_io
+
+    return bool(saved_transform_io.exported_as_v1(os.path.join(tft_output_dir, GRAPH_DIR)))
+
+
+def _run_tf1(session: tuple[Any, dict[str, Any], dict[str, Any]], inputs: dict[str, Any]) -> dict[str, Any]:
+    """A TF1-compat graph's outputs for one batch of input tensors, as eager tensors (`_rows` reads them)."""
+    import tensorflow as tf
+
+    run, placeholders, outputs = session
+    feed = {}
+    for name, placeholder in placeholders.items():
+        value = inputs[name]
+        if isinstance(value, tf.SparseTensor):
+            feed[placeholder] = tf.compat.v1.SparseTensorValue(value.indices.numpy(), value.values.numpy(),
+                                                               value.dense_shape.numpy())
+        else:
+            feed[placeholder] = value.numpy()
+    results = run.run(outputs, feed_dict=feed)
+    converted = {}
+    for name, result in results.items():
+        if isinstance(result, tf.compat.v1.SparseTensorValue):
+            converted[name] = tf.SparseTensor(result.indices, result.values, result.dense_shape)
+        elif isinstance(result, tf.compat.v1.ragged.RaggedTensorValue):
+            converted[name] = tf.RaggedTensor.from_nested_row_splits(result.flat_values,
+                                                                     result.nested_row_splits)
+        else:
+            converted[name] = tf.constant(result)
+    return converted
+
+
+def _arrow_tensor(column: Any, spec: Any, name: str = "") -> Any:
     """The batch tensor of one `large_list` column of a `TFTInput.columnar_batch`: what `_column` builds from
     the same records (a scalar field holds one value per row; a list field becomes a SparseTensor)."""
     import pyarrow as pa
@@ -356,7 +534,7 @@ def _arrow_tensor(column: Any, spec: Any) -> Any:
     else:
         values = flat.to_numpy()
     if isinstance(spec, tf.io.FixedLenFeature):
-        return tf.constant(values, dtype=spec.dtype)
+        return tf.constant(_shaped(values, spec, name), dtype=spec.dtype)
     return _sparse(tf.constant(values, dtype=spec.dtype), column.offsets.to_numpy().astype(np.int64, copy=False))
 
 
