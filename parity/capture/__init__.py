@@ -26,7 +26,7 @@ from parity.errors import InputError
 from parity.schema import FieldType
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
-           "list_capture_files", "read_file", "reason_kind", "too_deep"]
+           "is_gzip", "list_capture_files", "read_file", "reason_kind", "sniff_format", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
@@ -96,7 +96,8 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     """The files a capture `path` names, sorted.
 
     Args:
-        pattern: a file or a glob (`**` allowed), relative to `base_dir` unless absolute.
+        pattern: a file, a folder (its files, not its subfolders nor hidden files: an ExampleGen split such as
+            `Split-train/`) or a glob (`**` allowed), relative to `base_dir` unless absolute.
         base_dir: the folder of the config file.
 
     Raises:
@@ -105,11 +106,13 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
     if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
         return [full]
-    if os.path.isdir(full):
-        raise InputError(
-            f"capture path {pattern!r} ({full}) is a folder; "
-            f"give a file or a glob such as {pattern.rstrip('/')}/*.jsonl"
-        )
+    if os.path.isdir(full):  # e.g. an ExampleGen split, `Split-train/`: its shards
+        files = sorted(os.path.join(full, name) for name in os.listdir(full)
+                       if not name.startswith(".") and os.path.isfile(os.path.join(full, name)))
+        if files:
+            return files
+        raise InputError(f"capture path {pattern!r} ({full}) is a folder with no files; give a folder of "
+                         f"captured files (e.g. an ExampleGen split such as Split-train/), a file or a glob")
     if any(char in full for char in "*?["):
         matches = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
         if matches:
@@ -130,11 +133,51 @@ def detect_format(path: str) -> str:
     for extension, fmt in sorted(_EXTENSIONS.items(), key=lambda item: -len(item[0])):
         if name.endswith(extension):
             return fmt
+    sniffed = sniff_format(path)
+    if sniffed is not None:
+        return sniffed
     known = ", ".join(sorted(_EXTENSIONS))
     raise InputError(
-        f"cannot tell the format of {path!r} from its extension (known: {known}); "
+        f"cannot tell the format of {path!r} from its extension (known: {known}) nor from its first bytes; "
         f"set capture.format to one of {', '.join(FORMATS)}"
     )
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: str) -> bool:
+    """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
+def sniff_format(path: str) -> str | None:
+    """The format a file's first bytes show (gzip-compressed or not), or None: a TFRecord's first record header
+    (its length's masked CRC-32C checks), Parquet's `PAR1`, or a JSON object's `{`. ExampleGen names its shards
+    `data_tfrecord-00000-of-00012.gz`, an extension that says nothing of the records."""
+    import gzip
+    import struct
+    import zlib
+
+    try:
+        with (gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")) as handle:
+            head = handle.read(16)
+    except (OSError, EOFError, zlib.error):
+        return None
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if len(head) >= 12:
+        from parity.capture.tfrecord import masked_crc32c
+
+        if masked_crc32c(head[:8]) == struct.unpack("<I", head[8:12])[0]:
+            return "tfrecord"
+    if head.lstrip()[:1] == b"{":
+        return "jsonl"
+    return None
 
 
 def read_file(

@@ -1,4 +1,5 @@
-"""TFRecord captures of `tf.train.Example`s, optionally gzip-compressed (a `.gz` suffix).
+"""TFRecord captures of `tf.train.Example`s, optionally gzip-compressed (told from the file's first bytes, as
+ExampleGen's `data_tfrecord-00000-of-00012.gz` shards are, not from its name).
 
 The framing is read here rather than through TensorFlow, so that a corrupt record is quarantined instead of
 failing the file: each record is `uint64 length, uint32 masked crc32c(length), data, uint32 masked
@@ -29,7 +30,7 @@ from typing import IO, Any
 
 import google_crc32c
 
-from parity.capture import Quarantined, ReadItem, open_error, preview
+from parity.capture import Quarantined, ReadItem, is_gzip, open_error, preview
 from parity.errors import InputError
 from parity.schema import FieldType, SchemaMismatch, coerce
 
@@ -79,7 +80,7 @@ def read(
         )
     example_class = _example_class()
     try:
-        handle: IO[bytes] = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+        handle: IO[bytes] = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

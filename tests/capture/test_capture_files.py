@@ -40,10 +40,43 @@ def test_a_pattern_matching_nothing_raises_input_error_naming_the_pattern(tmp_pa
         list_capture_files("trips.jsonl", str(tmp_path))
 
 
-def test_a_folder_as_capture_path_raises_input_error_suggesting_a_glob(tmp_path):
+def test_an_empty_folder_as_capture_path_raises_input_error(tmp_path):
     (tmp_path / "capture").mkdir()
-    with pytest.raises(InputError, match=r"is a folder; give a file or a glob such as capture/\*.jsonl"):
+    (tmp_path / "capture" / "sub").mkdir()
+    with pytest.raises(InputError, match=r"is a folder with no files"):
         list_capture_files("capture", str(tmp_path))
+
+
+def test_a_folder_as_capture_path_gives_its_files_as_an_examplegen_split_folder_is_read(tmp_path):
+    split = tmp_path / "Split-train"
+    split.mkdir()
+    for name in ("data_tfrecord-00001-of-00002.gz", "data_tfrecord-00000-of-00002.gz", ".hidden"):
+        (split / name).write_bytes(b"")
+    (split / "nested").mkdir()
+    assert list_capture_files("Split-train", str(tmp_path)) == [
+        str(split / "data_tfrecord-00000-of-00002.gz"), str(split / "data_tfrecord-00001-of-00002.gz")]
+
+
+def test_examplegen_shards_are_told_tfrecord_and_gzip_from_their_bytes_not_their_name(tmp_path):
+    import gzip
+
+    from parity.capture import is_gzip, sniff_format
+    from parity.capture.tfrecord import masked_crc32c
+
+    payload = b"\x0a\x00"  # an empty tf.Example
+    header = len(payload).to_bytes(8, "little")
+    frame = header + masked_crc32c(header).to_bytes(4, "little") + payload + masked_crc32c(payload).to_bytes(4, "little")
+    shard = tmp_path / "data_tfrecord-00000-of-00001.gz"
+    shard.write_bytes(gzip.compress(frame, mtime=0))
+    plain = tmp_path / "records.gz"  # named .gz, but not compressed
+    plain.write_bytes(frame)
+    assert detect_format(str(shard)) == "tfrecord" and is_gzip(str(shard))
+    assert sniff_format(str(plain)) == "tfrecord" and not is_gzip(str(plain))
+    (tmp_path / "rows.data").write_bytes(b'{"a": 1}\n')
+    assert detect_format(str(tmp_path / "rows.data")) == "jsonl"
+    (tmp_path / "noise.bin").write_bytes(b"\x00" * 40)
+    with pytest.raises(InputError, match="nor from its first bytes"):
+        detect_format(str(tmp_path / "noise.bin"))
 
 
 def test_input_error_exits_with_code_two():
