@@ -24,7 +24,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="parity", description="Replay captured records through an offline and a production "
-                                                "pipeline and report the first stage where they diverge.")
+                                                "pipeline and report the first stage where they diverge.",
+                     epilog="--debug (anywhere): print a failure's traceback on the terminal too; it is always "
+                            f"written to {LOG_FILE} in the out folder.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     check = commands.add_parser("check", help="replay both sides, diff them, write every report")
@@ -95,28 +97,88 @@ def _quiet_libraries() -> None:
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
 
 
+LOG_FILE = "parity-error.log"
+
+
+def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`--debug` anywhere among parity's own arguments: tracebacks on the terminal too."""
+    return [arg for arg in argv if arg != "--debug"], "--debug" in argv
+
+
+def _error_log(args: argparse.Namespace | None) -> str:
+    """Where a failed run's traceback goes: the run's out folder (`check`, `replay`, `diff`), else a file in the
+    system's temporary folder."""
+    import tempfile
+
+    out = getattr(args, "out", None) if args is not None and args.command in ("check", "replay", "diff") else None
+    if out:
+        try:
+            os.makedirs(out, exist_ok=True)
+            return os.path.join(out, LOG_FILE)
+        except OSError:
+            pass
+    handle, path = tempfile.mkstemp(prefix="parity-error-", suffix=".log")
+    os.close(handle)
+    return path
+
+
+def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: bool,
+                    message: str | None = None) -> int:
+    """The one place a failure is told: a one-line message naming the culprit, the traceback in a log file (and
+    on the terminal with --debug), and exit 2 (a ParityError's own code). Never exit 1: that means divergence."""
+    import traceback
+
+    from parity.errors import ParityError
+
+    text = "".join(traceback.format_exception(exc))
+    if message is not None:
+        code = EXIT_ERROR
+    elif isinstance(exc, ParityError):
+        message, code = str(exc), exc.exit_code
+    else:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        message = f"unexpected {type(exc).__name__}: {first}".rstrip(": ")
+        code = EXIT_ERROR
+    where = ""
+    try:
+        path = _error_log(args)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        where = f" (traceback: {path}{'' if debug else '; --debug prints it'})"
+    except OSError:
+        pass
+    if debug:
+        sys.stderr.write(text)
+    sys.stderr.write(f"parity: error: {message}{where}\n")
+    return code if code != EXIT_DIVERGED else EXIT_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries()
     from parity import progress
 
     progress.enable_for_cli()
     own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
+    own, debug = _split_debug(own)
+    if not debug:  # a DoFn's exception is logged by Beam as it unwinds; parity reports it once, below
+        import logging
+
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    args = None
     try:
         args = build_parser().parse_args(own)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    try:
         return _run(args, beam_args)
+    except SystemExit as exc:  # argparse's usage errors, and user code calling sys.exit()
+        if args is None:
+            return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else EXIT_ERROR
+        return _report_failure(exc, args, debug, f"user code called sys.exit({exc.code!r}) during the run; "
+                                                 f"a module or function a config names must return or raise, "
+                                                 f"not exit (see the traceback for which)")
     except KeyboardInterrupt:
         sys.stderr.write("parity: interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as exc:  # the boundary: every error becomes a message and exit 2
-        from parity.errors import ParityError
-
-        if isinstance(exc, ParityError):
-            sys.stderr.write(f"parity: error: {exc}\n")
-            return exc.exit_code
-        raise
+        return _report_failure(exc, args, debug)
 
 
 def _verdict_code(report: dict) -> int:
