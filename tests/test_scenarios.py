@@ -32,17 +32,40 @@ SCENARIOS = _scenario_names()
 
 
 def _raw_records(name: str) -> list[dict]:
-    """The raw records of the scenario's top-level capture, as plain `json.loads` values."""
+    """The raw records of the scenario's top-level capture: plain `json.loads` values of JSON lines, or, for
+    tf.Example shards (an ExampleGen split folder or a glob of them), each example's features as lists of
+    values (bytes decoded as UTF-8) read with TensorFlow's own reader."""
     config_path = os.path.join(SCENARIOS_DIR, name, "parity.yaml")
     with open(config_path, encoding="utf-8") as handle:
         config = yaml.safe_load(handle)
     pattern = os.path.join(SCENARIOS_DIR, name, config["capture"]["path"])
+    paths = sorted(glob.glob(os.path.join(pattern, "*"))) if os.path.isdir(pattern) else sorted(glob.glob(pattern))
     records = []
-    for path in sorted(glob.glob(pattern)):
-        with open(path, encoding="utf-8") as handle:
-            records.extend(json.loads(line) for line in handle if line.strip())
+    for path in paths:
+        if path.endswith((".jsonl", ".json")):
+            with open(path, encoding="utf-8") as handle:
+                records.extend(json.loads(line) for line in handle if line.strip())
+        else:
+            records.extend(_examples(path))
     assert records, f"{name}: no records at {pattern}"
     return records
+
+
+def _examples(path: str) -> list[dict]:
+    import tensorflow as tf
+
+    with open(path, "rb") as handle:
+        gzipped = handle.read(2) == b"\x1f\x8b"
+    out = []
+    for data in tf.data.TFRecordDataset(path, compression_type="GZIP" if gzipped else ""):
+        example = tf.train.Example.FromString(data.numpy())
+        record = {}
+        for key, feature in example.features.feature.items():
+            kind = feature.WhichOneof("kind")
+            values = list(getattr(feature, kind).value) if kind else []
+            record[key] = [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]
+        out.append(record)
+    return out
 
 
 def _oracle(name: str) -> dict:
@@ -67,6 +90,9 @@ def test_parity_reports_what_the_scenario_oracle_derives_from_the_raw_records(na
     scenario whose divergences are random draws), and the full `causes` list: every diverged record is
     attributed to the cause the oracle derives, none to another."""
     want = _oracle(name)
+    if "error" in want:
+        _assert_usage_error(name, want["error"], tmp_path)
+        return
     report = parity.check(os.path.join(SCENARIOS_DIR, name, "parity.yaml"), out_dir=str(tmp_path))
     first = report["first_divergence"]
     diverged = report["records"]["diverged"]
@@ -107,6 +133,24 @@ def test_parity_reports_what_the_scenario_oracle_derives_from_the_raw_records(na
             f"{name}: analyzers {report['analyzers']}"
 
 
+def _assert_usage_error(name: str, want: dict, tmp_path) -> None:
+    """A scenario whose run has no verdict: `parity check` exits 2 with one message naming the culprit, prints
+    no traceback, writes no report, and leaves the traceback in its log file."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "parity", "check", os.path.join(SCENARIOS_DIR, name, "parity.yaml"),
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == want["exit"], f"{name}: exit {done.returncode}, stderr: {done.stderr[-2000:]}"
+    assert "Traceback" not in done.stderr, f"{name}: a traceback on the terminal: {done.stderr[-2000:]}"
+    errors = [line for line in done.stderr.splitlines() if line.startswith("parity: error: ")]
+    assert len(errors) == 1, done.stderr
+    for text in want["contains"]:
+        assert text in errors[0], f"{name}: {text!r} not in {errors[0]!r}"
+    assert not (tmp_path / "report.json").exists()
+    assert "Traceback" in (tmp_path / "parity-error.log").read_text(encoding="utf-8")
+
+
 def test_every_scenario_has_a_readme_naming_its_catalogue_mechanism_stage_and_cause():
     for name in SCENARIOS:
         path = os.path.join(SCENARIOS_DIR, name, "README.md")
@@ -115,7 +159,9 @@ def test_every_scenario_has_a_readme_naming_its_catalogue_mechanism_stage_and_ca
             text = handle.read()
         assert CATALOGUE_ID.search(text), f"{name}: README.md names no catalogue mechanism id"
         want = _oracle(name)
-        if want["first_stage"] is None:
+        if "error" in want:
+            assert f"exit {want['error']['exit']}" in text, f"{name}: README.md does not name its exit code"
+        elif want["first_stage"] is None:
             assert "parity" in text, f"{name}: README.md of a clean scenario should say it expects parity"
         else:
             assert f"`{want['first_stage']}`" in text, f"{name}: README.md does not name its stage"
