@@ -105,18 +105,24 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
     return [arg for arg in argv if arg != "--debug"], "--debug" in argv
 
 
-def _error_log(args: argparse.Namespace | None) -> str:
-    """Where a failed run's traceback goes: the run's out folder (`check`, `replay`, `diff`), else a file in the
-    system's temporary folder."""
+def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
+    """Where a failed run's traceback goes: the run's out folder (`check`, `replay`, `diff`) once the run made
+    it, or when user code failed (its traceback is the point); else, for an unexpected error, a file in the
+    system's temporary folder; else nowhere: a bad config or input found before the run wrote anything says
+    all there is to say in its message, and leaves no folder behind."""
     import tempfile
 
     out = getattr(args, "out", None) if args is not None and args.command in ("check", "replay", "diff") else None
-    if out:
-        try:
-            os.makedirs(out, exist_ok=True)
+    if out and not os.path.islink(out):
+        if kind == "user" and not os.path.exists(out):
+            try:
+                os.makedirs(out)
+            except OSError:
+                pass
+        if os.path.isdir(out):
             return os.path.join(out, LOG_FILE)
-        except OSError:
-            pass
+    if kind == "usage":
+        return None
     handle, path = tempfile.mkstemp(prefix="parity-error-", suffix=".log")
     os.close(handle)
     return path
@@ -128,7 +134,7 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
     on the terminal with --debug), and exit 2 (a ParityError's own code). Never exit 1: that means divergence."""
     import traceback
 
-    from parity.errors import ParityError
+    from parity.errors import ParityError, UserCodeError
 
     text = "".join(traceback.format_exception(exc))
     if message is not None:
@@ -141,10 +147,13 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
         code = EXIT_ERROR
     where = ""
     try:
-        path = _error_log(args)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        where = f" (traceback: {path}{'' if debug else '; --debug prints it'})"
+        kind = "user" if isinstance(exc, (UserCodeError, SystemExit)) else \
+            "usage" if isinstance(exc, ParityError) else "unexpected"
+        path = _error_log(args, kind)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            where = f" (traceback: {path}{'' if debug else '; --debug prints it'})"
     except OSError:
         pass
     if debug:

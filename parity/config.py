@@ -332,8 +332,8 @@ class _Ctx:
 
     def ref(self, value: Any, path: str, check: bool = True) -> Ref:
         if not isinstance(value, str) or not (_REF.match(value) or _FILE_REF.match(value)):
-            raise self.fail(path, f"expected a 'module:attr' reference (or 'path/to/module_file.py:attr'), "
-                                  f"got {_show(value)}")
+            raise self.fail(path, f"expected a 'module:attr' reference, got {_show(value)}; a module file by "
+                                  f"path works too: 'path/to/module_file.py:attr'")
         ref = Ref(value, self.base_dir)
         if check and self.check_refs:
             try:

@@ -156,8 +156,8 @@ def is_gzip(path: str) -> bool:
 
 
 def sniff_format(path: str) -> str | None:
-    """The format a file's first bytes show (gzip-compressed or not), or None: a TFRecord's first record header
-    (its length's masked CRC-32C checks), Parquet's `PAR1`, or a JSON object's `{`. ExampleGen names its shards
+    """The binary format a file's first bytes show (gzip-compressed or not), or None: a TFRecord's first record
+    header (its length's masked CRC-32C checks) or Parquet's `PAR1`. ExampleGen names its shards
     `data_tfrecord-00000-of-00012.gz`, an extension that says nothing of the records."""
     import gzip
     import struct
@@ -175,9 +175,7 @@ def sniff_format(path: str) -> str | None:
 
         if masked_crc32c(head[:8]) == struct.unpack("<I", head[8:12])[0]:
             return "tfrecord"
-    if head.lstrip()[:1] == b"{":
-        return "jsonl"
-    return None
+    return None  # text formats are not guessed: a .txt of anything would pass for JSON Lines or CSV
 
 
 def read_file(

@@ -143,6 +143,9 @@ class TFTInput:
                                  if isinstance(one, tf.io.VarLenFeature) and not field_types[name].is_list)
         self._fixed = {name: int(np.prod(one.shape)) for name, one in spec.items()
                        if isinstance(one, tf.io.FixedLenFeature)}
+        # scalar fields read as a FixedLenFeature of shape [1]: tf.Example encoding takes their value as a list
+        self._boxed = frozenset(name for name, one in spec.items() if isinstance(one, tf.io.FixedLenFeature)
+                                and list(one.shape) and not field_types[name].is_list)
         reader = tf_example_record.TFExampleBeamRecord(physical_format="inmem", schema=self.metadata.schema,
                                                        telemetry_descriptors=["parity"])
         self.tensor_adapter_config = reader.TensorAdapterConfig()
@@ -207,7 +210,10 @@ class TFTInput:
         examples = []
         for index, record in enumerate(records):
             try:
-                examples.append(self._coder.encode(to_instance(record, self.field_types, self._sparse)))
+                instance = to_instance(record, self.field_types, self._sparse)
+                for name in self._boxed:
+                    instance[name] = [instance[name]]
+                examples.append(self._coder.encode(instance))
             except (TypeError, ValueError) as exc:  # to_instance's refusal, or a value tf.Example cannot hold
                 raise RecordError(index, str(exc)) from exc
         return self._decoder.DecodeBatch(examples)

@@ -58,13 +58,12 @@ def test_a_missing_capture_file_stops_with_exit_two_naming_it_and_capture_path(t
     assert "capture path 'gone.jsonl' does not exist" in errors and "check capture.path" in errors
 
 
-def test_a_folder_as_capture_path_stops_with_exit_two_suggesting_a_glob(tmp_path, capsys):
+def test_an_empty_folder_as_capture_path_stops_with_exit_two(tmp_path, capsys):
     (tmp_path / "captures").mkdir()
     project = make_project(tmp_path, capture_spec={"path": "captures"})
     code, _, errors = check(project, capsys)
     assert code == 2
-    assert "capture path 'captures'" in errors and "is a folder; give a file or a glob such as captures/*.jsonl" \
-        in errors
+    assert "capture path 'captures'" in errors and "is a folder with no files" in errors
 
 
 def test_an_unknown_extension_stops_with_exit_two_telling_to_set_capture_format(tmp_path, capsys):
