@@ -13,7 +13,7 @@ from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import DiffStream
 from parity.environment import environment_manifest
-from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError
+from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError, UserCodeError
 from parity.fingerprint_set import FingerprintSet, finalize, read_set
 from parity.replay import TFT_OUTPUT, ReplaySide, prepare_out_dir, saved_graph_dir, unwrap_pipeline_error
 from parity.report import RENDERERS
@@ -56,6 +56,11 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
                 raise error from exc
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
+            op_error = _tensorflow_error(exc) if side.transform and side.transform.kind == "tft" else None
+            if op_error is not None:
+                raise UserCodeError(f"{config.path}: sides.{side.name}.transform.tft: preprocessing_fn "
+                                    f"'{side.transform.ref.text}' failed while TFT ran it on the replayed "  # type: ignore[union-attr]
+                                    f"records: {op_error}") from exc
             raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
                               f"{last}") from exc  # a worker's traceback text ends with the real error
         finally:
@@ -74,6 +79,43 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
     return manifest
+
+
+def _tensorflow_error(exc: BaseException) -> str | None:
+    """`Type: message` of the TensorFlow op error a failed job's error came from (the user's graph, not the
+    runner), the deepest in its chain; or, from a worker process, from its traceback text; None otherwise."""
+    import re
+
+    found = None
+    seen = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if type(current).__module__.startswith("tensorflow"):
+            found = f"{type(current).__name__}: {_op_message(current)}"
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    if found is None:
+        match = re.search(r"tensorflow\.python\.framework\.errors_impl\.(\w+): ([^\n]*)", str(exc))
+        if match:
+            found = f"{match.group(1)}: {match.group(2).strip()}"
+    return found[:500] if found else None
+
+
+def _op_message(exc: BaseException) -> str:
+    """An op error's own message: its first line, or for a graph execution error the line that says what
+    failed (TensorFlow puts the node's traceback between the two)."""
+    lines = [line.strip() for line in str(getattr(exc, "message", exc)).splitlines() if line.strip()]
+    if lines and lines[0].rstrip(":") == "Graph execution error":
+        said = [line for line in lines[1:] if not line.startswith(("Detected at node", "File ", "[[", "<stack"))
+                and not line.endswith(("(most recent call last):", ":"))]
+        if said:
+            return said[0]
+    return lines[0] if lines else "(no message)"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).split(" [while running", 1)[0].strip()
+    return text.splitlines()[0] if text else "(no message)"
 
 
 def _check_windowfn(config: Config, side: SideConfig) -> None:

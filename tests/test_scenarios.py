@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import glob
 import importlib.util
-import json
 import os
 import re
 
 import pytest
-import yaml
 
 import parity
+from scenario_records import raw_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS_DIR = os.path.join(ROOT, "fixtures", "scenarios")
@@ -32,40 +31,7 @@ SCENARIOS = _scenario_names()
 
 
 def _raw_records(name: str) -> list[dict]:
-    """The raw records of the scenario's top-level capture: plain `json.loads` values of JSON lines, or, for
-    tf.Example shards (an ExampleGen split folder or a glob of them), each example's features as lists of
-    values (bytes decoded as UTF-8) read with TensorFlow's own reader."""
-    config_path = os.path.join(SCENARIOS_DIR, name, "parity.yaml")
-    with open(config_path, encoding="utf-8") as handle:
-        config = yaml.safe_load(handle)
-    pattern = os.path.join(SCENARIOS_DIR, name, config["capture"]["path"])
-    paths = sorted(glob.glob(os.path.join(pattern, "*"))) if os.path.isdir(pattern) else sorted(glob.glob(pattern))
-    records = []
-    for path in paths:
-        if path.endswith((".jsonl", ".json")):
-            with open(path, encoding="utf-8") as handle:
-                records.extend(json.loads(line) for line in handle if line.strip())
-        else:
-            records.extend(_examples(path))
-    assert records, f"{name}: no records at {pattern}"
-    return records
-
-
-def _examples(path: str) -> list[dict]:
-    import tensorflow as tf
-
-    with open(path, "rb") as handle:
-        gzipped = handle.read(2) == b"\x1f\x8b"
-    out = []
-    for data in tf.data.TFRecordDataset(path, compression_type="GZIP" if gzipped else ""):
-        example = tf.train.Example.FromString(data.numpy())
-        record = {}
-        for key, feature in example.features.feature.items():
-            kind = feature.WhichOneof("kind")
-            values = list(getattr(feature, kind).value) if kind else []
-            record[key] = [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]
-        out.append(record)
-    return out
+    return raw_records(os.path.join(SCENARIOS_DIR, name))
 
 
 def _oracle(name: str) -> dict:

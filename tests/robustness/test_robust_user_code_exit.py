@@ -45,6 +45,15 @@ CASES = {
         "def preprocessing_fn(inputs):\n    raise KeyError('fare_amount')\n",
         ["sides.offline.transform.tft", "preprocessing_fn '{module}:preprocessing_fn' raised KeyError while TFT "
          "traced it", "fare_amount"]),
+    "preprocessing_fn_fails_while_run": (
+        {"transform": {"tft": "{module}:preprocessing_fn"}},
+        "import tensorflow as tf\nimport tensorflow_transform as tft\n\n"
+        "def preprocessing_fn(inputs):\n"
+        "    check = tf.debugging.assert_less(inputs['v'], 0.0, message='v must be negative')\n"
+        "    with tf.control_dependencies([check]):\n"
+        "        return {'v_z': tft.scale_to_z_score(tf.identity(inputs['v']))}\n",
+        ["sides.offline.transform.tft", "preprocessing_fn '{module}:preprocessing_fn' failed while TFT ran it",
+         "InvalidArgumentError: assertion failed: [v must be negative]"]),
 }
 
 
