@@ -274,17 +274,17 @@ class _TapFn(beam.DoFn):
     def process(self, element: Any) -> None:
         entry = self._entry(element)
         if entry is None or entry[2] >= self._limit:  # quarantined, or outside the sample
-            return None
+            return
         key_bytes, key_fp, digest = entry
         try:
             value = element if self._value_fn is None else self._value_fn(element)
             if self._transform and type(value) is dict:
                 self._process_features(value, key_bytes, key_fp, digest)
-                return None
+                return
             data = canonical.encode(value)
         except Exception as exc:
             self._quarantine(element, f"value: {type(exc).__name__}: {exc}")
-            return None
+            return
         rows = self._rows
         rows += (key_fp, key_bytes, xxhash.xxh3_64_intdigest(data),
                  data if digest <= self._bound and self._keeps(digest) else None)
@@ -292,7 +292,7 @@ class _TapFn(beam.DoFn):
             self._feature_counts.append(-1)
         if len(rows) >= self._limit_rows:
             self._flush()
-        return None  # emits nothing: the tap's branch ends here
+        return  # emits nothing: the tap's branch ends here
 
     def _process_features(self, value: dict, key_bytes: bytes, key_fp: bytes, digest: int) -> None:
         """The transform stage: a fingerprint per feature; the stage's is that of {feature: fingerprint}."""
@@ -401,13 +401,13 @@ class _WindowTapFn(_TapFn):
             i = last[1]
             if i is not None:
                 self._windows[i] = self._windows[i] + [_window(w) for w in windows]  # never a shared list
-            return None
+            return
         if len(self._rows) >= self._limit_rows:  # only between elements: an element's windows stay together
             self._flush()
         entry = self._entry(element)
         if entry is None or entry[2] >= self._limit:  # quarantined or outside the sample
             self._last = (element, None, timestamp)
-            return None
+            return
         if len(windows) == 1:
             listed = self._window_lists.get(windows[0])
             if listed is None:
@@ -422,7 +422,7 @@ class _WindowTapFn(_TapFn):
         rows += (entry[1], entry[0], None if ts <= _MIN_US else ts, digest <= self._bound and self._keeps(digest))
         self._last = (element, len(self._windows), timestamp)
         self._windows.append(listed)
-        return None
+        return
 
     def _finish_values(self) -> None:
         self._last = None

@@ -384,3 +384,21 @@ def test_tapstage_refuses_what_it_cannot_tap():
         TapStage("shard", "/tmp/x", key_fields=["id"], late=True)
     with pytest.raises(ValueError, match="sample_rate"):
         TapStage("input", "/tmp/x", key_fields=["id"], sample_rate=1.5)
+
+
+def test_the_taps_log_nothing_in_the_users_job(tmp_path, caplog):
+    """A tapped bundle used to log Beam's "Process method returned None (element won't be emitted)" warning for
+    the tap DoFns, in the user's own production job."""
+    import logging
+
+    records = [{"id": i, "event_time": 1_700_000_000 + i} for i in range(5)]
+    with caplog.at_level(logging.INFO, logger="apache_beam"):
+        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+            stamped = (pipeline | beam.Create(records)
+                       | beam.Map(lambda r: window.TimestampedValue(r, r["event_time"])))
+            _ = stamped | "TapInput" >> TapStage("input", str(tmp_path / "taps"), key_fields=["id"])
+            _ = (stamped | beam.WindowInto(window.FixedWindows(60))
+                 | "TapWindow" >> TapStage("window", str(tmp_path / "taps"), key_fields=["id"]))
+    said = [r.getMessage() for r in caplog.records if "returned None" in r.getMessage()]
+    assert said == []
+    assert any((tmp_path / "taps").rglob("*")), "the taps wrote nothing"
