@@ -22,11 +22,24 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
+class _Version(argparse.Action):
+    """`--version`: one unwrapped line (argparse's own action wraps it to the terminal's width)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        from parity.environment import version_text
+
+        sys.stdout.write(version_text() + "\n")
+        raise SystemExit(EXIT_PARITY)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="parity", description="Replay captured records through an offline and a production "
                                                 "pipeline and report the first stage where they diverge.",
-                     epilog="--debug (anywhere): print a failure's traceback on the terminal too; it is always "
-                            f"written to {LOG_FILE} in the out folder.")
+                     epilog="--debug (anywhere): print a failure's traceback on the terminal too (it is written "
+                            f"to {LOG_FILE} in the out folder). -v, --verbose (anywhere): show the libraries' "
+                            f"logs (TensorFlow, absl, Beam) on the terminal instead of in {LIBRARIES_LOG}.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print parity's version and those of Beam, TFT, TensorFlow and pyarrow, and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     check = commands.add_parser("check", help="replay both sides, diff them, write every report")
@@ -88,13 +101,41 @@ def _summary(report: dict, out_dir: str) -> str:
     return "\n".join(lines)
 
 
+LIBRARIES_LOG = "libraries.log"
+_VERBOSE_FLAGS = ("-v", "--verbose")
+
+
 def _quiet_libraries() -> None:
-    # TensorFlow's C++ info/warning lines drown the summary; errors still show.
+    """At the default verbosity the libraries say nothing on the terminal (what they still say goes to the
+    run's libraries.log, `_diverted`); a DoFn's exception is logged by Beam as it unwinds, and parity reports
+    it once itself."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import logging
 
     logging.getLogger("absl").setLevel(logging.ERROR)
-    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+
+
+def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
+    """`_run` with the libraries' output (TensorFlow's C++ and absl lines, Python logging, Beam's notices) in
+    a log file that ends up as libraries.log in the out folder (if the run made one), off the terminal."""
+    import shutil
+    import tempfile
+
+    from parity import terminal
+
+    handle, log = tempfile.mkstemp(prefix="parity-libraries-", suffix=".log")
+    os.close(handle)
+    try:
+        with terminal.libraries_to(log):
+            return _run(args, beam_args)
+    finally:
+        out = args.out
+        if os.path.isdir(out) and not os.path.islink(out) and os.path.getsize(log):
+            with __import__("contextlib").suppress(OSError):
+                shutil.move(log, os.path.join(out, LIBRARIES_LOG))
+        if os.path.exists(log):
+            os.remove(log)
 
 
 LOG_FILE = "parity-error.log"
@@ -163,19 +204,20 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _quiet_libraries()
+    own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
+    own, debug = _split_debug(own)
+    verbose = any(flag in own for flag in _VERBOSE_FLAGS)
+    own = [arg for arg in own if arg not in _VERBOSE_FLAGS]
+    if not verbose:
+        _quiet_libraries()
     from parity import progress
 
     progress.enable_for_cli()
-    own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
-    own, debug = _split_debug(own)
-    if not debug:  # a DoFn's exception is logged by Beam as it unwinds; parity reports it once, below
-        import logging
-
-        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     args = None
     try:
         args = build_parser().parse_args(own)
+        if not verbose and args.command in ("check", "replay", "diff"):
+            return _diverted(args, beam_args)
         return _run(args, beam_args)
     except SystemExit as exc:  # argparse's usage errors, and user code calling sys.exit()
         if args is None:

@@ -90,8 +90,13 @@ class SecondSide:
         env = dict(os.environ)
         # the child imports what this process can: parity and the config's modules
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        from parity import terminal
+
+        fd = terminal.terminal_fd()  # the child's libraries log where ours do; its own lines reach the terminal
+        if fd is not None:
+            env[terminal.TERMINAL_FD_ENV] = str(fd)
         proc = subprocess.Popen([sys.executable, "-m", "parity.overlap", json.dumps(request)],
-                                stdin=subprocess.PIPE, env=env, text=True)
+                                stdin=subprocess.PIPE, env=env, text=True, pass_fds=(fd,) if fd is not None else ())
         return cls(side, proc, scratch, first_dir)
 
     def open_gate(self, go: bool = True) -> None:
@@ -169,7 +174,10 @@ def child_main(argv: Sequence[str]) -> int:
     from parity.config import load_config
     from parity.run import replay
 
+    from parity import terminal
+
     _quiet_libraries()
+    terminal.adopt_terminal_from_env()  # progress to the parent's terminal; libraries to its log (fd 2)
     request = json.loads(argv[0])
     try:
         # references unimported: the parent imports and checks them all (and stops this process if one is
