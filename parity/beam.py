@@ -394,8 +394,15 @@ class _WindowTapFn(_TapFn):
         self._windows: list[list] = []  # per record, its windows ([start_us, end_us] or ["global"])
         self._window_lists: dict[Any, list] = {}  # a window -> the one-window list of it, shared
 
-    def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> None:  # type: ignore[override]
-        timestamp, windows = windowed.timestamp, windowed.windows
+    if hasattr(beam.DoFn, "WindowedValueParam"):
+        def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> None:  # type: ignore[override]
+            self._windowed(element, windowed.timestamp, windowed.windows)
+    else:  # older Beam (e.g. 2.59) has no WindowedValueParam: a call per window, merged by `_windowed`
+        def process(self, element: Any, timestamp=beam.DoFn.TimestampParam,  # type: ignore[override]
+                    window=beam.DoFn.WindowParam) -> None:
+            self._windowed(element, timestamp, (window,))
+
+    def _windowed(self, element: Any, timestamp: Any, windows: Any) -> None:
         last = self._last
         if last is not None and last[0] is element and last[2] is timestamp:  # the element's other windows
             i = last[1]

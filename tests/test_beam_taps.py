@@ -116,7 +116,18 @@ def test_the_taps_compute_exactly_the_values_a_replay_of_the_production_config_c
     code = main(["diff", str(replay), str(tapped_all), "--out", str(tmp_path / "diff")])
     report = _report(tmp_path / "diff")
     assert code == 0, report["causes"]
-    assert report["records"]["matched"] == report["records"]["paired"] == 3000
+    records = report["records"]
+    assert records["paired"] == 3000 and records["diverged"] == 0
+    if _beam_version() >= (2, 77):  # the pinned Beam (constraints.txt): bit for bit
+        assert records["matched"] == 3000
+    else:  # older Beam combines the job's float means in another order: equal within tolerance, not in bits
+        assert records["matched"] + records["within_tolerance"] == 3000
+        assert all(s["name"] in ("shard", "coder", "seed", "transform") for s in report["stages"] if s["diverged"])
+
+
+def _beam_version() -> tuple[int, int]:
+    major, minor = beam.__version__.split(".")[:2]
+    return int(major), int(minor)
 
 
 def test_a_tap_set_is_a_standard_fingerprint_set_with_the_tap_fields(tapped_all):
