@@ -1,6 +1,7 @@
 # parity: one command for each job. Everything is installed inside the repo (.venv, vendor/jars).
 #   make demo    set up, then run the bundled taxi example (it has a planted bug: the verdict is "diverged")
-#   make test    set up, then run the test suite (junit XML under test-results/)
+#   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
+#                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_oldest.sh, .venv-oldest/)
 #   make setup   only the set-up (scripts/setup.sh; PARITY_SKIP_FLINK_JAR=1 skips the Flink job server)
 #   make clean   remove what the demo and the tests wrote (not .venv nor vendor/jars: `make distclean`)
 SHELL := /bin/bash
@@ -22,10 +23,11 @@ test: setup
 	bash scripts/install_chromium.sh >&2   # the HTML report's browser test needs Debian's chromium
 	mkdir -p test-results
 	$(PYTHON) -m pytest -q -p no:cacheprovider --junitxml=test-results/junit.xml tests
+	bash scripts/test_oldest.sh
 
 clean:
-	rm -rf parity-out test-results .pytest_cache .hypothesis build *.egg-info
+	rm -rf parity-out test-results .pytest_cache .hypothesis build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) vendor/jars .flink-venv
+	rm -rf $(VENV) .venv-oldest vendor/jars .flink-venv
