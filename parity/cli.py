@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--sides-at-once", default="auto", choices=("auto", "on", "off"),
                        help="replay the second side in a child process while the first replays (auto: on the "
                             "DirectRunner with two cores and a capture of 16 MiB or more)")
+    _add_force(check)
 
     replay = commands.add_parser("replay", help="replay one side and write its fingerprint set")
     replay.add_argument("config")
@@ -45,12 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--reorder", action="store_true", help=argparse.SUPPRESS)  # the noise replay
     replay.add_argument("--transform-from", default=None,
                         help="fingerprint set (or TFT output dir) whose exported graph `saved: {from_side}` applies")
+    _add_force(replay)
 
     diff = commands.add_parser("diff", help="diff two fingerprint sets and write the reports")
     diff.add_argument("left")
     diff.add_argument("right")
     diff.add_argument("--out", required=True)
     diff.add_argument("--config", default=None)
+    _add_force(diff)
 
     report = commands.add_parser("report", help="render report.json again in another format")
     report.add_argument("report_json")
@@ -61,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("dir")
     show.add_argument("key")
     return parser
+
+
+def _add_force(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--force", action="store_true",
+                         help="write into --out even when it is not empty and was not made by parity (parity "
+                              "then removes only its own earlier outputs there)")
 
 
 def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -129,19 +138,20 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     if args.command == "check":
         report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
-                           noise=True if args.noise else None, sides_at_once=args.sides_at_once)
+                           noise=True if args.noise else None, sides_at_once=args.sides_at_once, force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":
         manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
-                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder)
+                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder,
+                              force=args.force)
         records = manifest["records"]
         print(f"parity: replayed side {args.side}: {records['fingerprinted']} records fingerprinted, "
               f"{records['quarantined']} quarantined -> {args.out}")
         return EXIT_PARITY
     if args.command == "diff":
         config = load_config(args.config) if args.config else None
-        report = run.diff(args.left, args.right, args.out, config=config)
+        report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "report":
