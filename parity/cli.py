@@ -1,6 +1,7 @@
 """The `parity` command line: argument parsing, and the one place that prints and exits.
 
-Exit codes: 0 parity, 1 divergence, 2 no verdict (bad usage, config or input), 130 interrupted.
+Exit codes: 0 parity, 1 divergence, 2 no verdict (bad usage, config or input), 130 interrupted (SIGINT),
+143 terminated (SIGTERM).
 """
 from __future__ import annotations
 
@@ -105,8 +106,16 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from parity import signals
+
+    signals.follow_parent_from_env()  # a noise replay ends with the `parity check` that started it
+    with signals.handled():  # SIGTERM ends a run as SIGINT does
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _quiet_libraries()
-    from parity import progress
+    from parity import progress, signals
 
     progress.enable_for_cli()
     own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
@@ -116,11 +125,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return _run(args, beam_args)
-    except KeyboardInterrupt:
-        sys.stderr.write("parity: interrupted\n")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        signum = signals.interruption(exc)
+        sys.stderr.write(signals.message(signum) + "\n")
+        return signals.exit_code(signum)
     except Exception as exc:  # the boundary: every error becomes a message and exit 2
         from parity.errors import ParityError
+
+        if signals.received() is not None:  # an error on the way out of an interrupted run is the interruption's
+            sys.stderr.write(signals.message(signals.received()) + "\n")
+            return signals.exit_code(signals.received())
 
         if isinstance(exc, ParityError):
             sys.stderr.write(f"parity: error: {exc}\n")

@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any, Sequence
 
+from parity import signals
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, ParityError, RunnerError
 
@@ -83,15 +84,19 @@ class SecondSide:
         _WAITING[self._first_dir] = self
 
     @classmethod
-    def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str) -> "SecondSide":
+    def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str,
+              lock_fd: int | None = None) -> "SecondSide":
+        """Starts the child. `lock_fd`, the output folder's lock (`parity.output`), is inherited by the child:
+        the folder stays locked until both processes have ended, however they end."""
         scratch = tempfile.mkdtemp(prefix="parity-side-")
         request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
                    "runner": runner, "result": os.path.join(scratch, "result.pickle")}
-        env = dict(os.environ)
+        env = signals.child_env()  # the child ends with this process, even one killed with SIGKILL
         # the child imports what this process can: parity and the config's modules
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
         proc = subprocess.Popen([sys.executable, "-m", "parity.overlap", json.dumps(request)],
-                                stdin=subprocess.PIPE, env=env, text=True)
+                                stdin=subprocess.PIPE, env=env, text=True,
+                                pass_fds=() if lock_fd is None else (lock_fd,))
         return cls(side, proc, scratch, first_dir)
 
     def open_gate(self, go: bool = True) -> None:
@@ -165,6 +170,7 @@ def _portable(exc: BaseException) -> BaseException:
 
 
 def child_main(argv: Sequence[str]) -> int:
+    signals.follow_parent_from_env()  # first: the imports below take seconds
     from parity.cli import _quiet_libraries
     from parity.config import load_config
     from parity.run import replay

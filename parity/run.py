@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical, output, overlap, progress, spill, tap_set
+from parity import analyzers, canonical, output, overlap, progress, signals, spill, tap_set
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import DiffStream
@@ -61,6 +61,7 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
         except KeyboardInterrupt:
             raise
         except Exception as exc:
+            signals.raise_if_interrupted(exc)  # Beam turns a KeyboardInterrupt in a step into a RuntimeError
             error = unwrap_pipeline_error(exc)
             if error is not None:
                 raise error from exc
@@ -165,7 +166,7 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                    noise: bool, timings: dict[str, Any]) -> dict[str, Any]:
     second = None
     if at_once:
-        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner)
+        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd)
         timings["sides_at_once"] = True
     try:
         if at_once:
@@ -241,7 +242,7 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
             command += ["--transform-from", os.path.join(out_dir, SIDES_DIR, side.transform.from_side)]
         if beam_args:
             command += ["--", *beam_args]
-        env = dict(os.environ)
+        env = signals.child_env()  # the replay ends with this process, even one killed with SIGKILL
         seed = os.environ.get("PYTHONHASHSEED")
         env["PYTHONHASHSEED"] = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
         done = subprocess.run(command, env=env, capture_output=True, text=True)

@@ -214,3 +214,22 @@ def test_a_failed_diff_leaves_no_report_of_an_earlier_run(tmp_path, capsys):
     assert [name for name in REPORTS[:4] if os.path.exists(os.path.join(out, name))] == []
     assert os.path.exists(os.path.join(out, "sides", "offline", "manifest.json")), "diff keeps the sets"
 
+
+def test_an_interrupted_check_leaves_no_report_of_an_earlier_run(tmp_path, capsys):
+    project = _project(tmp_path, module_code=BLOCKING)
+    assert check(project, capsys)[0] == 0
+    with open(tmp_path / "second.err", "w") as err:
+        second = subprocess.Popen([PYTHON, "-m", "parity", "check", project.config, "--out", project.out],
+                                  cwd=REPO, env=python_env(PARITY_TEST_BLOCK="1"), stdout=subprocess.DEVNULL,
+                                  stderr=err, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        end = time.monotonic() + 180
+        while not os.path.exists(os.path.join(project.folder, "reached")):
+            assert second.poll() is None and time.monotonic() < end, (tmp_path / "second.err").read_text()
+            time.sleep(0.02)
+        second.send_signal(signal.SIGINT)
+    finally:
+        (tmp_path / "project" / "release").write_text("")
+        second.wait(timeout=120)
+    assert second.returncode == 130, (tmp_path / "second.err").read_text()
+    assert [name for name in REPORTS if os.path.exists(os.path.join(project.out, name))] == []
