@@ -23,14 +23,18 @@ from robust_helpers import PYTHON, REPO, good_records, jsonl_lines, make_project
 
 HOOKS = '''
 import os
+import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-POINT = os.environ.get("PARITY_TEST_POINT", "")  # "<hook>:<call number>", e.g. "pyfunc:2"
+# "<hook>:<call number>[@<command>]", e.g. "pyfunc:2", or "record:1@replay": only in a `parity replay` process
+POINT, _, COMMAND = os.environ.get("PARITY_TEST_POINT", "").partition("@")
 
 
 def _hook(name):
     """Counts the calls of hook `name` in this process; at the call POINT names, says so and waits."""
+    if COMMAND and COMMAND not in sys.argv[1:2]:
+        return
     with open(os.path.join(HERE, f"calls-{name}-{os.getpid()}"), "a") as handle:
         handle.write("x")
     with open(os.path.join(HERE, f"calls-{name}-{os.getpid()}")) as handle:
@@ -203,5 +207,18 @@ def test_the_second_side_child_dies_with_a_parent_killed_by_sigkill(tmp_path):
         proc.kill()
         proc.wait()
         assert _ended_within(child, 10), "the second side's child outlived its parent (killed with SIGKILL)"
+    finally:
+        _release(project)
+
+
+def test_a_noise_replay_dies_with_a_parent_killed_by_sigkill(tmp_path):
+    project = _project(tmp_path, PYTHON_SIDE)
+    proc = _start(project, "--noise", "--sides-at-once", "off", point="record:1@replay")
+    (child,) = _wait_reached(project, proc)  # only the `parity replay` of the noise baseline stops there
+    assert child != proc.pid
+    try:
+        proc.kill()
+        proc.wait()
+        assert _ended_within(child, 10), "the noise replay outlived its parent (killed with SIGKILL)"
     finally:
         _release(project)
