@@ -132,16 +132,28 @@ def follow_parent_from_env() -> None:
 
 
 def follow_parent(parent_pid: int) -> None:
-    """Ends this process with SIGKILL as soon as `parent_pid` is no longer its parent."""
+    """Ends this process with SIGKILL as soon as the process that started it ends (`parent_pid`, or a launcher
+    between the two, such as a wrapper script of the interpreter that does not exec)."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):
             pass  # the watch thread below still ends this process
-    if os.getppid() != parent_pid:  # the parent ended before the line above took effect
+    parent = os.getppid()
+    if parent != parent_pid and not _exists(parent_pid):  # it ended before the lines above took effect
         os.kill(os.getpid(), signal.SIGKILL)
-    threading.Thread(target=_watch, args=(parent_pid,), name="parity-parent-watch", daemon=True).start()
+    threading.Thread(target=_watch, args=(parent,), name="parity-parent-watch", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _watch(parent_pid: int) -> None:
