@@ -63,15 +63,18 @@ class Claim:
         self.release()
 
 
-def claim(path: str, outputs: Iterable[str], *, force: bool = False, flag: str = "--out") -> Claim:
+def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force: bool = False,
+          flag: str = "--out") -> Claim:
     """Makes `path` this run's output folder: refuses another's folder (unless `force`), locks it, and removes
-    the earlier outputs named in `outputs` (names directly in the folder).
+    the earlier outputs named in `outputs` (names directly in the folder). A folder without parity's marker
+    counts as parity's when it holds nothing but `outputs` and `known` (names parity writes there that this
+    command keeps, e.g. the fingerprint sets `parity diff` reads).
 
     Raises:
         OutputError: the path is a file, another run holds the lock, the folder is not parity's and `force` is
             off, or the lock file is a link; the message names the folder and the way out.
     """
-    outputs = tuple(outputs)
+    outputs, known = tuple(outputs), tuple(known)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise OutputError(f"{flag} {path}: exists and is not a folder; give a folder (parity creates it when "
                           f"it is missing)")
@@ -80,7 +83,7 @@ def claim(path: str, outputs: Iterable[str], *, force: bool = False, flag: str =
         entries = sorted(os.listdir(path))
     except OSError as exc:
         raise OutputError(f"{flag} {path}: cannot create or list the folder: {exc.strerror or exc}") from exc
-    ours = _has_marker(path) or all(name in (*_OWN, *outputs) for name in entries)
+    ours = _has_marker(path) or all(name in (*_OWN, *outputs, *known) for name in entries)
     if not ours and not force:
         shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
         raise OutputError(

@@ -262,7 +262,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     `out_dir` is claimed first (`parity.output.claim`): locked, the earlier reports removed, and refused when
     it is another's folder unless `force`; fingerprint sets in it (a check's `sides/`) are kept.
     """
-    with output.claim(out_dir, output.REPORTS, force=force):
+    with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):
         return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise)
 
 
