@@ -233,3 +233,19 @@ def test_an_interrupted_check_leaves_no_report_of_an_earlier_run(tmp_path, capsy
         second.wait(timeout=120)
     assert second.returncode == 130, (tmp_path / "second.err").read_text()
     assert [name for name in REPORTS if os.path.exists(os.path.join(project.out, name))] == []
+
+
+def test_the_outputs_a_claim_removes_name_every_file_and_folder_a_replay_and_a_check_write():
+    """`parity.output` names them as literals (it is imported by the capture listing, which must not import
+    Beam or Arrow): they must stay the names the writers use."""
+    from parity import analyzers, output, spill
+    from parity.fingerprint_set import (FINGERPRINTS, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
+                                        VALUES_DIR)
+    from parity.replay import TFT_OUTPUT
+    from parity.run import NOISE_DIR, OUTPUT_FILES, SIDES_DIR
+
+    assert set(output.SET_OUTPUTS) == {MANIFEST, FINGERPRINTS, QUARANTINE, analyzers.ANALYZERS_FILE, output.TIMINGS,
+                                       VALUES_DIR, STAGE_VALUES_DIR, PARTS_DIR, spill.SPILL_DIR, "_tft_tmp",
+                                       TFT_OUTPUT}
+    assert set(output.REPORTS) == set(OUTPUT_FILES.values())
+    assert set(output.CHECK_OUTPUTS) == {*OUTPUT_FILES.values(), output.TIMINGS, SIDES_DIR, NOISE_DIR}
