@@ -93,12 +93,13 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     fd = _lock(path, flag)
     try:
         if ours and not _has_marker(path):
+            remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
             _write_marker(path)
         for name in outputs:
             remove(os.path.join(path, name))
     except OSError as exc:
         os.close(fd)
-        raise OutputError(f"{flag} {path}: cannot remove an earlier run's {exc.filename}: "
+        raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc.filename or path}: "
                           f"{exc.strerror or exc}") from exc
     except BaseException:
         os.close(fd)
@@ -120,6 +121,8 @@ def _write_marker(path: str) -> None:
 
 def _lock(path: str, flag: str) -> int:
     lock_path = os.path.join(path, LOCK)
+    if os.path.islink(lock_path):  # planted: parity only ever makes a plain file there, never removed
+        os.unlink(lock_path)
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:

@@ -42,6 +42,8 @@ def _tree(folder) -> dict[str, bytes]:
     ("sides/production", "victim"),
     ("sides/offline/manifest.json", "victim/manifest.json"),
     ("sides/offline/values", "victim"),
+    (".parity-out", "victim/marker"),
+    (".parity-lock", "victim/lock"),
 ])
 def test_a_link_planted_inside_out_is_never_written_through(link, target, tmp_path, capsys):
     project = _project(tmp_path)
@@ -55,7 +57,7 @@ def test_a_link_planted_inside_out_is_never_written_through(link, target, tmp_pa
     planted = os.path.join(project.out, link)
     if os.path.isdir(planted):
         shutil.rmtree(planted)
-    else:
+    elif os.path.lexists(planted):
         os.unlink(planted)
     os.symlink(str(tmp_path / target), planted)
 
