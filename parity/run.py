@@ -306,10 +306,18 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
     from parity.report import render_html, render_markdown
 
     os.makedirs(out_dir, exist_ok=True)
-    for fmt, name in OUTPUT_FILES.items():
-        text = render_markdown(report, out_dir=out_dir) if fmt == "md" else \
-            render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
-        output.write_text(os.path.join(out_dir, name), text)
+    texts = {name: render_markdown(report, out_dir=out_dir) if fmt == "md" else
+             render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
+             for fmt, name in OUTPUT_FILES.items()}
+    written: list[str] = []
+    try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
+        for name, text in texts.items():
+            output.write_text(os.path.join(out_dir, name), text)
+            written.append(os.path.join(out_dir, name))
+    except BaseException:
+        for path in written:
+            output.remove(path)
+        raise
 
 
 def _write_json(path: str, data: Any) -> None:

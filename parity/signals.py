@@ -110,7 +110,7 @@ def exit_code(signum: int | None) -> int:
 
 def message(signum: int | None) -> str:
     if signum == signal.SIGTERM:
-        return "parity: terminated (SIGTERM); the run stopped before its verdict and wrote no report"
+        return "parity: terminated (SIGTERM)"
     return "parity: interrupted"
 
 
