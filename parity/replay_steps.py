@@ -67,6 +67,7 @@ class ReadBatchesFn(beam.DoFn):
         self._key_fn = side.shard.key_function.resolve() if side.shard and side.shard.key_function else None
         self._lateness = side.window.lateness if side.window else None
         self._arrival_unit = side.timestamp.unit if side.timestamp and side.timestamp.field else "s"
+        self._arrival_tz = side.timestamp.tz if side.timestamp and side.timestamp.field else side.capture.tz
 
     def process(self, element: tuple[int, str, str]) -> Iterator[RecBatch]:
         file_index, path, display = element
@@ -99,7 +100,7 @@ class ReadBatchesFn(beam.DoFn):
             return
         hash64 = xxhash.xxh3_64_intdigest
         event_time = self._event_time
-        lateness, arrival_unit = self._lateness, self._arrival_unit
+        lateness, arrival_unit, arrival_tz = self._lateness, self._arrival_unit, self._arrival_tz
         fps: list | None = None
         if _reader_encoded(records, read_encoded, read_fps):
             encoded: list[bytes | str] = read_encoded  # type: ignore[assignment]
@@ -137,7 +138,7 @@ class ReadBatchesFn(beam.DoFn):
                 arrival = None
                 if lateness is not None:
                     try:
-                        arrival = to_micros(record.get(lateness.arrival), arrival_unit)
+                        arrival = to_micros(record.get(lateness.arrival), arrival_unit, arrival_tz)
                     except TimestampError as exc:
                         quarantined.append(_quarantine_entry(location, f"arrival time: field "
                                                              f"'{lateness.arrival}' {exc}", repr(record)))
