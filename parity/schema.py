@@ -269,16 +269,25 @@ def _to_float64(value: Any, type_name: str) -> float:
         try:
             return float(value)
         except OverflowError:
-            raise SchemaMismatch(f"expected {type_name}, got {_show(value)} (out of range)") from None
+            raise _out_of_range(type_name, value) from None
     if isinstance(value, str):
         text = value.strip()
         if "_" in text:  # float() accepts "1_0"; no serializer writes it
             raise _mismatch(type_name, value)
         try:
-            return float(text)
+            result = float(text)
         except ValueError:
             raise _mismatch(type_name, value) from None
+        # "inf", "-Infinity" are infinities on purpose; "1e400" is a finite number float() cannot hold
+        if math.isinf(result) and text.lstrip("+-").lower() not in ("inf", "infinity"):
+            raise _out_of_range(type_name, value)
+        return result
     raise _mismatch(type_name, value)
+
+
+def _out_of_range(type_name: str, value: Any) -> SchemaMismatch:
+    return SchemaMismatch(f"expected {type_name}, got {_show(value)} (out of the float64 range: magnitude above "
+                          f"1.8e308)")
 
 
 def _to_float32(value: Any, type_name: str) -> float:
