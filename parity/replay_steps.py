@@ -200,11 +200,16 @@ class ReadBatchesFn(beam.DoFn):
         try:
             windows = window_stage.assign_many(self._windowfn, batch.timestamps, batch.records)
             groups = [shard_stage.grouping_key(shard, record, key_fn) for record in batch.records]
+        except window_stage.TooManyWindowsError as exc:
+            raise type(exc)(f"side '{self._side.name}': window: {exc}") from exc
         except Exception:
             for index, (timestamp, record) in enumerate(zip(batch.timestamps, batch.records)):
                 try:  # find the record to name
                     window_stage.assign(self._windowfn, timestamp, record)
                     shard_stage.grouping_key(shard, record, key_fn)
+                except window_stage.TooManyWindowsError as exc:
+                    raise type(exc)(f"side '{self._side.name}': record {batch.key_text(index)}: window: "
+                                    f"{exc}") from exc
                 except Exception as exc:
                     raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function raised "
                                         f"{type(exc).__name__}: {exc}") from exc
