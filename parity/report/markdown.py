@@ -177,7 +177,8 @@ def render_markdown(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str
         report: the parsed report.json (CONTRACT section 5 plus parity's additions).
         out_dir: the output directory to name in the reproduce command.
     """
-    lines = [_verdict(report), ""] + _unpaired(report) + [_records(report.get("records", {})), ""] + _taps(report.get("taps")) \
+    lines = [_verdict(report), ""] + _unpaired(report) + [_records(report.get("records", {})), ""] \
+        + _taps(report.get("taps")) \
         + [_first_divergence(report), ""]
     lines += _funnel(report.get("stages", []))
     lines += _causes(report.get("causes", []))
