@@ -487,8 +487,11 @@ def _capture(ctx: _Ctx, top: dict | None, override: Any, path: str) -> CaptureSp
             raise ctx.fail(f"{where}.schema", f"{len(raw):,} fields, above the limit of {MAX_SCHEMA_FIELDS:,}; "
                                               f"keep the fields the pipelines read")
         for field_name, type_text in raw.items():
+            if not isinstance(type_text, str):
+                raise ctx.fail(f"{where}.schema.{field_name}", f"expected a type string such as int64 or "
+                                                               f"list<string>, got {_show(type_text)}")
             try:
-                parse_type(str(type_text))
+                parse_type(type_text)
             except ValueError as exc:
                 raise ctx.fail(f"{where}.schema.{field_name}", str(exc)) from exc
         schema = tuple(parse_schema({str(k): str(v) for k, v in raw.items()}).items())

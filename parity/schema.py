@@ -74,7 +74,7 @@ def parse_type(text: str) -> FieldType:
     match = _LIST_TYPE.fullmatch(stripped)
     if match and match.group(1) in SCALAR_TYPES:
         return FieldType("list", FieldType(match.group(1)))
-    raise ValueError(f"unknown type {text!r}; expected one of {ACCEPTED_TYPES}")
+    raise ValueError(f"unknown type {_show(text)}; expected one of {ACCEPTED_TYPES}")
 
 
 def parse_schema(mapping: Mapping[str, Any]) -> dict[str, FieldType]:

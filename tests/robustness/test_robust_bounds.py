@@ -180,3 +180,15 @@ def test_a_windowfn_putting_a_record_in_too_many_windows_exits_two_saying_so(tmp
     assert f"the WindowFn assigns a record to {count} windows, above the limit of 10,000 per record" in errors
     assert errors.startswith("parity: error: side 'offline': ")
     assert "shard key function" not in errors
+
+
+def test_a_schema_type_that_is_not_a_string_is_refused_with_a_bounded_message(tmp_path):
+    laughs = "[" + ", ".join(["&a [" + ", ".join(["int64"] * 50) + "]"] + ["*a"] * 999) + "]"  # 50,000 strings
+    path = _write(tmp_path, f"version: 1\ncapture: {{path: cap.jsonl, schema: {{id: {laughs}}}}}\n"
+                            f"sides: {{a: {{}}, b: {{}}}}\n")
+    with pytest.raises(config_module.ConfigError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: capture.schema.id: expected a type string such as int64 or list<string>, "
+                              f"got [[")
+    assert len(message) < 400
