@@ -395,7 +395,10 @@ def _show(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         text = f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
     else:
-        text = _REPR.repr(value)
+        try:
+            text = _REPR.repr(value)
+        except ValueError:  # an int nested in it beyond Python's 4,300-digit str() limit
+            text = f"a {type(value).__name__} holding a very long integer"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

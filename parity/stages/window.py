@@ -70,7 +70,7 @@ def assign(windowfn: beam_window.WindowFn, timestamp_us: int | None, record: dic
     """The windows Beam's `windowfn` assigns to a record with this event time, sorted."""
     ts = MIN_TIMESTAMP if timestamp_us is None else Timestamp(micros=timestamp_us)
     context = beam_window.WindowFn.AssignContext(ts, element=record)
-    if type(windowfn) is beam_window.SlidingWindows:  # Beam's own builds the whole list at once: check first
+    if isinstance(windowfn, beam_window.SlidingWindows):  # Beam's assign builds the whole list: check first
         _check_sliding(windowfn)
     windows = list(itertools.islice(windowfn.assign(context), MAX_WINDOWS_PER_RECORD + 1))
     if len(windows) > MAX_WINDOWS_PER_RECORD:
