@@ -100,12 +100,18 @@ def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _summary(report: dict, out_dir: str) -> str:
+    from parity.report.html import unpaired_excess
+
     records = report["records"]
-    lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})",
-             f"  records: {records['paired']} paired, {records['matched']} matched, "
-             f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
-             f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
-             f"{records['quarantined']['left']}/{records['quarantined']['right']}"]
+    lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})"]
+    excess = unpaired_excess(report)
+    if excess is not None:  # keys stay in the reports: under report.redact the terminal shows no raw value
+        lines.append(f"  unpaired: {excess.records} records on one side only ({excess.left_only} left only, "
+                     f"{excess.right_only} right only), above tolerance.max_unpaired {excess.allowed}")
+    lines.append(f"  records: {records['paired']} paired, {records['matched']} matched, "
+                 f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
+                 f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
+                 f"{records['quarantined']['left']}/{records['quarantined']['right']}")
     first = report.get("first_divergence")
     if first:
         lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "

@@ -334,12 +334,45 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
         analyzers=analyzer_entries,
         environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
         feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
+    _require_pairs(report, left, right)
     taps = tap_set.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
         report["taps"] = taps
     write_reports(report, out_dir)
     progress.event("diff_done", paired=report["records"]["paired"], diverged=report["records"]["diverged"])
     return report
+
+
+_KEYS_NAMED = 3  # example keys per side in the no-pairs message
+
+
+def _require_pairs(report: dict[str, Any], left: FingerprintSet, right: FingerprintSet) -> None:
+    """Stops (exit 2, no reports) when not one record could be paired: then there is no verdict to give, and
+    "parity" would be a false pass (CONTRACT section 4)."""
+    from parity.errors import InputError
+
+    records = report["records"]
+    if records["paired"]:
+        return
+    sides = []
+    for label, fset in (("left", left), ("right", right)):
+        read, quarantined = records[label], records["quarantined"][label]
+        state = "no records" if not read else f"all {read} records quarantined (see {fset.path}/quarantine.jsonl)" \
+            if read == quarantined else f"{read} records ({quarantined} quarantined)"
+        sides.append(f"side '{fset.side}' ({label}) has {state}")
+    why = "; ".join(sides)
+    if records["left"] > records["quarantined"]["left"] and records["right"] > records["quarantined"]["right"]:
+        examples = report["unpaired_examples"]
+        named = "; ".join(f"{label} keys " + ", ".join(_clip(json.dumps(key)) for key in
+                                                       examples[f"{label}_only"][:_KEYS_NAMED])
+                          for label in ("left", "right"))  # JSON: 1 and "1" look different
+        why += f"; no record key is on both sides (e.g. {named}); check that both sides replay the same records " \
+               f"and that capture.key names the same fields, with the same types (1 and \"1\" differ)"
+    raise InputError(f"no record could be paired, so there is no verdict: {why}")
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def write_reports(report: dict[str, Any], out_dir: str) -> None:

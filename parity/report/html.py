@@ -15,7 +15,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["FieldRow", "MISSING", "field_rows", "key_text", "render_html", "show_command", "value_text"]
+__all__ = ["FieldRow", "MISSING", "UnpairedExcess", "field_rows", "key_text", "render_html", "show_command",
+           "unpaired_excess", "value_text"]
 
 _VALUE_LIMIT = 2000  # characters of one value shown in a cell; a captured blob must not bloat the page
 
@@ -116,6 +117,34 @@ def key_text(key: Any) -> str:
     return key if isinstance(key, str) else json.dumps(key, ensure_ascii=False, sort_keys=True)
 
 
+@dataclass(frozen=True)
+class UnpairedExcess:
+    """More records on one side only than `tolerance.max_unpaired` allows: why the verdict is "diverged"."""
+
+    left_only: int
+    right_only: int
+    allowed: int
+    left_keys: tuple[Any, ...]   # examples of the keys, as report.json holds them
+    right_keys: tuple[Any, ...]
+
+    @property
+    def records(self) -> int:
+        return self.left_only + self.right_only
+
+
+def unpaired_excess(report: Mapping[str, Any]) -> UnpairedExcess | None:
+    """The records on one side only when they are beyond `max_unpaired`; None otherwise, and for a report
+    written before `max_unpaired` existed (its verdict did not count them)."""
+    allowed = report.get("max_unpaired")
+    records = report.get("records", {})
+    left, right = int(records.get("left_only", 0) or 0), int(records.get("right_only", 0) or 0)
+    if not isinstance(allowed, int) or left + right <= allowed:
+        return None
+    examples = report.get("unpaired_examples") or {}
+    return UnpairedExcess(left, right, allowed, tuple(examples.get("left_only", [])),
+                          tuple(examples.get("right_only", [])))
+
+
 def show_command(out_dir: str, key: Any) -> str:
     """The shell command that shows one record stage by stage (key shell-quoted; a `<dir>` placeholder kept)."""
     directory = out_dir if out_dir.startswith("<") else shlex.quote(out_dir)
@@ -165,13 +194,15 @@ def _verdict(report: Mapping[str, Any]) -> str:
     cls = "parity" if verdict == "parity" else "diverged"
     sides, records = report.get("sides", {}), report.get("records", {})
     quarantined = records.get("quarantined", {})
-    lines = [f"<p>{_e(sides.get('left'))} (left) vs {_e(sides.get('right'))} (right): "
-             f"{_e(records.get('diverged', 0))} of {_e(records.get('paired', 0))} paired records diverged "
-             f"(allowed: {_e(report.get('max_diverged', 0))}).</p>",
-             f"<p>Records: {_e(records.get('matched', 0))} matched, {_e(records.get('within_tolerance', 0))} "
-             f"within tolerance, {_e(records.get('left_only', 0))} left only, "
-             f"{_e(records.get('right_only', 0))} right only, {_e(quarantined.get('left', 0))} + "
-             f"{_e(quarantined.get('right', 0))} quarantined (see <a href=\"#records\">records</a>).</p>"]
+    excess = unpaired_excess(report)
+    lines = [_unpaired_first(excess, sides)] if excess else []
+    lines += [f"<p>{_e(sides.get('left'))} (left) vs {_e(sides.get('right'))} (right): "
+              f"{_e(records.get('diverged', 0))} of {_e(records.get('paired', 0))} paired records diverged "
+              f"(allowed: {_e(report.get('max_diverged', 0))}).</p>",
+              f"<p>Records: {_e(records.get('matched', 0))} matched, {_e(records.get('within_tolerance', 0))} "
+              f"within tolerance, {_e(records.get('left_only', 0))} left only, "
+              f"{_e(records.get('right_only', 0))} right only, {_e(quarantined.get('left', 0))} + "
+              f"{_e(quarantined.get('right', 0))} quarantined (see <a href=\"#records\">records</a>).</p>"]
     first = report.get("first_divergence")
     if first:
         lines.append(f"<p>First divergence at stage <strong>{_e(first.get('stage'))}</strong>: "
@@ -184,6 +215,23 @@ def _verdict(report: Mapping[str, Any]) -> str:
     name = f" {_e(report['name'])}" if report.get("name") else ""
     return (f'<header class="verdict {cls}"><h1><span class="marker">{_e(verdict)}</span>{name}</h1>'
             f'{"".join(lines)}</header>')
+
+
+def _unpaired_first(excess: UnpairedExcess, sides: Mapping[str, Any]) -> str:
+    """The paragraph that opens a report whose verdict the records on one side only decide."""
+    parts = []
+    for count, keys, label in ((excess.left_only, excess.left_keys, f"only on the left ({_e(sides.get('left'))})"),
+                               (excess.right_only, excess.right_keys,
+                                f"only on the right ({_e(sides.get('right'))})")):
+        if count:
+            shown = ", ".join(f"<code>{_e(key_text(k))}</code>" for k in keys[:_UNPAIRED_SHOWN])
+            parts.append(f"{_e(count)} {label}" + (f", e.g. {shown}" if shown else ""))
+    return (f'<p class="unpaired"><strong>{_e(excess.records)} records are on one side only</strong>, above '
+            f"the {_e(excess.allowed)} that <code>tolerance.max_unpaired</code> allows: {'; '.join(parts)} "
+            f'(see <a href="#unpaired">records on one side only</a>).</p>')
+
+
+_UNPAIRED_SHOWN = 5  # example keys per side named in the opening paragraph
 
 
 def _records(records: Mapping[str, Any], taps: Mapping[str, Any] | None = None) -> str:
