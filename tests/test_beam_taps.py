@@ -413,3 +413,28 @@ def test_the_taps_log_nothing_in_the_users_job(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records if "returned None" in r.getMessage()]
     assert said == []
     assert any((tmp_path / "taps").rglob("*")), "the taps wrote nothing"
+
+
+def test_the_taps_run_in_a_users_job_without_importing_tensorflow(tmp_path):
+    """parity.beam needs only apache-beam, pyarrow and xxhash: a production job that taps its stages must not pay
+    for (or depend on) TensorFlow, TFT or tfx-bsl."""
+    import subprocess
+
+    code = f"""
+import os, sys
+import apache_beam as beam
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from parity.beam import TapStage, finalize
+taps = {str(tmp_path / "taps")!r}
+with beam.Pipeline(runner=FnApiRunner()) as p:
+    _ = (p | beam.Create([{{"id": i, "v": i * 0.5}} for i in range(20)])
+         | "TapInput" >> TapStage("input", taps, key_fields=["id"]))
+finalize(taps, side="production", key=["id"], config_name="x")
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorflow_transform", "tfx_bsl"))
+assert not heavy, heavy[:5]
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert (tmp_path / "taps" / "manifest.json").exists()
