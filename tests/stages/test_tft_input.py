@@ -19,7 +19,9 @@ CI = settings(settings.get_profile("ci"), max_examples=300)
 
 TYPES = {"n": parse_type("int64"), "flag": parse_type("bool"), "x": parse_type("float32"),
          "d": parse_type("float64"), "s": parse_type("string"), "b": parse_type("bytes"),
-         "xs": parse_type("list<float32>"), "ns": parse_type("list<int64>"), "ss": parse_type("list<string>")}
+         "xs": parse_type("list<float32>"), "ns": parse_type("list<int64>"), "ss": parse_type("list<string>"),
+         "ox": parse_type("optional<float64>"), "on": parse_type("optional<int64>"),
+         "os": parse_type("optional<string>")}
 
 _INT = st.integers(-(2**63), 2**63 - 1)
 _FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.floats(-1e6, 1e6)
@@ -34,6 +36,9 @@ _FIELDS = {
     "xs": st.none() | st.lists(_FLOAT | st.integers(-1000, 1000), max_size=4),
     "ns": st.none() | st.lists(_INT, max_size=4),
     "ss": st.none() | st.lists(_TEXT | st.binary(max_size=4), max_size=4),
+    "ox": st.none() | _FLOAT,  # optional: a null holds no value (TFX's VarLenFeature), not the type's default
+    "on": st.none() | _INT,
+    "os": st.none() | _TEXT,
 }
 _RECORD = st.fixed_dictionaries({}, optional=_FIELDS)
 
@@ -123,7 +128,8 @@ _SERVING = {"n": st.none() | st.integers(-(2**62), 2**62) | st.booleans() | st.j
             "s": st.none() | _TEXT | st.binary(max_size=4) | st.just(["a"]),
             "xs": st.none() | st.lists(_FLOAT | st.integers(-9, 9) | st.booleans(), max_size=3) | _FLOAT,
             "ns": st.none() | st.lists(st.integers(-9, 9) | st.booleans(), max_size=3) | st.integers(-9, 9),
-            "ss": st.none() | st.lists(_TEXT | st.binary(max_size=4), max_size=3) | _TEXT}
+            "ss": st.none() | st.lists(_TEXT | st.binary(max_size=4), max_size=3) | _TEXT,
+            "ox": st.none() | _FLOAT | st.integers(-1000, 1000), "os": st.none() | _TEXT | st.binary(max_size=4)}
 
 
 @CI
