@@ -317,7 +317,8 @@ def _column(values: list, spec: Any, name: str) -> Any:
         if dtype == tf.string:
             array = np.array(column, dtype=object)
         else:
-            array = np.array(column, dtype=dtype.as_numpy_dtype)
+            with np.errstate(over="ignore"):  # a float64 beyond float32's range is inf, as in a tf.Example
+                array = np.array(column, dtype=dtype.as_numpy_dtype)
         return tf.constant(_shaped(array, spec, name), dtype=dtype)
     # the rows' values in one flat list and their lengths: what tf.ragged.constant builds, without its walk
     # of every nested list to find the shape
