@@ -154,3 +154,20 @@ def test_scenario_helper_modules_have_unique_names():
                 continue
             assert module not in seen, f"module {module} in both {seen[module]} and {name}"
             seen[module] = name
+
+
+TFX_SCENARIOS = [name for name in SCENARIOS if name.startswith("tfx_")]
+
+
+@pytest.mark.parametrize("name", [name for name in TFX_SCENARIOS if "error" not in _oracle(name)])
+def test_a_tfx_scenario_through_the_command_line_exits_with_its_verdicts_code(name, tmp_path):
+    """What CI sees: `parity check` on TFX artifacts exits 0 for parity and 1 for divergence, and says so."""
+    import subprocess
+    import sys
+
+    want = _oracle(name)
+    done = subprocess.run([sys.executable, "-m", "parity", "check", os.path.join(SCENARIOS_DIR, name, "parity.yaml"),
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == (0 if want["verdict"] == "parity" else 1), done.stderr[-2000:]
+    assert done.stdout.startswith(f"parity: {want['verdict']} (offline vs production)")
+    assert all(line.startswith("parity: ") for line in done.stderr.splitlines() if line.strip()), done.stderr[-2000:]
