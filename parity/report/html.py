@@ -21,6 +21,8 @@ import jinja2
 from jinja2.ext import Extension
 from markupsafe import Markup
 
+from parity.report.times import stage_field_utc
+
 __all__ = ["FieldRow", "MISSING", "field_rows", "key_text", "render_html", "show_command", "value_text"]
 
 _VALUE_LIMIT = 2000  # characters of one value shown in a cell; a captured blob must not bloat the page
@@ -113,19 +115,21 @@ def show_command(out_dir: str, key: Any) -> str:
     return f"parity show {directory} {shlex.quote(key_text(key))}"
 
 
-def _value(value: Any) -> dict[str, Any]:
-    """A value cell: compact JSON cut at the limit, or the missing marker."""
+def _value(value: Any, utc: str | None = None) -> dict[str, Any]:
+    """A value cell: compact JSON cut at the limit, or the missing marker; `utc` is shown beside it."""
     if value is MISSING:
-        return {"missing": True, "text": ""}
+        return {"missing": True, "text": "", "utc": ""}
     text = value_text(value)
     if len(text) > _VALUE_LIMIT:
         text = f"{text[:_VALUE_LIMIT]}... ({len(text) - _VALUE_LIMIT} more characters)"
-    return {"missing": False, "text": text}
+    return {"missing": False, "text": text, "utc": utc or ""}
 
 
-def _rows(rows: Sequence[FieldRow]) -> list[dict[str, Any]]:
-    return [{"path": r.path, "left": _value(r.left), "right": _value(r.right), "css": "differs" if r.differs else ""}
-            for r in rows]
+def _rows(rows: Sequence[FieldRow], stage: Any = None) -> list[dict[str, Any]]:
+    """Value rows; in a window stage example, event times and window bounds get their ISO-8601 UTC beside them."""
+    return [{"path": r.path, "left": _value(r.left, stage_field_utc(stage, r.path, r.left)),
+             "right": _value(r.right, stage_field_utc(stage, r.path, r.right)),
+             "css": "differs" if r.differs else ""} for r in rows]
 
 
 def _verdict(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,10 +166,16 @@ def _records(records: Mapping[str, Any], taps: Mapping[str, Any] | None) -> list
     return rows
 
 
-def _taps(taps: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _taps(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """report.json's `taps` (present when a set was written by production taps), for its own section."""
+    taps = report.get("taps")
     if not taps:
         return None
-    return {"stages": list(taps.get("stages_compared", [])), "sample_rate": taps.get("sample_rate")}
+    compared = list(taps.get("stages_compared", []))
+    outside = taps.get("outside_sample", {})
+    return {"stages": compared, "sample_rate": taps.get("sample_rate"),
+            "untapped": [s.get("name") for s in report.get("stages", []) if s.get("name") not in compared],
+            "outside": {side: outside.get(side, 0) for side in ("left", "right")}}
 
 
 def _funnel(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -289,7 +299,7 @@ def _location(example: Mapping[str, Any]) -> str:
 def _examples(report: Mapping[str, Any], out_dir: str) -> list[dict[str, Any]]:
     return [{"key": key_text(example.get("key")), "stage": example.get("stage"), "cause": example.get("cause"),
              "explanation": example.get("explanation") or "", "location": _location(example),
-             "rows": _rows(field_rows(example.get("left"), example.get("right"))),
+             "rows": _rows(field_rows(example.get("left"), example.get("right")), example.get("stage")),
              "command": show_command(out_dir, example.get("key"))} for example in report.get("examples", [])]
 
 
@@ -329,7 +339,7 @@ def _view(report: Mapping[str, Any], out_dir: str) -> dict[str, Any]:
         "features": _feature_rows(features), "distributions": _distributions(features, sides, redacted),
         "examples": _examples(report, out_dir), "analyzers": _analyzers(report.get("analyzers", [])),
         "environment": _environment(report.get("environment", {})),
-        "records": _records(report.get("records", {}), report.get("taps")), "taps": _taps(report.get("taps")),
+        "records": _records(report.get("records", {}), report.get("taps")), "taps": _taps(report),
         "unpaired": _unpaired(report), "reproduce": _reproduce(report, out_dir),
         "format": report.get("format", ""), "encoding": report.get("encoding", ""),
     }
