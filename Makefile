@@ -1,6 +1,8 @@
 # parity: one command for each job. Everything is installed inside the repo (.venv, vendor/jars).
 #   make demo    set up, then run the bundled taxi example (it has a planted bug: the verdict is "diverged")
-#   make test    set up, then run the test suite (junit XML under test-results/)
+#   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
+#                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_oldest.sh, .venv-oldest/)
+#   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
 #   make setup   only the set-up (scripts/setup.sh; PARITY_SKIP_FLINK_JAR=1 skips the Flink job server)
 #   make clean   remove what the demo and the tests wrote (not .venv nor vendor/jars: `make distclean`)
 SHELL := /bin/bash
@@ -8,7 +10,7 @@ VENV ?= $(or $(PARITY_VENV),.venv)
 PYTHON := $(VENV)/bin/python
 export PARITY_VENV := $(VENV)
 
-.PHONY: setup demo test clean distclean
+.PHONY: setup demo test explore clean distclean
 
 setup:
 	bash scripts/setup.sh
@@ -22,10 +24,16 @@ test: setup
 	bash scripts/install_chromium.sh >&2   # the HTML report's browser test needs Debian's chromium
 	mkdir -p test-results
 	$(PYTHON) -m pytest -q -p no:cacheprovider --junitxml=test-results/junit.xml tests
+	bash scripts/test_oldest.sh
 
 clean:
-	rm -rf parity-out test-results .pytest_cache .hypothesis build *.egg-info
+	rm -rf parity-out test-results .pytest_cache .hypothesis build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) vendor/jars .flink-venv
+	rm -rf $(VENV) .venv-oldest vendor/jars .flink-venv
+
+# The property tests with new random examples on each run (CI and `make test` draw the same ones every time).
+# A failure prints its falsifying example: pin it with @hypothesis.example(...) on the test.
+explore: setup
+	PARITY_HYPOTHESIS_PROFILE=explore $(PYTHON) -m pytest -q -p no:cacheprovider -m hypothesis tests --ignore=tests/flink

@@ -3,9 +3,12 @@ from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
 
-# apache-beam: no Flink job-server jar of any Beam version >= 2.53 is served by the Maven Central we reach, so the
-# SDK stays at the newest release; scripts/fetch_flink_jar.sh assembles a job server from parts (docs/flink-jar.md).
-BEAM_VERSION = "2.77.0"
+# Dependencies are ranges: the taps (parity.beam) run inside the user's own Beam job, and a `tft` side imports
+# the user's tensorflow-transform, so parity installs next to the versions a team's pipelines already use. The
+# lower bounds are the oldest combination CI tests (constraints-oldest.txt: apache-beam 2.59, tensorflow-transform
+# 1.16 with tensorflow 2.16, tfx-bsl 1.16, pyarrow 10); `make setup` installs the newest tested pins
+# (constraints.txt). No Flink job-server jar of any Beam version >= 2.53 is served by the Maven Central we reach;
+# scripts/fetch_flink_jar.sh assembles one from parts (docs/flink-jar.md).
 _README = Path(__file__).resolve().parent / "README.md"
 
 # The C canonical encoder (docs/canonical-encoding.md, "Implementations"). Optional: without a C compiler the
@@ -31,23 +34,23 @@ setup(
     license_files=["vendor/xxhash/LICENSE"],  # the extension compiles xxHash in (BSD-2-Clause)
     include_package_data=True,
     package_data={"parity.report.templates": ["*.j2"]},  # the HTML report's Jinja2 templates
-    python_requires=">=3.11",
+    python_requires=">=3.10",
     install_requires=[
-        f"apache-beam[gcp]=={BEAM_VERSION}",
-        "tensorflow-transform==1.21.0",
-        # What tensorflow-transform 1.21 pulls, pinned to the same release line so that pip does not backtrack.
-        "tensorflow==2.21.*",
-        "tfx-bsl==1.21.*",
-        "tensorflow-metadata==1.21.*",
-        "pyarrow",
+        "apache-beam[gcp]>=2.59,<3",
+        "tensorflow-transform>=1.16,<2",
+        "tensorflow>=2.16,<3",  # tensorflow-transform pins its own minor
+        "tfx-bsl>=1.16,<2",
+        "tensorflow-metadata>=1.16,<2",
+        "pyarrow>=10",
         "xxhash>=3",
         "PyYAML>=6",
         "fastavro",
         "orjson>=3.9",  # the JSON Lines reader's parser (json decides what orjson refuses)
+        "google-crc32c",  # TFRecord framing checksums
         "jinja2>=3.0",  # the HTML report's templates (autoescaping on)
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "xmlschema"],
+        "test": ["pytest", "hypothesis", "xmlschema", "build", "wheel"],
     },
     entry_points={"console_scripts": ["parity=parity.cli:main"]},
 )

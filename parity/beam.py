@@ -274,17 +274,17 @@ class _TapFn(beam.DoFn):
     def process(self, element: Any) -> None:
         entry = self._entry(element)
         if entry is None or entry[2] >= self._limit:  # quarantined, or outside the sample
-            return None
+            return
         key_bytes, key_fp, digest = entry
         try:
             value = element if self._value_fn is None else self._value_fn(element)
             if self._transform and type(value) is dict:
                 self._process_features(value, key_bytes, key_fp, digest)
-                return None
+                return
             data = canonical.encode(value)
         except Exception as exc:
             self._quarantine(element, f"value: {type(exc).__name__}: {exc}")
-            return None
+            return
         rows = self._rows
         rows += (key_fp, key_bytes, xxhash.xxh3_64_intdigest(data),
                  data if digest <= self._bound and self._keeps(digest) else None)
@@ -292,7 +292,7 @@ class _TapFn(beam.DoFn):
             self._feature_counts.append(-1)
         if len(rows) >= self._limit_rows:
             self._flush()
-        return None  # emits nothing: the tap's branch ends here
+        return  # emits nothing: the tap's branch ends here
 
     def _process_features(self, value: dict, key_bytes: bytes, key_fp: bytes, digest: int) -> None:
         """The transform stage: a fingerprint per feature; the stage's is that of {feature: fingerprint}."""
@@ -394,20 +394,27 @@ class _WindowTapFn(_TapFn):
         self._windows: list[list] = []  # per record, its windows ([start_us, end_us] or ["global"])
         self._window_lists: dict[Any, list] = {}  # a window -> the one-window list of it, shared
 
-    def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> None:  # type: ignore[override]
-        timestamp, windows = windowed.timestamp, windowed.windows
+    if hasattr(beam.DoFn, "WindowedValueParam"):
+        def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> None:  # type: ignore[override]
+            self._windowed(element, windowed.timestamp, windowed.windows)
+    else:  # older Beam (e.g. 2.59) has no WindowedValueParam: a call per window, merged by `_windowed`
+        def process(self, element: Any, timestamp=beam.DoFn.TimestampParam,  # type: ignore[override]
+                    window=beam.DoFn.WindowParam) -> None:
+            self._windowed(element, timestamp, (window,))
+
+    def _windowed(self, element: Any, timestamp: Any, windows: Any) -> None:
         last = self._last
         if last is not None and last[0] is element and last[2] is timestamp:  # the element's other windows
             i = last[1]
             if i is not None:
                 self._windows[i] = self._windows[i] + [_window(w) for w in windows]  # never a shared list
-            return None
+            return
         if len(self._rows) >= self._limit_rows:  # only between elements: an element's windows stay together
             self._flush()
         entry = self._entry(element)
         if entry is None or entry[2] >= self._limit:  # quarantined or outside the sample
             self._last = (element, None, timestamp)
-            return None
+            return
         if len(windows) == 1:
             listed = self._window_lists.get(windows[0])
             if listed is None:
@@ -422,7 +429,7 @@ class _WindowTapFn(_TapFn):
         rows += (entry[1], entry[0], None if ts <= _MIN_US else ts, digest <= self._bound and self._keeps(digest))
         self._last = (element, len(self._windows), timestamp)
         self._windows.append(listed)
-        return None
+        return
 
     def _finish_values(self) -> None:
         self._last = None

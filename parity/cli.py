@@ -1,6 +1,7 @@
 """The `parity` command line: argument parsing, and the one place that prints and exits.
 
-Exit codes: 0 parity, 1 divergence, 2 no verdict (bad usage, config or input), 130 interrupted.
+Exit codes: 0 parity, 1 divergence, 2 no verdict (bad usage, config or input), 130 interrupted (SIGINT),
+143 terminated (SIGTERM).
 """
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import json
 import os
 import sys
 from typing import Sequence
+
+from parity.output import ERROR_LOG as LOG_FILE
+from parity.output import LIBRARIES_LOG
 
 EXIT_PARITY, EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPORT_FIELDS = {"verdict": str, "sides": dict, "records": dict, "stages": list}  # what every renderer reads
@@ -22,11 +26,24 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
+class _Version(argparse.Action):
+    """`--version`: one unwrapped line (argparse's own action wraps it to the terminal's width)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        from parity.environment import version_text
+
+        sys.stdout.write(version_text() + "\n")
+        raise SystemExit(EXIT_PARITY)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="parity", description="Replay captured records through an offline and a production "
                                                 "pipeline and report the first stage where they diverge.",
-                     epilog="--debug (anywhere): print a failure's traceback on the terminal too; it is always "
-                            f"written to {LOG_FILE} in the out folder.")
+                     epilog="--debug (anywhere): print a failure's traceback on the terminal too (it is written "
+                            f"to {LOG_FILE} in the out folder). -v, --verbose (anywhere): show the libraries' "
+                            f"logs (TensorFlow, absl, Beam) on the terminal instead of in {LIBRARIES_LOG}.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print parity's version and those of Beam, TFT, TensorFlow and pyarrow, and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     check = commands.add_parser("check", help="replay both sides, diff them, write every report")
@@ -38,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--sides-at-once", default="auto", choices=("auto", "on", "off"),
                        help="replay the second side in a child process while the first replays (auto: on the "
                             "DirectRunner with two cores and a capture of 16 MiB or more)")
+    _add_force(check)
 
     replay = commands.add_parser("replay", help="replay one side and write its fingerprint set")
     replay.add_argument("config")
@@ -47,12 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--reorder", action="store_true", help=argparse.SUPPRESS)  # the noise replay
     replay.add_argument("--transform-from", default=None,
                         help="fingerprint set (or TFT output dir) whose exported graph `saved: {from_side}` applies")
+    _add_force(replay)
 
     diff = commands.add_parser("diff", help="diff two fingerprint sets and write the reports")
     diff.add_argument("left")
     diff.add_argument("right")
     diff.add_argument("--out", required=True)
     diff.add_argument("--config", default=None)
+    _add_force(diff)
 
     report = commands.add_parser("report", help="render report.json again in another format")
     report.add_argument("report_json")
@@ -79,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_force(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--force", action="store_true",
+                         help="write into --out even when it is not empty and was not made by parity (parity "
+                              "then removes only its own earlier outputs there)")
+
+
 def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     argv = list(argv)
     if "--" in argv:
@@ -88,12 +114,18 @@ def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _summary(report: dict, out_dir: str) -> str:
+    from parity.report.html import unpaired_excess
+
     records = report["records"]
-    lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})",
-             f"  records: {records['paired']} paired, {records['matched']} matched, "
-             f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
-             f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
-             f"{records['quarantined']['left']}/{records['quarantined']['right']}"]
+    lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})"]
+    excess = unpaired_excess(report)
+    if excess is not None:  # keys stay in the reports: under report.redact the terminal shows no raw value
+        lines.append(f"  unpaired: {excess.records} records on one side only ({excess.left_only} left only, "
+                     f"{excess.right_only} right only), above tolerance.max_unpaired {excess.allowed}")
+    lines.append(f"  records: {records['paired']} paired, {records['matched']} matched, "
+                 f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
+                 f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
+                 f"{records['quarantined']['left']}/{records['quarantined']['right']}")
     first = report.get("first_divergence")
     if first:
         lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "
@@ -102,16 +134,43 @@ def _summary(report: dict, out_dir: str) -> str:
     return "\n".join(lines)
 
 
+_VERBOSE_FLAGS = ("-v", "--verbose")
+
+
 def _quiet_libraries() -> None:
-    # TensorFlow's C++ info/warning lines drown the summary; errors still show.
+    """At the default verbosity the libraries say nothing on the terminal (what they still say goes to the
+    run's libraries.log, `_diverted`); a DoFn's exception is logged by Beam as it unwinds, and parity reports
+    it once itself."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import logging
 
     logging.getLogger("absl").setLevel(logging.ERROR)
-    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
 
 
-LOG_FILE = "parity-error.log"
+def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
+    """`_run` with the libraries' output (TensorFlow's C++ and absl lines, Python logging, Beam's notices) in
+    a log file that ends up as libraries.log in the out folder (if the run made one), off the terminal."""
+    import shutil
+    import tempfile
+
+    from parity import terminal
+
+    handle, log = tempfile.mkstemp(prefix="parity-libraries-", suffix=".log")
+    os.close(handle)
+    try:
+        with terminal.libraries_to(log):
+            return _run(args, beam_args)
+    finally:
+        from parity import output
+
+        if output.is_claimed(args.out) and os.path.getsize(log):
+            with __import__("contextlib").suppress(OSError):
+                shutil.move(log, os.path.join(args.out, LIBRARIES_LOG))
+        if os.path.exists(log):
+            os.remove(log)
+
+
 
 
 def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
@@ -121,20 +180,16 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
     """Where a failed run's traceback goes: the run's out folder (`check`, `replay`, `diff`) once the run made
-    it, or when user code failed (its traceback is the point); else, for an unexpected error, a file in the
-    system's temporary folder; else nowhere: a bad config or input found before the run wrote anything says
-    all there is to say in its message, and leaves no folder behind."""
+    it its own; else, when user code failed or the error was unexpected, a file in the system's temporary
+    folder; else nowhere: a bad config, input or out folder says all there is to say in its message, and
+    nothing is written into a folder that is not parity's."""
     import tempfile
 
+    from parity import output
+
     out = getattr(args, "out", None) if args is not None and args.command in ("check", "replay", "diff") else None
-    if out and not os.path.islink(out):
-        if kind == "user" and not os.path.exists(out):
-            try:
-                os.makedirs(out)
-            except OSError:
-                pass
-        if os.path.isdir(out):
-            return os.path.join(out, LOG_FILE)
+    if out and output.is_claimed(out):
+        return os.path.join(out, LOG_FILE)
     if kind == "usage":
         return None
     handle, path = tempfile.mkstemp(prefix="parity-error-", suffix=".log")
@@ -177,19 +232,28 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _quiet_libraries()
-    from parity import progress
+    from parity import signals
 
-    progress.enable_for_cli()
+    signals.follow_parent_from_env()  # a noise replay ends with the `parity check` that started it
+    with signals.handled():  # SIGTERM ends a run as SIGINT does
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
     own, debug = _split_debug(own)
-    if not debug:  # a DoFn's exception is logged by Beam as it unwinds; parity reports it once, below
-        import logging
+    verbose = any(flag in own for flag in _VERBOSE_FLAGS)
+    own = [arg for arg in own if arg not in _VERBOSE_FLAGS]
+    if not verbose:
+        _quiet_libraries()
+    from parity import progress, signals
 
-        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    progress.enable_for_cli()
     args = None
     try:
         args = build_parser().parse_args(own)
+        if not verbose and args.command in ("check", "replay", "diff"):
+            return _diverted(args, beam_args)
         return _run(args, beam_args)
     except SystemExit as exc:  # argparse's usage errors, and user code calling sys.exit()
         if args is None:
@@ -197,10 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report_failure(exc, args, debug, f"user code called sys.exit({exc.code!r}) during the run; "
                                                  f"a module or function a config names must return or raise, "
                                                  f"not exit (see the traceback for which)")
-    except KeyboardInterrupt:
-        sys.stderr.write("parity: interrupted\n")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        signum = signals.interruption(exc)
+        sys.stderr.write(signals.message(signum) + "\n")
+        return signals.exit_code(signum)
     except Exception as exc:  # the boundary: every error becomes a message and exit 2
+        if signals.received() is not None:  # an error on the way out of an interrupted run is the interruption's
+            sys.stderr.write(signals.message(signals.received()) + "\n")
+            return signals.exit_code(signals.received())
         return _report_failure(exc, args, debug)
 
 
@@ -214,19 +282,20 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     if args.command == "check":
         report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
-                           noise=True if args.noise else None, sides_at_once=args.sides_at_once)
+                           noise=True if args.noise else None, sides_at_once=args.sides_at_once, force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":
         manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
-                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder)
+                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder,
+                              force=args.force)
         records = manifest["records"]
         print(f"parity: replayed side {args.side}: {records['fingerprinted']} records fingerprinted, "
               f"{records['quarantined']} quarantined -> {args.out}")
         return EXIT_PARITY
     if args.command == "diff":
         config = load_config(args.config) if args.config else None
-        report = run.diff(args.left, args.right, args.out, config=config)
+        report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "report":

@@ -5,9 +5,12 @@ Every error names the file, the field path, the bad value and what would be acce
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
+import reprlib
 import sys
+import zoneinfo
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -30,15 +33,70 @@ SEED_HASHES = ("xxh3", "md5", "crc32", "python")
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
 _DURATION_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
                 "d": 86_400_000_000}
+_MAX_DURATION_US = 2**63 - 1
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 # a module file by path, as TFX's `module_file` names one: `path/to/taxi_utils.py:preprocessing_fn`
 _FILE_REF = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 # Side names become folder names under --out (sides/<name>, noise/<name>): nothing that could leave it.
 _SIDE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
+# Bounds on what a config may make parity hold or do: a config is a few kilobytes written by hand, so these
+# only stop hostile or broken files (a YAML "billion laughs", a generated 5 MB schema) before they cost memory.
+MAX_CONFIG_BYTES = 1 << 20            # the file's size
+MAX_CONFIG_NODES = 100_000            # YAML nodes once every alias is expanded
+MAX_SCHEMA_FIELDS = 10_000            # fields of an inline capture.schema
+MAX_WINDOWS_PER_RECORD = 10_000       # windows a sliding window puts one record in (size / period)
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load, refusing a key repeated in one mapping (PyYAML would keep the last one silently)."""
+    """safe_load, refusing a key repeated in one mapping (PyYAML would keep the last one silently) and a
+    document whose aliases expand to more than MAX_CONFIG_NODES nodes (a "billion laughs")."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            expanded = _expanded_nodes(node, MAX_CONFIG_NODES)
+            if expanded > MAX_CONFIG_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"the document's aliases (*name) expand to more than {MAX_CONFIG_NODES:,} "
+                                f"values; a parity config needs far fewer: write the repeated parts out or "
+                                f"remove the aliases", node.start_mark)
+        return node
+
+
+def _expanded_nodes(root: yaml.Node, limit: int) -> int:
+    """How many nodes the YAML graph under `root` holds with every alias expanded (a node an alias shares is
+    counted at each use), up to `limit + 1`; a recursive alias (`&a [*a]`) counts as `limit + 1`. Iterative,
+    each distinct node visited once."""
+    sizes: dict[int, int] = {}
+    opened: set[int] = set()  # nodes whose children are being counted: meeting one again is a cycle
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_counted:
+            opened.discard(id(node))
+            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if id(node) in opened:
+            return limit + 1
+        if not children:
+            sizes[id(node)] = 1
+            continue
+        opened.add(id(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -230,6 +288,7 @@ class ToleranceSpec:
     default: Tolerance = Tolerance()
     features: tuple[tuple[str, Tolerance], ...] = ()
     max_diverged: int = 0
+    max_unpaired: int = 0  # records on one side only (left_only + right_only) the verdict "parity" allows
 
     def for_feature(self, name: str) -> Tolerance:
         return dict(self.features).get(name, self.default)
@@ -294,16 +353,28 @@ class _Ctx:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(path, f"expected an integer, got {_show(value)}")
         if minimum is not None and value < minimum:
-            raise self.fail(path, f"expected an integer >= {minimum}, got {value}")
+            raise self.fail(path, f"expected an integer >= {minimum}, got {_show(value)}")
         return value
 
     def number(self, value: Any, path: str, minimum: float | None = None,
-               maximum: float | None = None) -> float:
+               maximum: float | None = None, what: str = "") -> float:
+        """A number in [minimum, maximum]; NaN never (every comparison with it is false: a NaN threshold
+        would switch its check off). `what` says in the message why the bounds are what they are."""
+        accepted = "a number" if minimum is None and maximum is None else \
+            f"a number >= {minimum:g}" if maximum is None else \
+            f"a number <= {maximum:g}" if minimum is None else f"a number from {minimum:g} to {maximum:g}"
+        why = f" ({what})" if what else ""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(path, f"expected a number, got {_show(value)}")
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise self.fail(path, f"expected a number in [{minimum}, {maximum}], got {value}")
-        return float(value)
+            raise self.fail(path, f"expected {accepted}{why}, got {_show(value)}")
+        if isinstance(value, float) and math.isnan(value):
+            raise self.fail(path, f"expected {accepted}{why}, got NaN (.nan), which would switch the check off")
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond the float range
+            number = math.inf if value > 0 else -math.inf
+        if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+            raise self.fail(path, f"expected {accepted}{why}, got {_show(value)}")
+        return number
 
     def boolean(self, value: Any, path: str) -> bool:
         if not isinstance(value, bool):
@@ -320,7 +391,10 @@ class _Ctx:
     def duration_us(self, value: Any, path: str, allow_negative: bool = False) -> int:
         us: int | None = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            us = round(value * 1_000_000)
+            try:
+                us = round(value * 1_000_000)
+            except (ValueError, OverflowError):  # NaN, an infinity, an int beyond the float range
+                us = None
         elif isinstance(value, str):
             match = _DURATION.match(value)
             if match:
@@ -328,6 +402,9 @@ class _Ctx:
         if us is None or (us < 0 and not allow_negative):
             raise self.fail(path, f"bad duration {_show(value)}; expected seconds (a number) "
                                   f"or a string like 90s, 15m, 1h, 1d")
+        if abs(us) > _MAX_DURATION_US:
+            raise self.fail(path, f"bad duration {_show(value)}; expected at most {_MAX_DURATION_US // 10**6:,} s "
+                                  f"(Beam's timestamps are 64-bit microseconds)")
         return us
 
     def ref(self, value: Any, path: str, check: bool = True) -> Ref:
@@ -345,8 +422,21 @@ class _Ctx:
         return ref
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 6, 6, 6
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = 80, 40, 80
+
+
 def _show(value: Any) -> str:
-    text = repr(value)
+    """The value for a message, at most 80 characters, in time and memory bounded whatever its size (a YAML
+    alias can make a list of billions of elements, an int can have 100,000 digits: never `repr()` it whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        text = f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    else:
+        try:
+            text = _REPR.repr(value)
+        except ValueError:  # an int nested in it beyond Python's 4,300-digit str() limit
+            text = f"a {type(value).__name__} holding a very long integer"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -359,11 +449,18 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
     path = os.fspath(path)
     try:
         with open(path, "rb") as handle:
-            document = yaml.load(handle, Loader=_UniqueKeyLoader)  # a SafeLoader: no object construction
+            text = handle.read(MAX_CONFIG_BYTES + 1)
+            if len(text) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path}: the config is larger than {MAX_CONFIG_BYTES >> 20} MiB; a parity "
+                                  f"config is a few kilobytes: keep large schemas out of it (capture.schema "
+                                  f"may name a schema file)")
+        document = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no object construction
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such config file; pass the path of a parity YAML config") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+        raise ConfigError(f"{path}: not valid YAML: {_first_line(exc)}") from exc
+    except ValueError as exc:  # PyYAML's int() of an integer beyond Python's 4,300-digit limit
+        raise ConfigError(f"{path}: not a usable YAML config: {_first_line(exc)}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from exc
     base_dir = os.path.dirname(os.path.abspath(path))
@@ -400,6 +497,12 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
                   report=_report(ctx, doc.get("report")))
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    line = lines[0] if lines else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
 _CAPTURE_KEYS = ("path", "format", "key", "schema", "tz", "max_quarantined", "max_record_bytes")
 _SIDE_KEYS = ("capture", "timestamp", "window", "shard", "coder", "seed", "transform")
 
@@ -432,18 +535,36 @@ def _capture(ctx: _Ctx, top: dict | None, override: Any, path: str) -> CaptureSp
         if not isinstance(raw, dict) or not raw:
             raise ctx.fail(f"{where}.schema", f"expected a mapping of field to type, or the path of a TFMD "
                                               f"schema.pbtxt (or SchemaGen's output folder), got {_show(raw)}")
+        if len(raw) > MAX_SCHEMA_FIELDS:
+            raise ctx.fail(f"{where}.schema", f"{len(raw):,} fields, above the limit of {MAX_SCHEMA_FIELDS:,}; "
+                                              f"keep the fields the pipelines read")
         for field_name, type_text in raw.items():
+            if not isinstance(type_text, str):
+                raise ctx.fail(f"{where}.schema.{field_name}", f"expected a type string such as int64 or "
+                                                               f"list<string>, got {_show(type_text)}")
             try:
-                parse_type(str(type_text))
+                parse_type(type_text)
             except ValueError as exc:
                 raise ctx.fail(f"{where}.schema.{field_name}", str(exc)) from exc
         schema = tuple(parse_schema({str(k): str(v) for k, v in raw.items()}).items())
-    tz = ctx.string(merged.get("tz", "UTC"), f"{where}.tz")
-    max_quarantined = ctx.number(merged.get("max_quarantined", 0.01), f"{where}.max_quarantined", 0.0, 1.0)
+    tz = _time_zone(ctx, merged.get("tz", "UTC"), f"{where}.tz")
+    max_quarantined = ctx.number(merged.get("max_quarantined", 0.01), f"{where}.max_quarantined", 0.0, 1.0,
+                                 what="a share of the side's records")
     max_record_bytes = ctx.integer(merged.get("max_record_bytes", 16 << 20), f"{where}.max_record_bytes",
                                    minimum=1)
     return CaptureSpec(path=cap_path, format=fmt, key=key, schema=schema, tz=tz,
                        max_quarantined=max_quarantined, max_record_bytes=max_record_bytes, tfmd_text=tfmd_text)
+
+
+def _time_zone(ctx: _Ctx, value: Any, path: str) -> str:
+    """An IANA time zone name that this machine's zone database knows (e.g. UTC, America/Chicago)."""
+    tz = ctx.string(value, path)
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except Exception as exc:  # ZoneInfoNotFoundError, or ValueError for a name that is not a zone key
+        raise ctx.fail(path, f"unknown time zone {_show(tz)}; expected an IANA name such as UTC, "
+                             f"Europe/Berlin or America/Chicago") from exc
+    return tz
 
 
 def _side(ctx: _Ctx, name: str, body: Any, top_capture: dict | None) -> SideConfig:
@@ -451,10 +572,11 @@ def _side(ctx: _Ctx, name: str, body: Any, top_capture: dict | None) -> SideConf
     body = ctx.mapping(body if body is not None else {}, path, _SIDE_KEYS)
     if top_capture is None and body.get("capture") is None:
         raise ctx.fail(f"{path}.capture", "missing; give a top-level capture or one per side")
+    capture = _capture(ctx, top_capture, body.get("capture"), path)
     return SideConfig(
         name=name,
-        capture=_capture(ctx, top_capture, body.get("capture"), path),
-        timestamp=_timestamp(ctx, body.get("timestamp"), f"{path}.timestamp"),
+        capture=capture,
+        timestamp=_timestamp(ctx, body.get("timestamp"), f"{path}.timestamp", capture.tz),
         window=_window(ctx, body.get("window"), f"{path}.window"),
         shard=_shard(ctx, body.get("shard"), f"{path}.shard"),
         coder=_coder(ctx, body.get("coder"), f"{path}.coder"),
@@ -464,7 +586,8 @@ def _side(ctx: _Ctx, name: str, body: Any, top_capture: dict | None) -> SideConf
     )
 
 
-def _timestamp(ctx: _Ctx, body: Any, path: str) -> TimestampSpec | None:
+def _timestamp(ctx: _Ctx, body: Any, path: str, capture_tz: str = "UTC") -> TimestampSpec | None:
+    """`capture_tz` (the side's `capture.tz`) is the zone of naive ISO 8601 times unless `timestamp.tz` says."""
     if body is None:
         return None
     body = ctx.mapping(body, path, ("field", "unit", "tz", "function"))
@@ -475,13 +598,7 @@ def _timestamp(ctx: _Ctx, body: Any, path: str) -> TimestampSpec | None:
     if "field" not in body:
         raise ctx.fail(f"{path}.field", "missing; name the event-time field or give 'function'")
     unit = ctx.choice(body.get("unit", "s"), f"{path}.unit", TIME_UNITS, "time unit")
-    tz = ctx.string(body.get("tz", "UTC"), f"{path}.tz")
-    try:
-        import zoneinfo
-        zoneinfo.ZoneInfo(tz)
-    except Exception as exc:
-        raise ctx.fail(f"{path}.tz", f"unknown time zone {_show(tz)}; expected an IANA name "
-                                     f"such as UTC or America/Chicago") from exc
+    tz = _time_zone(ctx, body["tz"], f"{path}.tz") if "tz" in body else capture_tz
     return TimestampSpec(ctx.string(body["field"], f"{path}.field"), unit, tz, None)
 
 
@@ -527,6 +644,13 @@ def _window(ctx: _Ctx, body: Any, path: str) -> WindowSpec | None:
     for key, value in (("size", spec.size_us), ("period", spec.period_us), ("gap", spec.gap_us)):
         if key in needs[kind] and value <= 0:
             raise ctx.fail(f"{path}.{key}", f"expected a positive duration, got {_show(body[key])}")
+    if kind == "sliding":
+        per_record = -(-spec.size_us // spec.period_us)
+        if per_record > MAX_WINDOWS_PER_RECORD:
+            raise ctx.fail(path, f"a sliding window of size {_show(body['size'])} every {_show(body['period'])} "
+                                 f"puts each record in {per_record:,} windows, above the limit of "
+                                 f"{MAX_WINDOWS_PER_RECORD:,} per record; make the period longer or the size "
+                                 f"shorter")
     return spec
 
 
@@ -608,7 +732,8 @@ def _seed(ctx: _Ctx, body: Any, path: str) -> SeedConfig | None:
             if "rate" not in op:
                 raise ctx.fail(f"{op_path}.rate", "missing; a sample needs a rate in [0, 1]")
             ops.append(SeedOpConfig(str(op_name), "sample", hash=hash_name,
-                                    rate=ctx.number(op["rate"], f"{op_path}.rate", 0.0, 1.0)))
+                                    rate=ctx.number(op["rate"], f"{op_path}.rate", 0.0, 1.0,
+                                                    what="the share of records sampled")))
         else:
             buckets = op.get("buckets")
             if not isinstance(buckets, dict) or not buckets:
@@ -653,12 +778,13 @@ def _transform(ctx: _Ctx, body: Any, path: str) -> TransformSpec | None:
 def _tolerance(ctx: _Ctx, body: Any) -> ToleranceSpec:
     if body is None:
         return ToleranceSpec()
-    body = ctx.mapping(body, "tolerance", ("default", "features", "max_diverged"))
+    body = ctx.mapping(body, "tolerance", ("default", "features", "max_diverged", "max_unpaired"))
 
     def one(value: Any, path: str) -> Tolerance:
         value = ctx.mapping(value, path, ("abs", "rel"))
-        return Tolerance(ctx.number(value.get("abs", 0.0), f"{path}.abs", 0.0),
-                         ctx.number(value.get("rel", 0.0), f"{path}.rel", 0.0))
+        what = "a tolerance is a distance: 0 compares exactly"
+        return Tolerance(ctx.number(value.get("abs", 0.0), f"{path}.abs", 0.0, what=what),
+                         ctx.number(value.get("rel", 0.0), f"{path}.rel", 0.0, what=what))
 
     default = one(body["default"], "tolerance.default") if body.get("default") is not None else Tolerance()
     features = body.get("features") or {}
@@ -668,7 +794,8 @@ def _tolerance(ctx: _Ctx, body: Any) -> ToleranceSpec:
     return ToleranceSpec(
         default=default,
         features=tuple(sorted((str(k), one(v, f"tolerance.features.{k}")) for k, v in features.items())),
-        max_diverged=ctx.integer(body.get("max_diverged", 0), "tolerance.max_diverged", minimum=0))
+        max_diverged=ctx.integer(body.get("max_diverged", 0), "tolerance.max_diverged", minimum=0),
+        max_unpaired=ctx.integer(body.get("max_unpaired", 0), "tolerance.max_unpaired", minimum=0))
 
 
 def _report(ctx: _Ctx, body: Any) -> ReportSpec:

@@ -9,16 +9,29 @@ import os
 import platform
 from importlib import metadata
 
-PACKAGES = ("apache-beam", "tensorflow", "tensorflow-transform", "tfx-bsl", "pyarrow", "numpy", "protobuf")
+PACKAGES = ("parity", "apache-beam", "tensorflow", "tensorflow-transform", "tfx-bsl", "pyarrow", "numpy",
+            "protobuf")
+VERSION_LINE = ("apache-beam", "tensorflow-transform", "tensorflow", "pyarrow")
 VARIABLES = ("PYTHONHASHSEED", "TZ", "LC_ALL", "TF_ENABLE_ONEDNN_OPTS")
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_tile")
 
 
 def _version(package: str) -> str | None:
+    if package == "parity":  # this package's own version, also when it runs from a source tree
+        from parity import __version__
+
+        return __version__
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def version_text() -> str:
+    """`parity --version`: parity's version and those of the libraries a replay runs on (without importing
+    them: their installed metadata)."""
+    others = ", ".join(f"{name} {_version(name) or 'not installed'}" for name in VERSION_LINE)
+    return f"parity {_version('parity')} ({others}; python {platform.python_version()})"
 
 
 def _cpu_flags() -> str:

@@ -25,3 +25,7 @@ class FingerprintSetError(ParityError):
 
 class RunnerError(ParityError):
     """The Beam runner could not be set up or the job failed for a reason outside user code."""
+
+
+class OutputError(ParityError):
+    """The output folder cannot be used: another's folder (without --force), locked by another run, a file."""

@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any, Sequence
 
+from parity import signals
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, ParityError, RunnerError
 
@@ -83,15 +84,24 @@ class SecondSide:
         _WAITING[self._first_dir] = self
 
     @classmethod
-    def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str) -> "SecondSide":
+    def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str,
+              lock_fd: int | None = None) -> "SecondSide":
+        """Starts the child. `lock_fd`, the output folder's lock (`parity.output`), is inherited by the child:
+        the folder stays locked until both processes have ended, however they end."""
         scratch = tempfile.mkdtemp(prefix="parity-side-")
         request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
                    "runner": runner, "result": os.path.join(scratch, "result.pickle")}
-        env = dict(os.environ)
+        env = signals.child_env()  # the child ends with this process, even one killed with SIGKILL
         # the child imports what this process can: parity and the config's modules
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        from parity import terminal
+
+        fd = terminal.terminal_fd()  # the child's libraries log where ours do; its own lines reach the terminal
+        if fd is not None:
+            env[terminal.TERMINAL_FD_ENV] = str(fd)
         proc = subprocess.Popen([sys.executable, "-m", "parity.overlap", json.dumps(request)],
-                                stdin=subprocess.PIPE, env=env, text=True)
+                                stdin=subprocess.PIPE, env=env, text=True,
+                                pass_fds=tuple(one for one in (lock_fd, fd) if one is not None))
         return cls(side, proc, scratch, first_dir)
 
     def open_gate(self, go: bool = True) -> None:
@@ -165,11 +175,15 @@ def _portable(exc: BaseException) -> BaseException:
 
 
 def child_main(argv: Sequence[str]) -> int:
+    signals.follow_parent_from_env()  # first: the imports below take seconds
     from parity.cli import _quiet_libraries
     from parity.config import load_config
     from parity.run import replay
 
+    from parity import terminal
+
     _quiet_libraries()
+    terminal.adopt_terminal_from_env()  # progress to the parent's terminal; libraries to its log (fd 2)
     request = json.loads(argv[0])
     try:
         # references unimported: the parent imports and checks them all (and stops this process if one is

@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+from parity import terminal
+
 _STARTED = time.monotonic()
 _READ: dict[str, int] = {}
 
@@ -30,13 +32,14 @@ def _elapsed() -> str:
 def event(name: str, **fields: object) -> None:
     """A phase boundary: `replay_start`, `replay_done`, `diff_done`, ..."""
     current = mode()
+    out = terminal.stream()
     if current == "log":
         pairs = " ".join(f"{k}={v}" for k, v in fields.items())
-        sys.stderr.write(f"parity: event={name} {pairs} elapsed={_elapsed()}\n")
+        out.write(f"parity: event={name} {pairs} elapsed={_elapsed()}\n")
     elif current == "tty":
         pairs = ", ".join(f"{k} {v}" for k, v in fields.items())
-        sys.stderr.write(f"\r\x1b[K[parity {_elapsed()}] {name.replace('_', ' ')}: {pairs}\n")
-    sys.stderr.flush()
+        out.write(f"\r\x1b[K[parity {_elapsed()}] {name.replace('_', ' ')}: {pairs}\n")
+    out.flush()
 
 
 def records_read(side: str, count: int) -> None:
@@ -44,5 +47,6 @@ def records_read(side: str, count: int) -> None:
     if mode() != "tty":
         return
     _READ[side] = _READ.get(side, 0) + count
-    sys.stderr.write(f"\r\x1b[K[parity {_elapsed()}] replaying {side}: {_READ[side]} records read")
-    sys.stderr.flush()
+    out = terminal.stream()
+    out.write(f"\r\x1b[K[parity {_elapsed()}] replaying {side}: {_READ[side]} records read")
+    out.flush()

@@ -13,7 +13,6 @@ a staged batch writes its stage values first (`WriteStageValuesFn`), so that its
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any, Iterable
 
 import apache_beam as beam
@@ -21,7 +20,6 @@ import apache_beam as beam
 from parity import canonical, overlap, spill
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
-from parity.fingerprint_set import PARTS_DIR, STAGE_VALUES_DIR, VALUES_DIR
 from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
@@ -264,13 +262,6 @@ def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str
 
     files = list_capture_files(side.capture.path, config.base_dir)
     return [(index, path, os.path.relpath(path, config.base_dir)) for index, path in enumerate(files)]
-
-
-def prepare_out_dir(out_dir: str) -> None:
-    """Empties a fingerprint-set folder so a replay never mixes with an earlier one's parts."""
-    for name in (PARTS_DIR, VALUES_DIR, STAGE_VALUES_DIR, "_tft_tmp", spill.SPILL_DIR, TFT_OUTPUT):
-        shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
-    os.makedirs(out_dir, exist_ok=True)
 
 
 def unwrap_pipeline_error(exc: BaseException) -> ParityError | None:

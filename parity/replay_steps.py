@@ -20,7 +20,7 @@ import xxhash
 from parity import canonical, progress, spill
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
-from parity.errors import UserCodeError
+from parity.errors import InputError, ParityError, UserCodeError
 from parity.fingerprint import encode_fingerprints, feature_fingerprints
 from parity.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
 from parity.records import RecBatch, key_text, side_field_types
@@ -67,6 +67,7 @@ class ReadBatchesFn(beam.DoFn):
         self._key_fn = side.shard.key_function.resolve() if side.shard and side.shard.key_function else None
         self._lateness = side.window.lateness if side.window else None
         self._arrival_unit = side.timestamp.unit if side.timestamp and side.timestamp.field else "s"
+        self._arrival_tz = side.timestamp.tz if side.timestamp and side.timestamp.field else side.capture.tz
 
     def process(self, element: tuple[int, str, str]) -> Iterator[RecBatch]:
         file_index, path, display = element
@@ -99,7 +100,7 @@ class ReadBatchesFn(beam.DoFn):
             return
         hash64 = xxhash.xxh3_64_intdigest
         event_time = self._event_time
-        lateness, arrival_unit = self._lateness, self._arrival_unit
+        lateness, arrival_unit, arrival_tz = self._lateness, self._arrival_unit, self._arrival_tz
         fps: list | None = None
         if _reader_encoded(records, read_encoded, read_fps):
             encoded: list[bytes | str] = read_encoded  # type: ignore[assignment]
@@ -137,7 +138,7 @@ class ReadBatchesFn(beam.DoFn):
                 arrival = None
                 if lateness is not None:
                     try:
-                        arrival = to_micros(record.get(lateness.arrival), arrival_unit)
+                        arrival = to_micros(record.get(lateness.arrival), arrival_unit, arrival_tz)
                     except TimestampError as exc:
                         quarantined.append(_quarantine_entry(location, f"arrival time: field "
                                                              f"'{lateness.arrival}' {exc}", repr(record)))
@@ -199,11 +200,16 @@ class ReadBatchesFn(beam.DoFn):
         try:
             windows = window_stage.assign_many(self._windowfn, batch.timestamps, batch.records)
             groups = [shard_stage.grouping_key(shard, record, key_fn) for record in batch.records]
+        except window_stage.TooManyWindowsError as exc:
+            raise type(exc)(f"side '{self._side.name}': window: {exc}") from exc
         except Exception:
             for index, (timestamp, record) in enumerate(zip(batch.timestamps, batch.records)):
                 try:  # find the record to name
                     window_stage.assign(self._windowfn, timestamp, record)
                     shard_stage.grouping_key(shard, record, key_fn)
+                except window_stage.TooManyWindowsError as exc:
+                    raise type(exc)(f"side '{self._side.name}': record {batch.key_text(index)}: window: "
+                                    f"{exc}") from exc
                 except Exception as exc:
                     raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function raised "
                                         f"{type(exc).__name__}: {exc}") from exc
@@ -275,8 +281,36 @@ def aggregate_partials(batch: RecBatch, side: SideConfig, late: dict, merges: di
     records, timestamps, input_fps = batch.records, batch.timestamps, batch.input_fps
     for group, indexes in members.items():
         orders = [(timestamps[i] or 0, input_fps[i]) for i in indexes] if ordered else [(0, 0)] * len(indexes)
-        aggregator.add_many(group, [records[i] for i in indexes], orders)
+        try:
+            aggregator.add_many(group, [records[i] for i in indexes], orders)
+        except Exception as exc:  # e.g. min of a str and a float: name the record, the aggregate and the field
+            raise _aggregate_error(batch, side, indexes, exc) from exc
     yield from aggregator.groups.items()
+
+
+def _aggregate_error(batch: RecBatch, side: SideConfig, indexes: list[int], exc: Exception) -> ParityError:
+    """The error naming the first record of the group whose value an aggregate could not take."""
+    specs = side.shard.aggregates  # type: ignore[union-attr]
+    for spec in specs:
+        state = shard_stage.new_state(spec)
+        for i in indexes:
+            try:
+                shard_stage.add_value(spec, state, batch.records[i])
+            except Exception as error:
+                value = batch.records[i].get(spec.field)  # type: ignore[arg-type]
+                return InputError(
+                    f"side '{side.name}': record {batch.key_text(i)}: shard.aggregates.{spec.name} ({spec.op} of "
+                    f"field '{spec.field}') cannot take the value {_clipped_repr(value)} "
+                    f"({type(value).__name__}) with the group's other values: {type(error).__name__}: "
+                    f"{_clipped_repr(str(error))}; give the field one type (capture.schema)")
+    return InputError(f"side '{side.name}': the shard stage's aggregates failed: {type(exc).__name__}: {exc}")
+
+
+def _clipped_repr(value: Any, limit: int = 60) -> str:
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        value = value[:limit]
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _attached(kept: list[tuple], group_bytes: bytes, aggregates: dict, names: list[str]) -> dict[str, Any]:

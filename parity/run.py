@@ -8,14 +8,14 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical, overlap, progress, spill, tap_set
+from parity import analyzers, canonical, output, overlap, progress, signals, spill, tap_set
 from parity.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
 from parity.diff import DiffStream
 from parity.environment import environment_manifest
 from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError, UserCodeError
 from parity.fingerprint_set import FingerprintSet, finalize, read_set
-from parity.replay import TFT_OUTPUT, ReplaySide, prepare_out_dir, saved_graph_dir, unwrap_pipeline_error
+from parity.replay import TFT_OUTPUT, ReplaySide, saved_graph_dir, unwrap_pipeline_error
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
@@ -27,18 +27,28 @@ OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html",
 
 def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "DirectRunner",
            beam_args: Sequence[str] | None = None, transform_from: str | None = None,
-           reorder: bool = False, gated: bool = False) -> dict[str, Any]:
+           reorder: bool = False, gated: bool = False, force: bool = False) -> dict[str, Any]:
     """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest.
+
+    `out_dir` is claimed first (`parity.output.claim`): locked, an earlier set's files removed, and refused
+    when it is another's folder unless `force`.
 
     `gated` (the second side of `parity check` replaying in a child process, `parity.overlap`): a `saved:
     {from_side}` transform does not need the other side's graph until every batch is staged, and waits there.
     """
     side = config.side(side_name)
     _check_windowfn(config, side)
+    with output.claim(out_dir, output.SET_OUTPUTS, force=force):
+        return _replay_claimed(config, side, out_dir, runner=runner, beam_args=beam_args,
+                               transform_from=transform_from, reorder=reorder, gated=gated)
+
+
+def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: str,
+                    beam_args: Sequence[str] | None, transform_from: str | None, reorder: bool,
+                    gated: bool) -> dict[str, Any]:
     gated = gated and side.transform is not None and side.transform.from_side is not None  # saved: {from_side}
     saved_dir = None if gated else saved_graph_dir(config, side, out_dir, transform_from)
     progress.event("replay_start", side=side.name, runner=runner)
-    prepare_out_dir(out_dir)
     started = time.monotonic()
     with replay_gc():  # from the pipeline's construction on: TFT traces the preprocessing function there
         pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
@@ -52,6 +62,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
         except KeyboardInterrupt:
             raise
         except Exception as exc:
+            signals.raise_if_interrupted(exc)  # Beam turns a KeyboardInterrupt in a step into a RuntimeError
             error = unwrap_pipeline_error(exc)
             if error is not None:
                 raise error from exc
@@ -76,7 +87,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
         side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
     if graph_dir:
         analyzers.write(out_dir, analyzers.extract(graph_dir))
-    _write_json(os.path.join(out_dir, "timings.json"), {"replay_seconds": round(time.monotonic() - started, 3)})
+    _write_json(os.path.join(out_dir, output.TIMINGS), {"replay_seconds": round(time.monotonic() - started, 3)})
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
     return manifest
@@ -160,8 +171,12 @@ def _replay_order(config: Config) -> list[SideConfig]:
 
 def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
           pipeline_options: Sequence[str] | None = None, noise: bool | None = None,
-          sides_at_once: str = "auto") -> dict[str, Any]:
+          sides_at_once: str = "auto", force: bool = False) -> dict[str, Any]:
     """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict.
+
+    `out_dir` is claimed first (`parity.output.claim`): locked for this run, the reports, fingerprint sets and
+    timings of an earlier run removed (a failed run leaves none), and refused when it is not empty and was not
+    made by parity, unless `force`.
 
     `sides_at_once` (auto, on, off): replay the second side in a child process while this one replays the
     first (`parity.overlap`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
@@ -179,15 +194,26 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     timings: dict[str, Any] = {}
     order = _replay_order(config)
     side_dirs = [os.path.join(out_dir, SIDES_DIR, side.name) for side in order]
+    at_once = overlap.wanted(config, order, runner, pipeline_options, sides_at_once)
+    if not at_once:
+        config = load_config(config_path)  # its references imported and checked before anything is written
+    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force) as claimed:
+        # the earlier run's sides/ are gone: the child reads the graph's raw feature spec in side_dirs[0] once
+        # it appears (`SavedInputsFn`), never an earlier run's
+        return _check_claimed(config_path, config, out_dir, order, side_dirs, at_once, claimed, runner=runner,
+                              pipeline_options=pipeline_options, noise=noise, timings=timings)
+
+
+def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[SideConfig], side_dirs: list[str],
+                   at_once: bool, claimed: output.Claim, *, runner: str, pipeline_options: Sequence[str] | None,
+                   noise: bool, timings: dict[str, Any]) -> dict[str, Any]:
     second = None
-    if overlap.wanted(config, order, runner, pipeline_options, sides_at_once):
-        # emptied before the child starts, which reads the graph's raw feature spec there once it appears
-        # (`SavedInputsFn`): never an earlier run's
-        prepare_out_dir(side_dirs[0])
-        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner)
+    if at_once:
+        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd)
         timings["sides_at_once"] = True
     try:
-        config = load_config(config_path)  # the same config, its references imported and checked
+        if at_once:
+            config = load_config(config_path)  # the same config, its references imported and checked
         for side, side_dir in zip(order, side_dirs):
             started = time.monotonic()
             if second is not None and side is order[1]:
@@ -209,10 +235,10 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
         timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
     left, right = (os.path.join(out_dir, SIDES_DIR, s.name) for s in config.sides)
-    report = diff(left, right, out_dir, config=config, noise=noise_result)
+    report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result)
     timings["diff_seconds"] = round(time.monotonic() - started, 3)
     timings["runner"] = runner  # type: ignore[assignment]
-    _write_json(os.path.join(out_dir, "timings.json"), timings)
+    _write_json(os.path.join(out_dir, output.TIMINGS), timings)
     return report
 
 
@@ -259,7 +285,7 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
             command += ["--transform-from", os.path.join(out_dir, SIDES_DIR, side.transform.from_side)]
         if beam_args:
             command += ["--", *beam_args]
-        env = dict(os.environ)
+        env = signals.child_env()  # the replay ends with this process, even one killed with SIGKILL
         seed = os.environ.get("PYTHONHASHSEED")
         env["PYTHONHASHSEED"] = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -273,8 +299,18 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
 
 
 def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,
-         noise: dict[str, dict[str, list[str]]] | None = None) -> dict[str, Any]:
-    """Diffs two fingerprint sets and writes the reports; returns report.json's dict."""
+         noise: dict[str, dict[str, list[str]]] | None = None, force: bool = False) -> dict[str, Any]:
+    """Diffs two fingerprint sets and writes the reports; returns report.json's dict.
+
+    `out_dir` is claimed first (`parity.output.claim`): locked, the earlier reports removed, and refused when
+    it is another's folder unless `force`; fingerprint sets in it (a check's `sides/`) are kept.
+    """
+    with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):
+        return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise)
+
+
+def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None,
+                  noise: dict[str, dict[str, list[str]]] | None) -> dict[str, Any]:
     left, right = tap_set.align(read_set(left_dir), read_set(right_dir))
     if config is not None:
         names = [s.name for s in config.sides]
@@ -299,6 +335,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
         analyzers=analyzer_entries,
         environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
         feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
+    _require_pairs(report, left, right)
     taps = tap_set.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
         report["taps"] = taps
@@ -307,23 +344,60 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     return report
 
 
+_KEYS_NAMED = 3  # example keys per side in the no-pairs message
+
+
+def _require_pairs(report: dict[str, Any], left: FingerprintSet, right: FingerprintSet) -> None:
+    """Stops (exit 2, no reports) when not one record could be paired: then there is no verdict to give, and
+    "parity" would be a false pass (CONTRACT section 4)."""
+    from parity.errors import InputError
+
+    records = report["records"]
+    if records["paired"]:
+        return
+    sides = []
+    for label, fset in (("left", left), ("right", right)):
+        read, quarantined = records[label], records["quarantined"][label]
+        state = "no records" if not read else f"all {read} records quarantined (see {fset.path}/quarantine.jsonl)" \
+            if read == quarantined else f"{read} records ({quarantined} quarantined)"
+        sides.append(f"side '{fset.side}' ({label}) has {state}")
+    why = "; ".join(sides)
+    if records["left"] > records["quarantined"]["left"] and records["right"] > records["quarantined"]["right"]:
+        examples = report["unpaired_examples"]
+        named = "; ".join(f"{label} keys " + ", ".join(_clip(json.dumps(key)) for key in
+                                                       examples[f"{label}_only"][:_KEYS_NAMED])
+                          for label in ("left", "right"))  # JSON: 1 and "1" look different
+        why += f"; no record key is on both sides (e.g. {named}); check that both sides replay the same records " \
+               f"and that capture.key names the same fields, with the same types (1 and \"1\" differ)"
+    raise InputError(f"no record could be paired, so there is no verdict: {why}")
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def write_reports(report: dict[str, Any], out_dir: str) -> None:
     """Writes every format; the Markdown and HTML name `out_dir` as given (relative stays relative) in their
     `parity show` commands, so a fixed command line gives the same bytes."""
     from parity.report import render_html, render_markdown
 
     os.makedirs(out_dir, exist_ok=True)
-    for fmt, name in OUTPUT_FILES.items():
-        text = render_markdown(report, out_dir=out_dir) if fmt == "md" else \
-            render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
-        with open(os.path.join(out_dir, name), "w", encoding="utf-8") as handle:
-            handle.write(text)
+    texts = {name: render_markdown(report, out_dir=out_dir) if fmt == "md" else
+             render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
+             for fmt, name in OUTPUT_FILES.items()}
+    written: list[str] = []
+    try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
+        for name, text in texts.items():
+            output.write_text(os.path.join(out_dir, name), text)
+            written.append(os.path.join(out_dir, name))
+    except BaseException:
+        for path in written:
+            output.remove(path)
+        raise
 
 
 def _write_json(path: str, data: Any) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    output.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:

@@ -93,7 +93,7 @@ def parse_type(text: str) -> FieldType:
     match = _OPTIONAL_TYPE.fullmatch(stripped)
     if match and match.group(1) in SCALAR_TYPES:
         return FieldType(match.group(1), optional=True)
-    raise ValueError(f"unknown type {text!r}; expected one of {ACCEPTED_TYPES}")
+    raise ValueError(f"unknown type {_show(text)}; expected one of {ACCEPTED_TYPES}")
 
 
 def parse_schema(mapping: Mapping[str, Any]) -> dict[str, FieldType]:
@@ -288,16 +288,25 @@ def _to_float64(value: Any, type_name: str) -> float:
         try:
             return float(value)
         except OverflowError:
-            raise SchemaMismatch(f"expected {type_name}, got {_show(value)} (out of range)") from None
+            raise _out_of_range(type_name, value) from None
     if isinstance(value, str):
         text = value.strip()
         if "_" in text:  # float() accepts "1_0"; no serializer writes it
             raise _mismatch(type_name, value)
         try:
-            return float(text)
+            result = float(text)
         except ValueError:
             raise _mismatch(type_name, value) from None
+        # "inf", "-Infinity" are infinities on purpose; "1e400" is a finite number float() cannot hold
+        if math.isinf(result) and text.lstrip("+-").lower() not in ("inf", "infinity"):
+            raise _out_of_range(type_name, value)
+        return result
     raise _mismatch(type_name, value)
+
+
+def _out_of_range(type_name: str, value: Any) -> SchemaMismatch:
+    return SchemaMismatch(f"expected {type_name}, got {_show(value)} (out of the float64 range: magnitude above "
+                          f"1.8e308)")
 
 
 def _to_float32(value: Any, type_name: str) -> float:

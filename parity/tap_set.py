@@ -50,8 +50,8 @@ from parity import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
 from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
-                                    VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, read_set, read_values,
-                                    write_quarantine_part)
+                                    VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, map_array, read_set,
+                                    read_values, write_quarantine_part)
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -197,8 +197,8 @@ def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapA
     offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
     np.cumsum(np.maximum(sizes, 0), out=offsets[1:])
     mask = pa.array(sizes < 0) if (sizes < 0).any() else None
-    return pa.MapArray.from_arrays(offsets, pa.array(names, pa.string()), pa.array(fps, pa.uint64()),
-                                   type=FP_SCHEMA.field("features").type, mask=mask)
+    return map_array(offsets, pa.array(names, pa.string()), pa.array(fps, pa.uint64()),
+                     FP_SCHEMA.field("features").type, mask=mask)
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
@@ -493,7 +493,7 @@ def _merge(taps: list[dict], tapped: list[str]) -> _Merged:
         if stage == "transform":
             for p, feats in zip(pos.tolist(), table.column("features").to_pylist()):
                 features[p] = feats or []
-        late[pos] |= table.column("late").to_numpy(zero_copy_only=False)
+        late[pos] |= table.column("late").to_numpy()
     return _Merged(record_keys, fps, src, row, features, fillers, sources)
 
 

@@ -29,7 +29,8 @@ def assert_parity(config_path: str, *, out_dir: str | None = None, runner: str =
         pipeline_options: Beam pipeline options passed to the runner.
 
     Raises:
-        AssertionError: the sides diverged beyond `tolerance.max_diverged`; the message is the report's
+        AssertionError: the sides diverged beyond `tolerance.max_diverged`, or more records than
+            `tolerance.max_unpaired` are on one side only; the message is the report's
             Markdown summary.
         parity.ParityError: no verdict could be produced (bad config or input; exit code 2 on the CLI).
     """

@@ -2,21 +2,21 @@
 # Fetch a Beam Flink job server through Maven into vendor/jars/ (inside the repo, gitignored).
 #
 # 1. The official shaded jar org.apache.beam:beam-runners-flink-<minor>-job-server:<beam version> for the Beam
-#    version pinned in setup.py (Flink 1.20, then 1.19). The Maven Central this project reaches serves none of
+#    version pinned in constraints.txt (Flink 1.20, then 1.19). The Maven Central this project reaches serves none of
 #    these jars (docs/flink-jar.md), so in practice step 2 runs.
 # 2. Assembled from parts: org.apache.beam:beam-runners-flink-1.19 (holds FlinkJobServerDriver) and its
 #    dependencies are copied into vendor/jars/<name>-lib/, and a thin launcher jar whose manifest names the main
 #    class and lists that classpath is written next to it, so `java -jar` and `--flink_job_server_jar` both work.
 #
 # Idempotent: a jar already in place is kept. Prints the jar's path on the last line of stdout.
-# Environment: PARITY_BEAM_VERSION (default: BEAM_VERSION in setup.py), PARITY_JAR_DIR (default vendor/jars),
+# Environment: PARITY_BEAM_VERSION (default: apache-beam's pin in constraints.txt), PARITY_JAR_DIR (default vendor/jars),
 #              PARITY_FLINK_ASSEMBLE=0 (never assemble; fail when no official jar is served).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JAR_DIR="${PARITY_JAR_DIR:-$ROOT/vendor/jars}"
 case "$JAR_DIR" in /*) ;; *) JAR_DIR="$ROOT/$JAR_DIR" ;; esac
-BEAM_VERSION="${PARITY_BEAM_VERSION:-$(sed -n 's/^BEAM_VERSION = "\([0-9.]*\)".*/\1/p' "$ROOT/setup.py" | head -n 1)}"
+BEAM_VERSION="${PARITY_BEAM_VERSION:-$(sed -n 's/^apache-beam==\([0-9.]*\)$/\1/p' "$ROOT/constraints.txt" | head -n 1)}"
 DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 # The newest parts served for an assembled job server (docs/flink-jar.md): the Flink runner at 2.70.0 and the
@@ -29,7 +29,7 @@ ASSEMBLE_SLF4J_VERSION="2.0.16"   # the slf4j-api the runner pulls; slf4j-simple
 log() { echo "fetch_flink_jar: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-[ -n "$BEAM_VERSION" ] || die "cannot read BEAM_VERSION from $ROOT/setup.py; set PARITY_BEAM_VERSION"
+[ -n "$BEAM_VERSION" ] || die "cannot read apache-beam's pin from $ROOT/constraints.txt; set PARITY_BEAM_VERSION"
 command -v mvn >/dev/null 2>&1 || die "mvn (Apache Maven) is not on PATH; install it (Debian: apt-get install maven)"
 command -v java >/dev/null 2>&1 || die "java is not on PATH; install a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless)"
 command -v python3 >/dev/null 2>&1 || die "python3 is not on PATH"

@@ -32,11 +32,12 @@ fi
 PY="$VENV/bin/python"
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$VENV holds $("$PY" -V 2>&1); remove it and rerun"
 
-# 2. parity and its dependencies, skipped when nothing that decides them changed since the last install: setup.py,
-# and the C canonical encoder's sources, which the editable install compiles into parity/ (a changed source
-# needs a rebuild; parity.canonical ignores a build of another encoding version and falls back to Python).
+# 2. parity and its dependencies at the tested pins (constraints.txt), skipped when nothing that decides them
+# changed since the last install: setup.py, constraints.txt, and the C canonical encoder's sources, which the
+# editable install compiles into parity/ (a changed source needs a rebuild; parity.canonical ignores a build of
+# another encoding version and falls back to Python).
 stamp="$VENV/.parity-setup-stamp"
-want="$("$PY" - "$ROOT/setup.py" "$ROOT/parity/_canonical.c" "$ROOT/vendor/xxhash/xxhash.h" <<'PY'
+want="$("$PY" - "$ROOT/setup.py" "$ROOT/constraints.txt" "$ROOT/parity/_canonical.c" "$ROOT/vendor/xxhash/xxhash.h" <<'PY'
 import hashlib, sys
 digest = hashlib.sha256()
 for path in sys.argv[1:]:
@@ -47,11 +48,11 @@ PY
 native_built() { compgen -G "$ROOT/parity/_canonical*.so" >/dev/null; }
 if [ "${PARITY_FORCE_INSTALL:-0}" != "1" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
    && [ -x "$VENV/bin/parity" ] && native_built; then
-  log "dependencies up to date in $VENV (stamp matches setup.py and the C encoder's sources)"
+  log "dependencies up to date in $VENV (stamp matches setup.py, constraints.txt and the C encoder's sources)"
 else
   log "installing parity and its dependencies into $VENV (first time: several minutes)"
   "$PY" -m pip install -q --upgrade pip
-  "$PY" -m pip install -q -e "$ROOT[test]"
+  "$PY" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[test]"
   "$PY" -m pip check >&2 || log "warning: pip check reports conflicts (above)"
   native_built || log "warning: the C canonical encoder (parity/_canonical.c) did not build (no C compiler or" \
     "Python headers?); parity runs on its pure Python encoder: same fingerprints, much slower"

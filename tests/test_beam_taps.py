@@ -116,7 +116,18 @@ def test_the_taps_compute_exactly_the_values_a_replay_of_the_production_config_c
     code = main(["diff", str(replay), str(tapped_all), "--out", str(tmp_path / "diff")])
     report = _report(tmp_path / "diff")
     assert code == 0, report["causes"]
-    assert report["records"]["matched"] == report["records"]["paired"] == 3000
+    records = report["records"]
+    assert records["paired"] == 3000 and records["diverged"] == 0
+    if _beam_version() >= (2, 77):  # the pinned Beam (constraints.txt): bit for bit
+        assert records["matched"] == 3000
+    else:  # older Beam combines the job's float means in another order: equal within tolerance, not in bits
+        assert records["matched"] + records["within_tolerance"] == 3000
+        assert all(s["name"] in ("shard", "coder", "seed", "transform") for s in report["stages"] if s["diverged"])
+
+
+def _beam_version() -> tuple[int, int]:
+    major, minor = beam.__version__.split(".")[:2]
+    return int(major), int(minor)
 
 
 def test_a_tap_set_is_a_standard_fingerprint_set_with_the_tap_fields(tapped_all):
@@ -385,3 +396,46 @@ def test_tapstage_refuses_what_it_cannot_tap():
         TapStage("shard", "/tmp/x", key_fields=["id"], late=True)
     with pytest.raises(ValueError, match="sample_rate"):
         TapStage("input", "/tmp/x", key_fields=["id"], sample_rate=1.5)
+
+
+def test_the_taps_log_nothing_in_the_users_job(tmp_path, caplog):
+    """A tapped bundle used to log Beam's "Process method returned None (element won't be emitted)" warning for
+    the tap DoFns, in the user's own production job."""
+    import logging
+
+    records = [{"id": i, "event_time": 1_700_000_000 + i} for i in range(5)]
+    with caplog.at_level(logging.INFO, logger="apache_beam"):
+        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+            stamped = (pipeline | beam.Create(records)
+                       | beam.Map(lambda r: window.TimestampedValue(r, r["event_time"])))
+            _ = stamped | "TapInput" >> TapStage("input", str(tmp_path / "taps"), key_fields=["id"])
+            _ = (stamped | beam.WindowInto(window.FixedWindows(60))
+                 | "TapWindow" >> TapStage("window", str(tmp_path / "taps"), key_fields=["id"]))
+    said = [r.getMessage() for r in caplog.records if "returned None" in r.getMessage()]
+    assert said == []
+    assert any((tmp_path / "taps").rglob("*")), "the taps wrote nothing"
+
+
+def test_the_taps_run_in_a_users_job_without_importing_tensorflow(tmp_path):
+    """parity.beam needs only apache-beam, pyarrow and xxhash: a production job that taps its stages must not pay
+    for (or depend on) TensorFlow, TFT or tfx-bsl."""
+    import subprocess
+
+    code = f"""
+import os, sys
+import apache_beam as beam
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from parity.beam import TapStage, finalize
+taps = {str(tmp_path / "taps")!r}
+with beam.Pipeline(runner=FnApiRunner()) as p:
+    _ = (p | beam.Create([{{"id": i, "v": i * 0.5}} for i in range(20)])
+         | "TapInput" >> TapStage("input", taps, key_fields=["id"]))
+finalize(taps, side="production", key=["id"], config_name="x")
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorflow_transform", "tfx_bsl"))
+assert not heavy, heavy[:5]
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert (tmp_path / "taps" / "manifest.json").exists()

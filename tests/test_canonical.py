@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from parity.canonical import decode, encode, encode_many, to_json
 
 ROOT = Path(__file__).resolve().parents[1]
-PROPERTY = settings(max_examples=2000, deadline=None, derandomize=True)
+PROPERTY = settings(max_examples=2000)
 
 
 def _roundtrips(value) -> bool:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from parity import canonical, fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
-PROPERTY = settings(max_examples=2000, deadline=None, derandomize=True)
+PROPERTY = settings(max_examples=2000)
 FIXTURES = ROOT / "fixtures" / "canonical"
 REF = fingerprint._REFERENCE
 py_encode = canonical._encode_py
@@ -349,7 +349,7 @@ _VALUES = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@settings(max_examples=500)
 @given(st.lists(_VALUES, max_size=5))
 def test_c_and_python_agree_on_which_values_are_plain(values):
     assert native.plain(values) is canonical._plain_py(values)
@@ -365,7 +365,7 @@ _WIDE_VALUES = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@settings(max_examples=500)
 @given(_WIDE_VALUES)
 def test_c_and_python_agree_on_which_values_hold_a_float_beyond_int64(value):
     assert native.wide_float(value) is canonical._wide_float_py(value)

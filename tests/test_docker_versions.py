@@ -1,4 +1,4 @@
-"""docker/ takes its versions from the project's pins: Beam from setup.py, the Flink minor from the job server
+"""docker/ takes its versions from the project's pins: Beam from constraints.txt, the Flink minor from the job server
 (vendor/jars/flink-job-server.properties, else scripts/fetch_flink_jar.sh), the Flink patch release from
 scripts/flink_cluster.sh, and a Python minor that setup.py accepts."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _one(pattern: str, text: str, what: str) -> str:
     return found[0]
 
 
-BEAM = _one(r'^BEAM_VERSION = "([0-9.]+)"', _read("setup.py"), "setup.py")
+BEAM = _one(r'^apache-beam==([0-9.]+)$', _read("constraints.txt"), "constraints.txt")
 FLINK_MINOR = _one(r'^ASSEMBLE_FLINK_MINOR="([0-9.]+)"', _read("scripts", "fetch_flink_jar.sh"),
                    "scripts/fetch_flink_jar.sh")
 FLINK_PATCH = _one(r'^VERSION="\$\{PARITY_FLINK_CLUSTER_VERSION:-([0-9.]+)\}"', _read("scripts", "flink_cluster.sh"),

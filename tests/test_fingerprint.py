@@ -91,7 +91,7 @@ def test_fingerprint_is_stable_across_processes_with_other_hash_seeds():
     assert outputs == {fingerprint({"s": {"a", "b", "c", "d"}, "x": 1.5})}
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@settings(max_examples=500)
 @given(st.lists(st.dictionaries(st.text(max_size=5), st.integers() | st.floats() | st.text(), max_size=6),
                 max_size=10))
 def test_batched_fingerprints_always_match_the_scalar_ones(values):

@@ -114,7 +114,8 @@ def _assert_usage_error(name: str, want: dict, tmp_path) -> None:
     for text in want["contains"]:
         assert text in errors[0], f"{name}: {text!r} not in {errors[0]!r}"
     assert not (tmp_path / "report.json").exists()
-    assert "Traceback" in (tmp_path / "parity-error.log").read_text(encoding="utf-8")
+    log = errors[0].rsplit("(traceback: ", 1)[1].split(";", 1)[0]
+    assert "Traceback" in open(log, encoding="utf-8").read()
 
 
 def test_every_scenario_has_a_readme_naming_its_catalogue_mechanism_stage_and_cause():

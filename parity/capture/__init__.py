@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from parity.errors import InputError
+from parity.output import is_parity_output
 from parity.schema import FieldType
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
@@ -114,13 +115,25 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
         raise InputError(f"capture path {pattern!r} ({full}) is a folder with no files; give a folder of "
                          f"captured files (e.g. an ExampleGen split such as Split-train/), a file or a glob")
     if any(char in full for char in "*?["):
-        matches = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
+        found = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
+        # never parity's own output (an earlier side's quarantine.jsonl, a report): `**/*.jsonl` with --out
+        # under the config's folder read it, and the counts changed with every run
+        fixed = _fixed_folder(full)
+        matches = [p for p in found if not is_parity_output(p, stop=fixed)]
         if matches:
             return matches
-        raise InputError(f"capture path {pattern!r} matches no file (looked for {full}); check capture.path "
-                         f"(a relative path starts at the config file's folder, {base_dir})")
+        left_out = f"; {len(found)} file(s) in parity's output folders were left out, e.g. {found[0]}" if found else ""
+        raise InputError(f"capture path {pattern!r} matches no file (looked for {full}{left_out}); check "
+                         f"capture.path (a relative path starts at the config file's folder, {base_dir})")
     raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
                      f"(a relative path starts at the config file's folder, {base_dir})")
+
+
+def _fixed_folder(pattern: str) -> str:
+    """The deepest folder of a glob pattern that holds no glob character."""
+    parts = pattern.split(os.sep)
+    index = next(i for i, part in enumerate(parts) if any(char in part for char in "*?["))
+    return os.sep.join(parts[:index]) or os.sep
 
 
 def detect_format(path: str) -> str:

@@ -1,7 +1,8 @@
 """JSON Lines captures: one JSON object per line.
 
 Blank lines are not records. A line that is not UTF-8, not JSON, not an object, nested more than
-`MAX_NESTING` (100) levels of arrays and objects, or does not fit the schema is quarantined at
+`MAX_NESTING` (100) levels of arrays and objects, holding a number beyond the float64 range (`1e400`, which
+`float()` would turn into an infinity: the field is named), or does not fit the schema is quarantined at
 `<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads` gives
 them (integers of any size stay `int`). With a schema, schema fields are coerced (missing ones become None)
 and other fields are kept as they are.
@@ -9,7 +10,10 @@ and other fields are kept as they are.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -101,14 +105,59 @@ def _json_value(raw: bytes) -> tuple[Any, str | None]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+    out_of_range: list[str] = []
     try:
-        return json.loads(text), None
+        value = json.loads(text, parse_float=functools.partial(_float, out_of_range=out_of_range))
+        if out_of_range:
+            return None, _out_of_range_reason(value, out_of_range[0])
+        return value, None
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} at column {exc.colno}"
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         return None, f"invalid JSON: {exc}"
     except RecursionError:
         return None, "invalid JSON: nested too deeply"
+
+
+class _OutOfRange:
+    """A JSON number literal beyond the float64 range (`float()` of it is an infinity), where it stood."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _float(text: str, out_of_range: list[str]) -> float | _OutOfRange:
+    value = float(text)
+    if math.isinf(value):  # a JSON number literal is finite: only overflow gives an infinity here
+        out_of_range.append(text)
+        return _OutOfRange(text)
+    return value
+
+
+def _out_of_range_reason(value: Any, text: str) -> str:
+    """`field 'v': ...` naming where the first out-of-range number stands (found breadth-first, no recursion)."""
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-12:]} ({len(text)} characters)"
+    queue: deque[tuple[Any, list]] = deque([(value, [])])
+    where = ""
+    while queue:
+        item, path = queue.popleft()
+        if isinstance(item, _OutOfRange):
+            where = _path_text(path)
+            break
+        if isinstance(item, dict):
+            queue.extend((v, path + [k]) for k, v in item.items())
+        elif isinstance(item, list):
+            queue.extend((v, path + [i]) for i, v in enumerate(item))
+    return f"{where}the number {shown} is out of the float64 range (magnitude above 1.8e308)"
+
+
+def _path_text(path: list) -> str:
+    if not path or not isinstance(path[0], str):
+        return ""
+    rest = "".join(f"[{p}]" if isinstance(p, int) else f"[{p!r:.40}]" for p in path[1:])
+    return f"field {path[0]!r:.60}: " + (f"at {rest}: " if rest else "")
 
 
 def _readable(raw: bytes) -> str | bytes:

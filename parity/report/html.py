@@ -23,7 +23,8 @@ from markupsafe import Markup
 
 from parity.report.times import stage_field_utc
 
-__all__ = ["FieldRow", "MISSING", "field_rows", "key_text", "render_html", "show_command", "value_text"]
+__all__ = ["FieldRow", "MISSING", "UnpairedExcess", "field_rows", "key_text", "render_html", "show_command",
+           "unpaired_excess", "value_text"]
 
 _VALUE_LIMIT = 2000  # characters of one value shown in a cell; a captured blob must not bloat the page
 
@@ -109,6 +110,34 @@ def key_text(key: Any) -> str:
     return key if isinstance(key, str) else json.dumps(key, ensure_ascii=False, sort_keys=True)
 
 
+@dataclass(frozen=True)
+class UnpairedExcess:
+    """More records on one side only than `tolerance.max_unpaired` allows: why the verdict is "diverged"."""
+
+    left_only: int
+    right_only: int
+    allowed: int
+    left_keys: tuple[Any, ...]   # examples of the keys, as report.json holds them
+    right_keys: tuple[Any, ...]
+
+    @property
+    def records(self) -> int:
+        return self.left_only + self.right_only
+
+
+def unpaired_excess(report: Mapping[str, Any]) -> UnpairedExcess | None:
+    """The records on one side only when they are beyond `max_unpaired`; None otherwise, and for a report
+    written before `max_unpaired` existed (its verdict did not count them)."""
+    allowed = report.get("max_unpaired")
+    records = report.get("records", {})
+    left, right = int(records.get("left_only", 0) or 0), int(records.get("right_only", 0) or 0)
+    if not isinstance(allowed, int) or left + right <= allowed:
+        return None
+    examples = report.get("unpaired_examples") or {}
+    return UnpairedExcess(left, right, allowed, tuple(examples.get("left_only", [])),
+                          tuple(examples.get("right_only", [])))
+
+
 def show_command(out_dir: str, key: Any) -> str:
     """The shell command that shows one record stage by stage (key shell-quoted; a `<dir>` placeholder kept)."""
     directory = out_dir if out_dir.startswith("<") else shlex.quote(out_dir)
@@ -137,7 +166,9 @@ def _verdict(report: Mapping[str, Any]) -> dict[str, Any]:
     sides, records = report.get("sides", {}), report.get("records", {})
     quarantined = records.get("quarantined", {})
     first = report.get("first_divergence")
+    excess = unpaired_excess(report)
     return {"verdict": verdict, "css": "parity" if verdict == "parity" else "diverged",
+            "unpaired": _unpaired_first(excess, sides) if excess else None,
             "name": report.get("name") or "", "left": sides.get("left"), "right": sides.get("right"),
             "diverged": records.get("diverged", 0), "paired": records.get("paired", 0),
             "max_diverged": report.get("max_diverged", 0), "matched": records.get("matched", 0),
@@ -146,6 +177,18 @@ def _verdict(report: Mapping[str, Any]) -> dict[str, Any]:
             "quarantined_right": quarantined.get("right", 0), "redacted": bool(report.get("redacted")),
             "first": {"stage": first.get("stage"), "records": first.get("records"), "cause": first.get("cause"),
                       "explanation": first.get("explanation", "")} if first else None}
+
+
+def _unpaired_first(excess: UnpairedExcess, sides: Mapping[str, Any]) -> dict[str, Any]:
+    """The paragraph that opens a report whose verdict the records on one side only decide."""
+    parts = [{"count": count, "side": side, "name": sides.get(side),
+              "keys": [key_text(k) for k in keys[:_UNPAIRED_SHOWN]]}
+             for count, keys, side in ((excess.left_only, excess.left_keys, "left"),
+                                       (excess.right_only, excess.right_keys, "right")) if count]
+    return {"records": excess.records, "allowed": excess.allowed, "parts": parts}
+
+
+_UNPAIRED_SHOWN = 5  # example keys per side named in the opening paragraph
 
 
 def _records(records: Mapping[str, Any], taps: Mapping[str, Any] | None) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """report.json -> JUnit XML, one test case per stage, so CI shows parity like any test suite (pure).
 
-Only stages fail: a stage fails when records first diverge there. Records on one side only, duplicates and
-quarantined records are reported in the suite's `<system-out>` but fail nothing (they are not divergences).
+A stage fails when records first diverge there. Records on one side only are no stage's divergence: the test
+case `unpaired` after the stages fails when there are more of them than `max_unpaired` allows (which makes the
+verdict "diverged"). Duplicates and quarantined records are reported in the suite's `<system-out>` and fail
+nothing.
 The tree is built with ElementTree, so escaping is the parser's job; characters XML 1.0 cannot carry at all
 (control characters a captured string may hold) are replaced by a visible `\\xNN` form.
 """
@@ -11,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping, Sequence
 
-from parity.report.html import key_text, show_command
+from parity.report.html import key_text, show_command, unpaired_excess
 
 __all__ = ["render_junit"]
 
@@ -50,6 +52,33 @@ def _stage_failure(stage: Mapping[str, Any], causes: Sequence[Mapping[str, Any]]
     return message, str(top), "\n".join(lines)
 
 
+UNPAIRED_CASE = "unpaired"
+_UNPAIRED_KEYS = 5  # example keys per side in the failure's detail
+
+
+def _unpaired_case(suite: ET.Element, name: str, report: Mapping[str, Any]) -> bool:
+    """The `unpaired` test case; True when it fails."""
+    case = _element(suite, "testcase", [("classname", name), ("name", UNPAIRED_CASE)])
+    excess = unpaired_excess(report)
+    records = report.get("records", {})
+    if excess is None:
+        unpaired = (records.get("left_only") or 0) + (records.get("right_only") or 0)
+        if unpaired:
+            _element(case, "system-out", text=f"{unpaired} records on one side only, within max_unpaired "
+                                               f"{report.get('max_unpaired', 0)}")
+        return False
+    sides = report.get("sides", {})
+    message = (f"{excess.records} records are on one side only ({excess.left_only} only on the left, "
+               f"{excess.right_only} only on the right), above max_unpaired {excess.allowed}")
+    lines = [message, ""]
+    for label, keys in ((f"left ({sides.get('left')})", excess.left_keys),
+                        (f"right ({sides.get('right')})", excess.right_keys)):
+        if keys:
+            lines.append(f"example keys only on the {label}: " + ", ".join(key_text(k) for k in keys[:_UNPAIRED_KEYS]))
+    _element(case, "failure", [("message", message), ("type", "unpaired")], "\n".join(lines))
+    return True
+
+
 def _records_text(report: Mapping[str, Any]) -> str:
     records = report.get("records", {})
     counts = ", ".join(f"{field} {records.get(field, 0)}" for field in (
@@ -78,12 +107,15 @@ def render_junit(report: Mapping[str, Any]) -> str:
     stages = report.get("stages", [])
     causes = report.get("causes", [])
     failing = [s for s in stages if (s.get("first_diverged") or 0) > 0]
-    suite = _element(None, "testsuite", [("name", name), ("tests", len(stages)), ("failures", len(failing)),
-                                         ("errors", 0), ("skipped", 0)])
+    unpaired_fails = unpaired_excess(report) is not None
+    suite = _element(None, "testsuite", [("name", name), ("tests", len(stages) + 1),
+                                         ("failures", len(failing) + unpaired_fails), ("errors", 0),
+                                         ("skipped", 0)])
     properties = _element(suite, "properties")
     sides = report.get("sides", {})
     for prop, value in (("verdict", report.get("verdict")), ("left", sides.get("left")),
                         ("right", sides.get("right")), ("max_diverged", report.get("max_diverged")),
+                        ("max_unpaired", report.get("max_unpaired")),
                         ("format", report.get("format")), ("encoding", report.get("encoding")),
                         ("redacted", str(bool(report.get("redacted"))).lower())):
         if value is not None:
@@ -98,6 +130,7 @@ def render_junit(report: Mapping[str, Any]) -> str:
         elif stage.get("diverged"):
             _element(case, "system-out", text=f"{stage.get('diverged')} records differ at {stage_name}, all of "
                                                "them first diverged at an earlier stage")
+    _unpaired_case(suite, name, report)
     _element(suite, "system-out", text=_records_text(report))
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

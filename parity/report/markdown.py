@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from parity.report.html import MISSING, field_rows, key_text, show_command, value_text
+from parity.report.html import MISSING, field_rows, key_text, show_command, unpaired_excess, value_text
 from parity.report.times import stage_field_utc
 
 __all__ = ["render_markdown"]
@@ -17,6 +17,7 @@ __all__ = ["render_markdown"]
 _VALUE_LIMIT = 120  # characters of one value in an example row
 _MAX_FEATURES = 10
 _MAX_EXAMPLES = 3
+_MAX_UNPAIRED_KEYS = 5  # example keys per side in the unpaired line
 _PUNCTUATION = re.compile(r"([\\`*_\[\]<>#!|~&@])")
 _NEWLINES = re.compile(r"[\r\n]+")
 
@@ -62,6 +63,23 @@ def _verdict(report: Mapping[str, Any]) -> str:
     return (f"{marker}{name} {_text(sides.get('left'))} vs {_text(sides.get('right'))}, "
             f"{_text(records.get('diverged', 0))} of {_text(records.get('paired', 0))} paired records diverged "
             f"(allowed: {_text(report.get('max_diverged', 0))}){redacted}")
+
+
+def _unpaired(report: Mapping[str, Any]) -> list[str]:
+    """The line that follows the verdict when the records on one side only are beyond `max_unpaired`."""
+    excess = unpaired_excess(report)
+    if excess is None:
+        return []
+    sides = report.get("sides", {})
+    parts = []
+    for count, keys, label in ((excess.left_only, excess.left_keys, f"only on the left ({_text(sides.get('left'))})"),
+                               (excess.right_only, excess.right_keys,
+                                f"only on the right ({_text(sides.get('right'))})")):
+        if count:
+            shown = ", ".join(_code(key_text(k), in_table=False) for k in keys[:_MAX_UNPAIRED_KEYS])
+            parts.append(f"{_text(count)} {label}" + (f", e.g. {shown}" if shown else ""))
+    return [f"**{_text(excess.records)} records are on one side only**, above the {_text(excess.allowed)} that "
+            f"`tolerance.max_unpaired` allows: {'; '.join(parts)}", ""]
 
 
 def _records(records: Mapping[str, Any]) -> str:
@@ -163,7 +181,8 @@ def render_markdown(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str
         report: the parsed report.json (CONTRACT section 5 plus parity's additions).
         out_dir: the output directory to name in the reproduce command.
     """
-    lines = [_verdict(report), "", _records(report.get("records", {})), ""] + _taps(report.get("taps")) \
+    lines = [_verdict(report), ""] + _unpaired(report) + [_records(report.get("records", {})), ""] \
+        + _taps(report.get("taps")) \
         + [_first_divergence(report), ""]
     lines += _funnel(report.get("stages", []))
     lines += _causes(report.get("causes", []))

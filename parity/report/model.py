@@ -103,9 +103,11 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     env_left, env_right = environments
     differences = [{"name": k, "left": env_left.get(k), "right": env_right.get(k)}
                    for k in sorted(set(env_left) | set(env_right)) if env_left.get(k) != env_right.get(k)]
+    unpaired = outcome.left_only + outcome.right_only
     return {
         "format": FORMAT,
-        "verdict": "parity" if diverged <= tolerance.max_diverged else "diverged",
+        "verdict": "parity" if diverged <= tolerance.max_diverged and unpaired <= tolerance.max_unpaired
+        else "diverged",
         "sides": {"left": sides[0], "right": sides[1]},
         "records": records,
         "stages": stages,
@@ -119,6 +121,7 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         "name": name,
         "encoding": canonical.ENCODING_VERSION,
         "max_diverged": tolerance.max_diverged,
+        "max_unpaired": tolerance.max_unpaired,
         "redacted": redact,
         "noise": ({side: {"stages": list(v["stages"]), "features": list(v["features"])}
                    for side, v in noise.items()} if noise is not None else None),

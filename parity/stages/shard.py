@@ -87,7 +87,9 @@ def add_value(agg: AggregateSpec, state: list, record: dict, order: tuple = (0, 
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             try:
                 value = float(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
+                return
+            if math.isnan(value):  # a string "NaN" is skipped like a NaN float (it has no integer ratio)
                 return
         state[0] += 1
         if isinstance(value, int):

@@ -5,16 +5,29 @@ window and `("global",)` for the global window.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable, Sequence
 
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
 
-from parity.config import LatenessSpec, WindowSpec
+from parity.config import MAX_WINDOWS_PER_RECORD, LatenessSpec, WindowSpec
 from parity.errors import UserCodeError
 
 Window = tuple
 GLOBAL: Window = ("global",)
+
+
+class TooManyWindowsError(UserCodeError):
+    """A WindowFn assigns one record to more than MAX_WINDOWS_PER_RECORD windows (e.g. sliding 1d every 1us):
+    replaying it would hold that many windows, aggregates and fingerprints per record."""
+
+
+def _too_many(count: int | None) -> TooManyWindowsError:
+    how_many = f"{count:,}" if count is not None else f"more than {MAX_WINDOWS_PER_RECORD:,}"
+    return TooManyWindowsError(f"the WindowFn assigns a record to {how_many} windows, above the limit of "
+                               f"{MAX_WINDOWS_PER_RECORD:,} per record; use fewer windows per record (e.g. a "
+                               f"sliding window with a longer period)")
 
 
 def build_windowfn(spec: WindowSpec | None) -> beam_window.WindowFn:
@@ -57,7 +70,18 @@ def assign(windowfn: beam_window.WindowFn, timestamp_us: int | None, record: dic
     """The windows Beam's `windowfn` assigns to a record with this event time, sorted."""
     ts = MIN_TIMESTAMP if timestamp_us is None else Timestamp(micros=timestamp_us)
     context = beam_window.WindowFn.AssignContext(ts, element=record)
-    return sorted(to_window(w) for w in windowfn.assign(context))
+    if isinstance(windowfn, beam_window.SlidingWindows):  # Beam's assign builds the whole list: check first
+        _check_sliding(windowfn)
+    windows = list(itertools.islice(windowfn.assign(context), MAX_WINDOWS_PER_RECORD + 1))
+    if len(windows) > MAX_WINDOWS_PER_RECORD:
+        raise _too_many(None)
+    return sorted(to_window(w) for w in windows)
+
+
+def _check_sliding(windowfn: beam_window.SlidingWindows) -> None:
+    per_record = -(-windowfn.size.micros // windowfn.period.micros)
+    if per_record > MAX_WINDOWS_PER_RECORD:
+        raise _too_many(per_record)
 
 
 def assign_many(windowfn: beam_window.WindowFn, timestamps: Sequence[int | None],
@@ -75,6 +99,7 @@ def assign_many(windowfn: beam_window.WindowFn, timestamps: Sequence[int | None]
             out.append([(start, start + size)])
         return out
     if kind is beam_window.SlidingWindows and None not in timestamps:
+        _check_sliding(windowfn)
         size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
         out = []
         for ts in timestamps:

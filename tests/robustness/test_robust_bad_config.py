@@ -46,7 +46,8 @@ CASES = {
                             ["capture.schema.id: unknown type 'integer'; expected one of int64, int32"]),
     "max-quarantined-out-of-range": ("version: 1\ncapture: {path: cap.jsonl, max_quarantined: 5}\n"
                                      "sides: {a: {}, b: {}}\n",
-                                     ["capture.max_quarantined: expected a number in [0.0, 1.0], got 5"]),
+                                     ["capture.max_quarantined: expected a number from 0 to 1 (a share of the "
+                                      "side's records), got 5"]),
     "max-record-bytes-zero": ("version: 1\ncapture: {path: cap.jsonl, max_record_bytes: 0}\nsides: {a: {}, b: {}}\n",
                               ["capture.max_record_bytes: expected an integer >= 1, got 0"]),
     "missing-capture-path": ("version: 1\ncapture: {key: [id]}\nsides: {a: {}, b: {}}\n",

@@ -289,7 +289,7 @@ _PLAIN = st.recursive(
     max_leaves=10)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=300)
 @given(st.lists(st.dictionaries(st.text(max_size=4), _PLAIN, max_size=5), max_size=6))
 def test_the_pickle_round_trip_of_plain_records_is_what_pickle_gives_back(records: list[dict]) -> None:
     expected = pickle.loads(pickle.dumps(records, protocol=4))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from parity.schema import parse_type
 from parity.stages.transform import RecordError, TFTInput, _column, _tf_value, feature_spec
 
-CI = settings(settings.get_profile("ci"), max_examples=300, deadline=None)
+CI = settings(settings.get_profile("ci"), max_examples=300)
 
 TYPES = {"n": parse_type("int64"), "flag": parse_type("bool"), "x": parse_type("float32"),
          "d": parse_type("float64"), "s": parse_type("string"), "b": parse_type("bytes"),

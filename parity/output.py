@@ -1,0 +1,196 @@
+"""The `--out` folder: whose it is, who writes into it now, and what an earlier run left there.
+
+Before a command writes anything into its output folder it `claim`s it:
+
+- a folder that is not empty and was not made by parity (no `.parity-out` marker, and entries other than
+  parity's own names) is refused unless the user passes `--force`: `--out /` or `--out ~` would otherwise
+  get reports written into it and earlier ones removed from it;
+- an exclusive lock (`.parity-lock`, flock) refuses a second run into the same folder while the first runs;
+  the kernel drops it when the process ends, however it ends;
+- the outputs of an earlier run that this command writes again (reports, `sides/`, `noise/`, a set's files)
+  are removed first, so a run that fails or is interrupted never leaves an old verdict for CI to publish.
+  A symbolic link among them is removed as a link (its target untouched), and parity only writes names it
+  removed or created itself: nothing is written through a link someone planted in the folder.
+
+Captures never read parity's own output: `is_parity_output` tells whether a file lies in a folder parity
+claimed (its marker) or in a fingerprint set, and the capture listing leaves those out.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+from typing import Iterable
+
+from parity.errors import OutputError
+
+MARKER = ".parity-out"
+LOCK = ".parity-lock"
+REPORTS = ("report.json", "report.md", "report.html", "junit.xml")
+TIMINGS = "timings.json"
+# what `parity check` writes at the top of its folder (`sides/` and `noise/` hold fingerprint sets)
+# the command line's logs of a run: a failure's traceback, and what the libraries printed (parity.cli)
+ERROR_LOG = "parity-error.log"
+LIBRARIES_LOG = "libraries.log"
+LOGS = (ERROR_LOG, LIBRARIES_LOG)
+CHECK_OUTPUTS = (*REPORTS, TIMINGS, "sides", "noise", *LOGS)
+# what `parity replay` writes into a fingerprint set's folder
+SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "quarantine.jsonl", "analyzers.json", TIMINGS, "values",
+               "stage_values", "_parts", "_spill", "_tft_tmp", "tft_output", *LOGS)
+_OWN = (MARKER, LOCK)
+_SET_FILES = ("manifest.json", "fingerprints.parquet")  # a folder holding both is a fingerprint set
+
+
+class Claim:
+    """A claimed output folder; `release()` (or leaving the `with` block) drops the lock."""
+
+    def __init__(self, path: str, fd: int):
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor of the open file drops its flock
+            self._fd = None
+
+    @property
+    def fd(self) -> int:
+        """The lock's descriptor: a child process given it keeps the folder locked until it ends too."""
+        assert self._fd is not None
+        return self._fd
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *unused: object) -> None:
+        self.release()
+
+
+def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force: bool = False,
+          flag: str = "--out") -> Claim:
+    """Makes `path` this run's output folder: refuses another's folder (unless `force`), locks it, and removes
+    the earlier outputs named in `outputs` (names directly in the folder). A folder without parity's marker
+    counts as parity's when it holds nothing but `outputs` and `known` (names parity writes there that this
+    command keeps, e.g. the fingerprint sets `parity diff` reads).
+
+    Raises:
+        OutputError: the path is a file, another run holds the lock, the folder is not parity's and `force` is
+            off, or the lock file is a link; the message names the folder and the way out.
+    """
+    outputs, known = tuple(outputs), tuple(known)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise OutputError(f"{flag} {path}: exists and is not a folder; give a folder (parity creates it when "
+                          f"it is missing)")
+    try:
+        os.makedirs(path, exist_ok=True)
+        entries = sorted(os.listdir(path))
+    except OSError as exc:
+        raise OutputError(f"{flag} {path}: cannot create or list the folder: {exc.strerror or exc}") from exc
+    ours = _has_marker(path) or all(name in (*_OWN, *outputs, *known) for name in entries)
+    if not ours and not force:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise OutputError(
+            f"{flag} {path}: the folder is not empty and was not made by parity (it holds {shown}); parity "
+            f"removes its earlier outputs from the folder it writes to: give a new or empty folder, or pass "
+            f"--force to write into this one")
+    fd = _lock(path, flag)
+    try:
+        if ours and not _has_marker(path):
+            remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
+            _write_marker(path)
+        for name in outputs:
+            remove(os.path.join(path, name))
+    except OSError as exc:
+        os.close(fd)
+        raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc.filename or path}: "
+                          f"{exc.strerror or exc}") from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    _CLAIMED.add(os.path.realpath(path))
+    return Claim(path, fd)
+
+
+_CLAIMED: set[str] = set()  # the folders this process claimed: its logs may go there, not into another run's
+
+
+def is_claimed(path: str) -> bool:
+    """Whether this process claimed `path` as its output folder (and it is still parity's): where its logs go."""
+    return os.path.realpath(path) in _CLAIMED and os.path.isdir(path) and not os.path.islink(path) \
+        and _has_marker(path)
+
+
+def _has_marker(path: str) -> bool:
+    marker = os.path.join(path, MARKER)
+    return os.path.isfile(marker) and not os.path.islink(marker)
+
+
+def _write_marker(path: str) -> None:
+    fd = os.open(os.path.join(path, MARKER), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("made by parity: its output folder (reports, fingerprint sets); parity may remove what is "
+                     "in it\n")
+
+
+def _lock(path: str, flag: str) -> int:
+    lock_path = os.path.join(path, LOCK)
+    if os.path.islink(lock_path):  # planted: parity only ever makes a plain file there, never removed
+        os.unlink(lock_path)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{flag} {path}: {LOCK} is a symbolic link; parity never writes through a link: "
+                              f"remove it") from exc
+        raise OutputError(f"{flag} {path}: cannot create the lock file {lock_path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise OutputError(f"{flag} {path}: another parity run{who} is writing into this folder; wait for it "
+                              f"to end or give another {flag}") from exc
+        raise OutputError(f"{flag} {path}: cannot lock {lock_path}: {exc.strerror}") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
+
+
+def remove(path: str) -> None:
+    """Removes a file, a link (never its target) or a folder tree (links inside it as links); nothing if
+    missing."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `path` whole or not at all: a new temporary file (never a link's target), then a rename over the
+    name (which replaces a link there, not what it points to)."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def is_parity_output(path: str, stop: str = os.sep) -> bool:
+    """Whether the file `path` lies in a folder parity claimed (its marker) or in a fingerprint set, looking
+    at its folders up to `stop` (the capture pattern's fixed part, included)."""
+    stop = os.path.abspath(stop)
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        if _has_marker(folder) or all(os.path.isfile(os.path.join(folder, name)) for name in _SET_FILES):
+            return True
+        if folder == stop or os.path.dirname(folder) == folder:
+            return False
+        folder = os.path.dirname(folder)
