@@ -28,10 +28,12 @@ setup(
     description="Per-stage parity checks between an offline and a production Beam / tensorflow-transform pipeline",
     long_description=_README.read_text(encoding="utf-8") if _README.exists() else "",
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["parity", "parity.*"]),
+    # templates/ holds data only (no __init__.py); listed so setuptools ships it as package data.
+    packages=find_packages(include=["parity", "parity.*"]) + ["parity.report.templates"],
     ext_modules=[_CANONICAL_EXT],
     license_files=["vendor/xxhash/LICENSE"],  # the extension compiles xxHash in (BSD-2-Clause)
     include_package_data=True,
+    package_data={"parity.report.templates": ["*.j2"]},  # the HTML report's Jinja2 templates
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]>=2.59,<3",
@@ -45,6 +47,7 @@ setup(
         "fastavro",
         "orjson>=3.9",  # the JSON Lines reader's parser (json decides what orjson refuses)
         "google-crc32c",  # TFRecord framing checksums
+        "jinja2>=3.0",  # the HTML report's templates (autoescaping on)
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "xmlschema", "build", "wheel"],

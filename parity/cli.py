@@ -82,6 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="one record, stage by stage, both sides")
     show.add_argument("dir")
     show.add_argument("key")
+
+    init = commands.add_parser("init", help="write a commented starting parity.yaml from a capture")
+    init.add_argument("--capture", required=True, help="the captured records: a file, a folder or a glob")
+    init.add_argument("--schema", default=None, help="a TFMD schema.pbtxt (or SchemaGen's output folder)")
+    init.add_argument("--offline", default=None,
+                      help="the offline transform: module:fn or path/to/module.py:fn (a TFT preprocessing_fn when "
+                           "named so, else a per-record Python function; tft: or python: in front says which), "
+                           "or an exported TFT output folder")
+    init.add_argument("--production", default=None, help="the production transform, as --offline")
+    init.add_argument("--key", action="append", default=None, help="a record key field (repeat for several)")
+    init.add_argument("--format", default=None, choices=("jsonl", "tfrecord", "parquet", "csv"),
+                      help="the capture's format (default: from the extension or the first bytes)")
+    init.add_argument("--out", default="parity.yaml", help="the config to write (default: parity.yaml); "
+                                                          "an existing file is never overwritten")
     return parser
 
 
@@ -312,6 +326,13 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                 handle.write(text)
         else:
             sys.stdout.write(text)
+        return EXIT_PARITY
+    if args.command == "init":
+        from parity.init import InitOptions, init_config
+
+        path = init_config(InitOptions(capture=args.capture, out=args.out, schema=args.schema, offline=args.offline,
+                                       production=args.production, key=tuple(args.key or ()), format=args.format))
+        print(f"parity: wrote {path}; check it, then run `parity check {path}`")
         return EXIT_PARITY
     result = run.show(args.dir, args.key)
     print(json.dumps(result, indent=2, ensure_ascii=False))

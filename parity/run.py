@@ -18,6 +18,7 @@ from parity.fingerprint_set import FingerprintSet, finalize, read_set
 from parity.replay import TFT_OUTPUT, ReplaySide, saved_graph_dir, unwrap_pipeline_error
 from parity.report import RENDERERS
 from parity.report.model import build_report
+from parity.report.times import window_value_utc
 from parity.runners import make_options, make_runner, replay_gc
 
 SIDES_DIR = "sides"
@@ -448,6 +449,8 @@ def show(path: str, key: str) -> dict[str, Any]:
             fp_row, value_row = item
             entry[label] = {"fingerprint": f"{fp_row[f'{stage}_fp']:016x}",
                             "value": canonical.to_json(value_row[stage])}
+            if stage == "window" and (utc := window_value_utc(entry[label]["value"])) is not None:
+                entry[label]["utc"] = utc  # the event time and window bounds as ISO-8601, beside the µs
         entry["equal"] = bool(entry["left"] and entry["right"] and
                               entry["left"]["fingerprint"] == entry["right"]["fingerprint"])
         if not entry["equal"] and result["first_divergence"] is None:

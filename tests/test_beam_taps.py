@@ -197,7 +197,8 @@ def test_a_report_of_a_tap_set_says_which_stages_and_sample_it_compared(
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert f"outside the taps&#x27; sample on the left</td><td class=\"num\">{3000 - sampled}<" in html
     assert "outside the taps&#x27; sample on the right</td><td class=\"num\">0<" in html
-    assert "Taps: stages compared <code>input</code>" in html and "sample rate 0.1" in html
+    assert "<td>stages compared</td><td><code>input</code>, <code>window</code>" in html
+    assert '<td>sample rate</td><td class="num">0.1</td>' in html and '<section id="taps">' in html
     expected, out = check_out  # two replays: no taps field, so reports without taps keep their bytes
     assert "taps" not in expected and "taps:" not in (out / "report.md").read_text(encoding="utf-8")
 

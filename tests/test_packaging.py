@@ -27,12 +27,14 @@ def test_the_wheel_built_from_the_sdist_installs_a_working_parity_into_a_fresh_v
     (wheel,) = glob.glob(str(dist / "parity-*.whl"))
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"parity/_canonical.c", "vendor/xxhash/xxhash.h", "setup.py", "README.md", "parity/tfmd.py"} <= names
+    assert {"parity/_canonical.c", "vendor/xxhash/xxhash.h", "setup.py", "README.md", "parity/tfmd.py",
+            "parity/report/templates/page.html.j2"} <= names
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     assert any(name.startswith("parity/_canonical") and name.endswith(".so") for name in names), \
         "the wheel lacks the C encoder (a C compiler is on this machine)"
     assert "parity/cli.py" in names and "parity/capture/tfrecord.py" in names
+    assert {f"parity/report/templates/{name}.html.j2" for name in ("page", "body", "macros")} <= names
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])

@@ -10,8 +10,8 @@ from parity.config import ReportSpec
 
 
 def test_the_package_exports_exactly_its_public_api():
-    assert sorted(parity.__all__) == sorted(["check", "ConfigError", "InputError", "ParityError", "UserCodeError",
-                                             "__version__"])
+    assert sorted(parity.__all__) == sorted(["check", "ConfigError", "InputError", "ParityError", "Report",
+                                             "UserCodeError", "__version__"])
     for name in parity.__all__:
         assert hasattr(parity, name)
 

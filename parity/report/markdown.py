@@ -10,6 +10,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from parity.report.html import MISSING, field_rows, key_text, show_command, unpaired_excess, value_text
+from parity.report.times import stage_field_utc
 
 __all__ = ["render_markdown"]
 
@@ -36,13 +37,14 @@ def _code(value: Any, *, in_table: bool = True) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, utc: str | None = None) -> str:
+    """A value as a code span; `utc` (an event time or window bounds as ISO-8601 UTC) follows it in brackets."""
     if value is MISSING:
         return "*missing*"
     text = value_text(value)
     if len(text) > _VALUE_LIMIT:
         text = text[:_VALUE_LIMIT - 3] + "..."
-    return _code(text)
+    return _code(text) + (f" ({_text(utc)})" if utc else "")
 
 
 def _table(headers: Sequence[str], aligns: str, rows: Sequence[Sequence[str]]) -> list[str]:
@@ -166,7 +168,9 @@ def _examples(report: Mapping[str, Any]) -> list[str]:
             lines.append("the values shown are equal; their fingerprints differ (see `parity show`)")
             continue
         lines += _table(["field", f"left ({_text(sides.get('left'))})", f"right ({_text(sides.get('right'))})"],
-                        "lll", [[_code(r.path), _value(r.left), _value(r.right)] for r in differing])
+                        "lll", [[_code(r.path), _value(r.left, stage_field_utc(example.get("stage"), r.path, r.left)),
+                                 _value(r.right, stage_field_utc(example.get("stage"), r.path, r.right))]
+                                for r in differing])
     return lines
 
 

@@ -138,3 +138,23 @@ def test_reproduce_section_gives_parity_show_commands_for_example_keys() -> None
     assert "parity show parity-out &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27;" in reproduce
     assert "parity show parity-out k4" not in reproduce  # three keys at most
     assert "parity show &lt;dir&gt; KEY" in render_html(clean_report())
+
+
+def test_a_report_of_production_taps_gets_a_taps_section_and_a_line_in_the_header() -> None:
+    report = diverged_report()
+    report["taps"] = {"stages_compared": ["input", "window"], "sample_rate": 0.25,
+                      "outside_sample": {"left": 31, "right": 2}}
+    page = render_html(report)
+    _assert_only_safe_markup(page)
+    header = page[page.index("<header"):page.index("</header>")]
+    assert "sample rate 0.25, 2 of 6 stages (see <a href=\"#taps\">taps</a>)" in header
+    taps = page[page.index('<section id="taps">'):]
+    taps = taps[:taps.index("</section>")]
+    assert "<td>stages compared</td><td><code>input</code>, <code>window</code></td>" in taps
+    assert ("<td>stages not compared (untapped on a side)</td><td><code>shard</code>, <code>coder</code>, "
+            "<code>seed</code>, <code>transform</code></td>") in taps
+    assert '<td>sample rate</td><td class="num">0.25</td>' in taps
+    assert '<td>left out as outside the sample on the left</td><td class="num">31</td>' in taps
+    assert '<td>left out as outside the sample on the right</td><td class="num">2</td>' in taps
+    assert page.index('id="records"') < page.index('id="taps"') < page.index('id="reproduce"')
+    assert 'id="taps"' not in render_html(diverged_report()) and "#taps" not in render_html(diverged_report())

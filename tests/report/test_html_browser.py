@@ -156,3 +156,27 @@ def test_chromium_screenshot_of_the_report_is_saved_under_test_results(hostile_r
         header = handle.read(24)
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")) == (1280, 2400)
+
+
+def _notebook_page(folder, cell_output: str) -> str:
+    """A page that holds a cell's HTML output as Jupyter does: inserted into its own DOM, under no CSP."""
+    page = folder / "notebook.html"
+    page.write_text(f"<!DOCTYPE html><html><head><title>notebook</title></head><body><div class=\"output\">"
+                    f"{cell_output}</div></body></html>", encoding="utf-8")
+    return str(page)
+
+
+def test_the_notebook_view_of_a_hostile_report_runs_no_script_in_the_notebook(hostile_report, tmp_path) -> None:
+    _, report = hostile_report
+    page = _notebook_page(tmp_path, report._repr_html_())
+    dom = _parse(run_chromium(page, str(tmp_path / "profile"), "--dump-dom").stdout)
+    assert dom.title == ["notebook"]
+    assert dom.tags.count("iframe") == 1 and "script" not in dom.tags and "img" not in dom.tags
+    assert not [name for name, _ in dom.attributes if name.startswith("on")]
+
+
+def test_chromium_would_notice_a_frame_whose_script_reached_the_notebook(tmp_path) -> None:
+    """The control: a frame without the sandbox runs its script, which retitles the page around it."""
+    frame = '<iframe srcdoc="&lt;script&gt;parent.document.title=&#x27;pwned&#x27;&lt;/script&gt;"></iframe>'
+    dom = _parse(run_chromium(_notebook_page(tmp_path, frame), str(tmp_path / "profile"), "--dump-dom").stdout)
+    assert dom.title == [PWNED]
