@@ -262,6 +262,7 @@ class TransformSpec:
     ref: Ref | None = None
     path: str | None = None
     from_side: str | None = None
+    custom_config: str | None = None  # tft: the JSON text of TFX Transform's `custom_config` (a frozen mapping)
 
 
 @dataclass(frozen=True)
@@ -748,12 +749,23 @@ def _seed(ctx: _Ctx, body: Any, path: str) -> SeedConfig | None:
 def _transform(ctx: _Ctx, body: Any, path: str) -> TransformSpec | None:
     if body is None:
         return None
-    body = ctx.mapping(body, path, ("tft", "saved", "python"))
-    if len(body) != 1:
-        raise ctx.fail(path, f"expected exactly one of tft, saved, python; got {_show(sorted(body))}")
-    kind, value = next(iter(body.items()))
+    body = ctx.mapping(body, path, ("tft", "saved", "python", "custom_config"))
+    kinds = [key for key in body if key != "custom_config"]
+    if len(kinds) != 1:
+        raise ctx.fail(path, f"expected exactly one of tft, saved, python; got {_show(sorted(kinds))}")
+    kind, value = kinds[0], body[kinds[0]]
+    custom = body.get("custom_config")
+    if custom is not None and (kind != "tft" or not isinstance(custom, dict)):
+        raise ctx.fail(f"{path}.custom_config", "goes with tft: a mapping handed to a preprocessing_fn that takes "
+                                                "a custom_config argument, as TFX Transform's custom_config is")
     if kind == "tft":
-        return TransformSpec("tft", ref=ctx.ref(value, f"{path}.tft"))
+        import json
+
+        try:
+            custom_text = json.dumps(custom, sort_keys=True) if custom is not None else None
+        except (TypeError, ValueError) as exc:
+            raise ctx.fail(f"{path}.custom_config", f"expected JSON-like values: {exc}") from exc
+        return TransformSpec("tft", ref=ctx.ref(value, f"{path}.tft"), custom_config=custom_text)
     if kind == "python":
         return TransformSpec("python", ref=ctx.ref(value, f"{path}.python"))
     if isinstance(value, dict):

@@ -153,7 +153,7 @@ class ReplaySide(beam.PTransform):
                               f"typed inputs; add capture.schema")
         tft_input = TFTInput(types, side.capture.tfmd_text)
         metadata = tft_input.metadata
-        preprocessing_fn = side.transform.ref.resolve()  # type: ignore[union-attr]
+        preprocessing_fn = _with_custom_config(self.config, side)
         output_dir = os.path.join(self.out_dir, TFT_OUTPUT)
         # The raw schema is known before the job runs; serving (and `saved`) reads it from metadata/.
         metadata_io.write_metadata(metadata, os.path.join(output_dir, "metadata"))
@@ -182,6 +182,29 @@ class ReplaySide(beam.PTransform):
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True,
                                                              consume_spill=self.consume_spills),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
+
+
+def _with_custom_config(config: Config, side: SideConfig) -> Any:
+    """The side's preprocessing_fn as TFX Transform calls it: with `custom_config=` (the config's mapping, else
+    {}) when it has a parameter of that name, else with its inputs alone."""
+    import functools
+    import inspect
+    import json
+
+    spec = side.transform
+    fn = spec.ref.resolve()  # type: ignore[union-attr]
+    try:
+        takes = "custom_config" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes = False
+    if takes:
+        custom = json.loads(spec.custom_config) if spec.custom_config else {}  # type: ignore[union-attr]
+        return functools.update_wrapper(functools.partial(fn, custom_config=custom), fn)
+    if spec.custom_config is not None:  # type: ignore[union-attr]
+        raise ConfigError(f"{config.path}: sides.{side.name}.transform.custom_config: preprocessing_fn "
+                          f"'{spec.ref.text}' takes no custom_config parameter; remove custom_config or "  # type: ignore[union-attr]
+                          f"add the parameter")
+    return fn
 
 
 def _first_line(exc: BaseException) -> str:

@@ -135,3 +135,48 @@ def test_a_bad_tfmd_schema_is_a_config_error_naming_the_file_and_what_to_do(tmp_
 def test_a_missing_schema_path_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist; give a schema.pbtxt or SchemaGen's output folder"):
         load_config(_config(tmp_path, "nowhere/schema.pbtxt"))
+
+
+def test_a_preprocessing_fn_taking_custom_config_gets_the_configs_mapping_as_tfx_hands_it(tmp_path):
+    import parity
+    from parity import run
+
+    (tmp_path / "cc_module.py").write_text(
+        "import tensorflow as tf\n\n"
+        "def preprocessing_fn(inputs, custom_config):\n"
+        "    fare = tf.sparse.to_dense(inputs['fare'], default_value=-1.0)[:, 0]\n"
+        "    return {'fare_scaled': fare * custom_config['fare_scale']}\n",
+        encoding="utf-8")
+    examples = os.path.join(ROOT, "fixtures", "tfx", "pipeline", "CsvExampleGen", "examples", "1", "Split-train")
+    config = tmp_path / "parity.yaml"
+    config.write_text(f"version: 1\ncapture: {{path: {examples}, key: [trip_id], schema: {SCHEMA_GEN}}}\n"
+                      "sides:\n  offline: {transform: {tft: 'cc_module:preprocessing_fn', "
+                      "custom_config: {fare_scale: 2.0}}}\n  production: {transform: {saved: {from_side: offline}}}\n",
+                      encoding="utf-8")
+    report = parity.check(str(config), out_dir=str(tmp_path / "out"))
+    assert report["verdict"] == "parity"
+    from parity.fingerprint_set import read_set
+
+    keys = read_set(str(tmp_path / "out" / "sides" / "offline")).table.column("key").to_pylist()[:12]
+    seen = set()
+    for key in keys:
+        stages = {e["stage"]: e for e in run.show(str(tmp_path / "out"), key)["stages"]}
+        fare = stages["input"]["left"]["value"]["fare"]
+        seen.add(fare is None)
+        assert stages["transform"]["left"]["value"]["fare_scaled"] == pytest.approx(
+            2.0 * fare if fare is not None else -2.0), key
+    assert seen == {True, False}, "a present and a missing fare"
+
+
+def test_custom_config_with_a_preprocessing_fn_that_takes_none_is_a_config_error(tmp_path):
+    import parity
+
+    (tmp_path / "plain_module.py").write_text("def preprocessing_fn(inputs):\n    return dict(inputs)\n",
+                                              encoding="utf-8")
+    (tmp_path / "cap.jsonl").write_text('{"trip_id": 1, "fare": 2.5}\n', encoding="utf-8")
+    config = tmp_path / "parity.yaml"
+    config.write_text("version: 1\ncapture: {path: cap.jsonl, key: [trip_id], schema: {trip_id: int64, "
+                      "fare: float64}}\nsides:\n  offline: {transform: {tft: 'plain_module:preprocessing_fn', "
+                      "custom_config: {a: 1}}}\n  production: {}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="takes no custom_config parameter"):
+        parity.check(str(config), out_dir=str(tmp_path / "out"))
