@@ -108,9 +108,12 @@ def test_an_unknown_profile_name_stops_the_suite_naming_the_choices():
 
 
 def test_make_explore_runs_only_the_property_tests_with_the_explore_profile():
-    done = subprocess.run(["make", "-n", "explore"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    # run from `make test` too: a nested make would add "Entering/Leaving directory" lines, so none are asked for
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "explore"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
-    command = done.stdout.strip().splitlines()[-1]
+    command = [line for line in done.stdout.splitlines() if "pytest" in line][-1]
     assert "PARITY_HYPOTHESIS_PROFILE=explore" in command and "-m hypothesis" in command
     collected = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m",
                                 "hypothesis", "tests/stages/test_shard.py"], env=python_env(), cwd=REPO,
