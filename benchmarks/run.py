@@ -235,7 +235,7 @@ class Harness:
         shutil.rmtree(parity_out, ignore_errors=True)
         self.kept_parity_out = None
 
-    def run_one(self, name: str, round_index: int) -> None:
+    def run_one(self, name: str, round_index: int, position: int = 0) -> None:
         a = self.args
         if name == "tfdv":
             if not os.path.exists(a.tfdv_python):
@@ -246,8 +246,9 @@ class Harness:
             self.ensure_examples()
         work, result, log_path = self._scratch(name, round_index)
         log(f"round {round_index}: {name} ...")
+        load = _load_average()
         done = run_process(self.command(name, work, result), log_path, self.env, a.max_rss_gib)
-        entry: dict[str, Any] = {"round": round_index, **done}
+        entry: dict[str, Any] = {"round": round_index, "position": position, "load_before": load, **done}
         if done["exit"] == 0 and os.path.exists(result):
             with open(result, encoding="utf-8") as handle:
                 entry.update(json.load(handle))
@@ -272,14 +273,57 @@ class Harness:
 
     def run(self) -> dict[str, Any]:
         a = self.args
-        for round_index in range(1, a.repeat + 1):
-            for name in a.contenders:
+        machine = machine_state()  # before the first round: the commit, the packages, the CPUs, the load
+        for round_index in range(1, a.repeat + 1):  # the number of rounds is fixed before the run starts
+            for position, name in enumerate(round_order(a.contenders, round_index)):
                 if round_index > 1 and name in a.once:
                     continue
-                self.run_one(name, round_index)
+                self.run_one(name, round_index, position)
         if self.kept_parity_out and not a.keep:
             shutil.rmtree(self.kept_parity_out, ignore_errors=True)
-        return summarize(a, self.runs)
+        result = summarize(a, self.runs)
+        result["machine"] = machine
+        result["machine"]["load_average_after"] = _load_average()
+        return result
+
+
+def round_order(contenders: list[str], round_index: int) -> list[str]:
+    """The contenders of a round, rotated by one place each round: none always runs first (cold caches) or
+    last (a machine warmed, or loaded, by the others)."""
+    shift = (round_index - 1) % len(contenders) if contenders else 0
+    return contenders[shift:] + contenders[:shift]
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine_state() -> dict[str, Any]:
+    """What a results file must record to be compared with another: the commit (and whether the tree had
+    uncommitted changes), the versions of the packages the contenders run on, the CPUs this process may use,
+    and the load average (1, 5, 15 minutes) when the run started."""
+    from importlib import metadata
+
+    def git(*command: str) -> str:
+        done = subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    packages = {}
+    for package in ("apache-beam", "tensorflow", "tensorflow-transform", "tfx-bsl", "pyarrow", "numpy", "xxhash"):
+        try:
+            packages[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            packages[package] = None
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count()
+    return {"commit": git("rev-parse", "HEAD") or None, "uncommitted_changes": bool(git("status", "--porcelain")),
+            "python": sys.version.split()[0], "packages": packages, "cpus": cpus,
+            "load_average_before": _load_average()}
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -309,9 +353,12 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
             row["skipped"] = entries[0]["skipped"]
         if ok:
             wall = _median(ok, "wall_s")
+            cpus = [e["cpu_s"] for e in ok if isinstance(e.get("cpu_s"), (int, float))]
             row.update({"wall_s": round(wall, 3), "wall_s_runs": [e["wall_s"] for e in ok],
+                        "wall_s_spread": round(max(e["wall_s"] for e in ok) - min(e["wall_s"] for e in ok), 3),
                         "process_s": round(_median(ok, "process_s"), 3),
-                        "cpu_s": _round(_median(ok, "cpu_s")),
+                        "cpu_s": _round(_median(ok, "cpu_s")), "cpu_s_runs": cpus,
+                        "cpu_s_spread": round(max(cpus) - min(cpus), 3) if cpus else None,
                         "peak_rss_mib": max(e["peak_rss_mib"] for e in ok)})
             if name != "kernel":
                 row["records_per_s"] = round(n / wall) if wall else None
@@ -362,11 +409,9 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
     if floor and naive:
         out["naive_minus_floor_s"] = round(naive - floor, 3)
     if floor and par and naive:
-        # the fingerprint+diff part; when parity is within the floor, its part is below the noise: clamp
-        # it to 1% of the floor for the ratio, and say so.
-        part = par - floor
-        out["fingerprint_diff_speedup_vs_naive"] = round((naive - floor) / max(part, 0.01 * floor), 2)
-        out["parity_part_clamped"] = part < 0.01 * floor
+        # the fingerprint+diff part of each: a ratio of parts only where parity's part stands out of the noise
+        out["fingerprint_diff_speedup_vs_naive"] = _part_ratio(naive - floor, par - floor,
+                                                               _noise(rows, ("floor", "parity"), "wall_s_spread"))
     if par and tfdv:
         out["tfdv_over_parity"] = round(tfdv / par, 3)
     # the same in CPU seconds: parity's second side runs in a child process on the other core, which the
@@ -374,14 +419,34 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
     cpu = {name: rows.get(name, {}).get("cpu_s") for name in ("floor", "parity", "naive")}
     if cpu["floor"] and cpu["parity"]:
         out["parity_cpu_over_floor_cpu"] = round(cpu["parity"] / cpu["floor"], 3)
-    if cpu["floor"] and cpu["parity"] and cpu["naive"] and cpu["parity"] > cpu["floor"]:
-        out["fingerprint_diff_speedup_vs_naive_cpu"] = round(
-            (cpu["naive"] - cpu["floor"]) / (cpu["parity"] - cpu["floor"]), 2)
+    if cpu["floor"] and cpu["parity"] and cpu["naive"]:
+        out["fingerprint_diff_speedup_vs_naive_cpu"] = _part_ratio(
+            cpu["naive"] - cpu["floor"], cpu["parity"] - cpu["floor"],
+            _noise(rows, ("floor", "parity"), "cpu_s_spread"))
     kernel = rows.get("kernel", {})
     for ratio, key in _KERNEL_RATIOS.items():
         if ratio in kernel:
             out[key] = kernel[ratio]
     return out
+
+
+NOT_MEASURABLE = "not measurable"
+
+
+def _noise(rows: dict[str, dict], names: tuple[str, ...], spread: str) -> float | None:
+    """The larger spread (max - min over the rounds) of the named contenders; None with one round each."""
+    spreads = [rows.get(name, {}).get(spread) for name in names]
+    if any(value is None for value in spreads) or all(rows.get(n, {}).get("runs", 0) < 2 for n in names):
+        return None
+    return max(spreads)  # type: ignore[type-var]
+
+
+def _part_ratio(other: float, ours: float, noise: float | None) -> float | str:
+    """other / ours, where `ours` is parity's part over the floor; "not measurable" when that part is not
+    above zero, or is within the rounds' noise (never a clamped stand-in for it)."""
+    if ours <= 0 or (noise is not None and ours <= noise):
+        return NOT_MEASURABLE
+    return round(other / ours, 2)
 
 
 # the kernel contender's ratios (its row) -> their names among the run's ratios
@@ -425,8 +490,12 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
     """Each issue-5 target measured in this run: value, target, met, and by how much."""
     out = []
 
-    def add(name: str, value: float | None, target: float, higher_is_better: bool, note: str = "") -> None:
+    def add(name: str, value: float | str | None, target: float, higher_is_better: bool, note: str = "") -> None:
         if value is None:
+            return
+        if isinstance(value, str):  # "not measurable": neither met nor missed
+            out.append({"target": name, "value": value, "limit": target, "better": ">=" if higher_is_better
+                        else "<=", "met": None, "margin": None, "note": note})
             return
         met = value >= target if higher_is_better else value <= target
         factor = (value / target) if higher_is_better else (target / value if value else float("inf"))
@@ -438,7 +507,10 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
     add("parity / floor wall time", ratios.get("parity_over_floor"), TARGETS["parity_over_floor"], False, at)
     add("(naive - floor) / (parity - floor)", ratios.get("fingerprint_diff_speedup_vs_naive"),
         TARGETS["fingerprint_diff_speedup_vs_naive"], True,
-        "parity's part clamped to 1% of the floor" if ratios.get("parity_part_clamped") else "")
+        "parity's part within the rounds' noise" if ratios.get("fingerprint_diff_speedup_vs_naive")
+        == NOT_MEASURABLE else "")
+    add("(naive - floor) / (parity - floor), CPU seconds", ratios.get("fingerprint_diff_speedup_vs_naive_cpu"),
+        TARGETS["fingerprint_diff_speedup_vs_naive"], True)
     add("tfdv / parity wall time", ratios.get("tfdv_over_parity"), TARGETS["tfdv_over_parity"], True)
     add("kernel records/s / plain xxh3 loop (one hash per record)", ratios.get("kernel_vs_plain_xxh3_record"),
         TARGETS["kernel_vs_plain_xxh3"], True)
@@ -492,8 +564,9 @@ def render_markdown(result: dict[str, Any]) -> str:
              "process, `CPU` the whole process's CPU seconds (user + system, its child processes included); "
              "peak RSS is the process's and its children's together (max over rounds). Ratios are within this "
              "run.", "",
-             "| contender | runs | wall s | process s | CPU s | records/s | peak RSS MiB | wall / floor |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| contender | runs | wall s | process s | CPU s | records/s | peak RSS MiB | wall / floor | "
+             "wall spread s | CPU spread s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         if name == "kernel":
             continue
@@ -503,7 +576,9 @@ def render_markdown(result: dict[str, Any]) -> str:
         ratio = round(row["wall_s"] / floor, 3) if floor and row.get("wall_s") else None
         lines.append(f"| {name} | {row['runs']}{' (+' + str(row['failed']) + ' failed)' if row['failed'] else ''}"
                      f" | {_fmt(row.get('wall_s'))} | {_fmt(row.get('process_s'))} | {_fmt(row.get('cpu_s'))} | "
-                     f"{_fmt(row.get('records_per_s'))} | {_fmt(row.get('peak_rss_mib'), 0)} | {_fmt(ratio, 3)} |")
+                     f"{_fmt(row.get('records_per_s'))} | {_fmt(row.get('peak_rss_mib'), 0)} | {_fmt(ratio, 3)} | "
+                     f"{_fmt(row.get('wall_s_spread'))} | {_fmt(row.get('cpu_s_spread'))} |")
+    lines += _every_round(result)
     kernel = rows.get("kernel")
     if kernel and kernel.get("kernel_records_per_s"):
         k = kernel["kernel_records_per_s"]
@@ -537,8 +612,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         for t in result["targets"]:
             note = t["note"].strip()
             note = f" {note}" if note.startswith("(") else f" ({note})" if note else ""
+            met = "–" if t["met"] is None else "yes" if t["met"] else "NO"
+            margin = "–" if t["margin"] is None else f"{t['margin']:.2f}x"
             lines.append(f"| {t['target']}{note} | {_fmt(t['value'], 3)} | {t['better']} {t['limit']} | "
-                         f"{'yes' if t['met'] else 'NO'} | {t['margin']:.2f}x |")
+                         f"{met} | {margin} |")
     failures = [(name, f) for name, row in rows.items() for f in row.get("failures", [])]
     if failures:
         lines += ["", "## failed runs", ""]
@@ -559,6 +636,31 @@ def render_markdown(result: dict[str, Any]) -> str:
             lines += ["", f"{name}'s parts (last round): `{json.dumps(timings, sort_keys=True)}`"]
     lines.append("")
     return "\n".join(lines)
+
+
+def _every_round(result: dict[str, Any]) -> list[str]:
+    """Every round of every contender, in the order they ran, none left out: the medians above hide nothing."""
+    entries = [(e.get("round", 0), e.get("position", 0), name, e) for name, runs in result.get("runs", {}).items()
+               for e in runs if "round" in e]
+    if not entries:
+        return []
+    machine = result.get("machine") or {}
+    lines = ["", "## every round", ""]
+    if machine:
+        packages = ", ".join(f"{k} {v}" for k, v in (machine.get("packages") or {}).items() if v)
+        lines += [f"Commit `{machine.get('commit')}`" + (" (with uncommitted changes)" if
+                                                         machine.get("uncommitted_changes") else "")
+                  + f", Python {machine.get('python')}, {machine.get('cpus')} CPUs; {packages}. Load average "
+                  f"(1, 5, 15 min) {machine.get('load_average_before')} before, "
+                  f"{machine.get('load_average_after')} after.", ""]
+    lines += ["| round | order | contender | wall s | CPU s | peak RSS MiB | load before (1 min) | outcome |",
+              "|---|---|---|---|---|---|---|---|"]
+    for round_index, position, name, e in sorted(entries, key=lambda item: item[:2]):
+        load = (e.get("load_before") or [None])[0]
+        outcome = "failed" if "error" in e else "ok"
+        lines.append(f"| {round_index} | {position + 1} | {name} | {_fmt(e.get('wall_s'))} | {_fmt(e.get('cpu_s'))} | "
+                     f"{_fmt(e.get('peak_rss_mib'), 0)} | {_fmt(load, 2)} | {outcome} |")
+    return lines
 
 
 def write_results(result: dict[str, Any], results_dir: str) -> tuple[str, str]:
@@ -585,7 +687,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "diverge through their hour's aggregates); fixed: parity-fixed.yaml (no divergence)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help=f"comma-separated, run in this order each round (default {','.join(CONTENDERS)})")
-    parser.add_argument("--repeat", type=int, default=1, help="rounds (contenders alternate within a round)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds, fixed before the run (the order rotates by one contender each round); "
+                             "every round is reported")
     parser.add_argument("--once", default="", help="contenders to run in round 1 only, e.g. naive,tfdv")
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"),
                         help="scratch folder: generated captures (cached) and per-run output")

@@ -114,3 +114,42 @@ def test_targets_and_markdown_from_synthetic_runs(tmp_path):
     markdown = run.render_markdown(result)
     assert "| tfdv | skipped: no interpreter |" in markdown
     assert "| parity | 1 | 120.0 |" in markdown
+
+
+def test_the_order_of_contenders_rotates_each_round_so_none_always_runs_first():
+    run = _load_run_module()
+    names = ["floor", "parity", "naive"]
+    assert [run.round_order(names, r) for r in (1, 2, 3, 4)] == [
+        ["floor", "parity", "naive"], ["parity", "naive", "floor"], ["naive", "floor", "parity"],
+        ["floor", "parity", "naive"]]
+
+
+def test_a_difference_within_the_rounds_noise_is_not_measurable_and_every_round_is_reported(tmp_path):
+    run = _load_run_module()
+    args = run.parse_args(["--records", "1000000", "--results", str(tmp_path), "--contenders",
+                           "floor,parity,naive", "--repeat", "2"])
+    runs = {  # parity is 2 s over the floor, and the floor's own rounds are 6 s apart: no measurable part
+        "floor": [{"round": 1, "position": 0, "wall_s": 100.0, "cpu_s": 150.0, "process_s": 110.0,
+                   "peak_rss_mib": 2000.0, "load_before": [1.5, 1.0, 1.0]},
+                  {"round": 2, "position": 2, "wall_s": 106.0, "cpu_s": 151.0, "process_s": 116.0,
+                   "peak_rss_mib": 2000.0, "load_before": [2.5, 1.0, 1.0]}],
+        "parity": [{"round": 1, "position": 1, "wall_s": 104.0, "cpu_s": 190.0, "process_s": 114.0,
+                    "peak_rss_mib": 2500.0}, {"round": 2, "position": 0, "wall_s": 106.0, "cpu_s": 192.0,
+                                              "process_s": 116.0, "peak_rss_mib": 2500.0}],
+        "naive": [{"round": 1, "position": 2, "wall_s": 400.0, "cpu_s": 420.0, "process_s": 410.0,
+                   "peak_rss_mib": 5000.0}, {"round": 2, "position": 1, "wall_s": 402.0, "cpu_s": 421.0,
+                                             "process_s": 412.0, "peak_rss_mib": 5000.0}],
+    }
+    result = run.summarize(args, runs)
+    assert result["ratios"]["fingerprint_diff_speedup_vs_naive"] == "not measurable"
+    # in CPU seconds parity's part (40.5 s) is far above the rounds' spread (2 s): a ratio
+    assert result["ratios"]["fingerprint_diff_speedup_vs_naive_cpu"] == round((420.5 - 150.5) / 40.5, 2)
+    assert result["contenders"]["floor"]["wall_s_spread"] == 6.0
+    result["machine"] = run.machine_state()
+    assert result["machine"]["commit"] and result["machine"]["packages"]["apache-beam"]
+    markdown = run.render_markdown(result)
+    assert "| (naive - floor) / (parity - floor) (parity's part within the rounds' noise) | not measurable |" \
+        in markdown
+    every = markdown.split("## every round", 1)[1]
+    assert every.count("| floor |") == every.count("| parity |") == every.count("| naive |") == 2
+    assert "| 2 | 1 | parity | 106.0 |" in every  # round 2 started with parity
