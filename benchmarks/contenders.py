@@ -104,7 +104,7 @@ def _batches_and_aggregates(pipeline: Any, files: list[str], schema: dict, label
     return batches, beam.pvalue.AsDict(aggs)
 
 
-def floor_tft(config_path: str, files: list[str], work: str) -> dict:
+def floor_tft(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
     """Offline TFT analyze+transform, then production's serving application of the exported graph."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
@@ -150,14 +150,14 @@ def floor_tft(config_path: str, files: list[str], work: str) -> dict:
             yield len(self._saved.apply(_attach(records, aggs)))
 
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-        batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Production")
+        batches, aggs = _batches_and_aggregates(pipeline, production_files or files, schema, "Production")
         _ = (batches | "Serve" >> beam.ParDo(Serve(), aggs)
              | "Count" >> beam.CombineGlobally(sum))
     return {"timings": {"offline_tft_seconds": round(offline, 3),
                         "production_serving_seconds": round(time.monotonic() - started - offline, 3)}}
 
 
-def floor_python(config_path: str, files: list[str], work: str) -> dict:
+def floor_python(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
     """Each side's python features over its records (two jobs, as parity replays two sides)."""
     import apache_beam as beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -176,7 +176,8 @@ def floor_python(config_path: str, files: list[str], work: str) -> dict:
     for side in config.sides:
         started = time.monotonic()
         with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-            batches, aggs = _batches_and_aggregates(pipeline, files, schema, side.name)
+            side_files = production_files if production_files and side.name == "production" else files
+            batches, aggs = _batches_and_aggregates(pipeline, side_files, schema, side.name)
             _ = (batches | "Features" >> beam.FlatMap(features, aggs)
                  | "Count" >> beam.CombineGlobally(sum))
         timings[f"{side.name}_seconds"] = round(time.monotonic() - started, 3)
@@ -438,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("contender", choices=["floor", "parity", "kernel", "export"])
     parser.add_argument("--config", required=True, help="the work dir's parity.yaml")
     parser.add_argument("--files", nargs="*", default=[], help="capture files")
+    parser.add_argument("--production-files", nargs="*", default=[],
+                        help="the production side's capture, when it differs (a divergence sweep)")
     parser.add_argument("--work", required=True, help="scratch folder of this run")
     parser.add_argument("--result", required=True, help="write the result JSON here")
     parser.add_argument("--transform", choices=["tft", "python"], default="tft")
@@ -450,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         _warm_imports(tft=args.transform == "tft")
     started = time.monotonic()
     if args.contender == "floor":
-        extra = (floor_tft if args.transform == "tft" else floor_python)(args.config, args.files, args.work)
+        extra = (floor_tft if args.transform == "tft" else floor_python)(args.config, args.files, args.work,
+                                                                         args.production_files)
     elif args.contender == "parity":
         extra = parity_check(args.config, args.work)
     elif args.contender == "kernel":

@@ -279,7 +279,7 @@ def _compare(item: tuple) -> Iterator[str]:
     yield "matched"
 
 
-def run(config_path: str, files: list[str], work: str) -> dict:
+def run(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
     import apache_beam as beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
@@ -293,7 +293,8 @@ def run(config_path: str, files: list[str], work: str) -> dict:
         outs, written = {}, None
         for side in order:
             types = side_field_types(side)
-            stage_fps, transform_fps, new = side_branch(pipeline, side, files, types, work, written)
+            side_files = production_files if production_files and side.name == "production" else files
+            stage_fps, transform_fps, new = side_branch(pipeline, side, side_files, types, work, written)
             written = new or written
             outs[side.name] = (stage_fps, transform_fps)
         left, right = config.sides[0].name, config.sides[1].name
@@ -317,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--files", nargs="+", required=True)
+    parser.add_argument("--production-files", nargs="*", default=[],
+                        help="the production side's capture, when it differs (a divergence sweep)")
     parser.add_argument("--work", required=True)
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
@@ -331,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         import tensorflow  # noqa: F401
         import tensorflow_transform.beam  # noqa: F401
     started = time.monotonic()
-    extra = run(args.config, args.files, args.work)
+    extra = run(args.config, args.files, args.work, args.production_files)
     result = {"contender": "naive", "wall_s": round(time.monotonic() - started, 3), **extra}
     with open(args.result, "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=2, sort_keys=True)

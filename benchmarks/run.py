@@ -70,9 +70,55 @@ def ensure_capture(records: int, seed: int, work: str) -> list[str]:
     return files
 
 
-def write_config(run_dir: str, files: list[str], transform: str, variant: str = "bug") -> str:
-    """pipelines/taxi/parity.yaml (`variant` fixed: parity-fixed.yaml) with the capture path made absolute,
-    and its modules copied beside it."""
+# a divergence sweep: the fixed config, with this share (%) of the production side's records planted to diverge
+SWEEP = {"fixed": 0, "diverged1": 1, "diverged25": 25, "diverged100": 100}
+VARIANTS = ("bug", *SWEEP)
+PLANTED_COMPANY = "Planted Cab Co"
+
+
+def planted(trip_id: int, percent: int) -> bool:
+    """Whether a record is among the `percent` % planted to diverge: by its key's hash, so every contender and
+    every run plants the same records."""
+    import xxhash
+
+    return xxhash.xxh3_64_intdigest(str(trip_id).encode()) % 100 < percent
+
+
+def planted_capture(files: list[str], percent: int) -> list[str]:
+    """The production side's capture of a sweep level: the same records, in the same order, with `company` (a
+    field no aggregate or grouping key reads, so the divergence stays in its own records and does not spread
+    through an hour's aggregates) set to a name the offline vocabulary lacks on `percent` % of them. Written
+    once beside the capture (cached)."""
+    import orjson
+
+    if not percent:
+        return files
+    folder = os.path.join(os.path.dirname(files[0]), f"production-d{percent}")
+    marker = os.path.join(folder, "COMPLETE")
+    out = [os.path.join(folder, os.path.basename(path)) for path in files]
+    if os.path.exists(marker):
+        return out
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    count = 0
+    for source, target in zip(files, out):
+        log(f"planting {percent}% divergent records -> {target}")
+        with open(source, "rb") as reader, open(target, "wb") as writer:
+            for line in reader:
+                record = orjson.loads(line)
+                if planted(record["trip_id"], percent):
+                    record["company"] = PLANTED_COMPANY
+                    count += 1
+                writer.write(orjson.dumps(record) + b"\n")
+    with open(marker, "w", encoding="utf-8") as handle:
+        handle.write(f"{percent} {count}\n")
+    return out
+
+
+def write_config(run_dir: str, files: list[str], transform: str, variant: str = "bug",
+                 production_files: list[str] | None = None) -> str:
+    """pipelines/taxi/parity.yaml (`variant` other than bug: parity-fixed.yaml) with the capture path made
+    absolute, the production side's capture overridden for a sweep level, and its modules copied beside it."""
     import yaml
 
     source = os.path.join(REPO, "pipelines", "taxi")
@@ -81,6 +127,11 @@ def write_config(run_dir: str, files: list[str], transform: str, variant: str = 
         config = yaml.safe_load(handle)
     folder = os.path.dirname(files[0])
     config["capture"]["path"] = files[0] if len(files) == 1 else os.path.join(folder, "trips-*.jsonl")
+    if production_files and production_files != files:
+        planted_folder = os.path.dirname(production_files[0])
+        config["sides"]["production"]["capture"] = {
+            "path": production_files[0] if len(production_files) == 1 else os.path.join(planted_folder,
+                                                                                        "trips-*.jsonl")}
     if transform == "python":
         config["name"] = config["name"] + "-python"
         for side in config["sides"].values():
@@ -182,7 +233,8 @@ class Harness:
                                     f"n{args.records}-s{args.seed}-{args.transform}-{args.variant}")
         shutil.rmtree(self.run_dir, ignore_errors=True)
         os.makedirs(self.run_dir)
-        self.config = write_config(self.run_dir, self.files, args.transform, args.variant)
+        self.production_files = planted_capture(self.files, SWEEP.get(args.variant, 0))
+        self.config = write_config(self.run_dir, self.files, args.transform, args.variant, self.production_files)
         self.runs: dict[str, list[dict]] = {c: [] for c in args.contenders}
         self.examples_dir: str | None = None
         self.kept_parity_out: str | None = None
@@ -198,11 +250,12 @@ class Harness:
         a = self.args
         py = sys.executable
         common = ["--config", self.config, "--work", work, "--result", result]
+        production = ["--production-files", *self.production_files] if self.production_files != self.files else []
         if name in ("floor", "parity", "kernel"):
             return [py, os.path.join(HERE, "contenders.py"), name, *common, "--transform", a.transform,
-                    "--kernel-records", str(a.kernel_records), "--files", *self.files]
+                    "--kernel-records", str(a.kernel_records), "--files", *self.files, *production]
         if name == "naive":
-            return [py, os.path.join(HERE, "naive.py"), *common, "--files", *self.files]
+            return [py, os.path.join(HERE, "naive.py"), *common, "--files", *self.files, *production]
         if name == "tfdv":
             assert self.examples_dir
             return [a.tfdv_python, os.path.join(HERE, "tfdv_skew.py"), "--work", work, "--result", result,
@@ -553,8 +606,10 @@ def render_markdown(result: dict[str, Any]) -> str:
     n = result["records"]
     rows = result["contenders"]
     floor = rows.get("floor", {}).get("wall_s")
-    config = "parity.yaml, planted late-data bug" if result.get("variant", "bug") == "bug" else \
-        "parity-fixed.yaml, no divergence"
+    variant = result.get("variant", "bug")
+    config = "parity.yaml, planted late-data bug" if variant == "bug" else \
+        "parity-fixed.yaml, no divergence" if not SWEEP.get(variant) else \
+        f"parity-fixed.yaml, {SWEEP[variant]}% of the production records planted to diverge"
     lines = [f"# parity benchmark: {n:,} taxi records per side ({result['transform']} transform; {config})",
              "",
              f"Seed {result['seed']}, runner {result['runner']}, {result['cpus']} CPUs, {result['date']}; "
@@ -653,14 +708,23 @@ def _every_round(result: dict[str, Any]) -> list[str]:
                   + f", Python {machine.get('python')}, {machine.get('cpus')} CPUs; {packages}. Load average "
                   f"(1, 5, 15 min) {machine.get('load_average_before')} before, "
                   f"{machine.get('load_average_after')} after.", ""]
-    lines += ["| round | order | contender | wall s | CPU s | peak RSS MiB | load before (1 min) | outcome |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["| round | order | contender | wall s | CPU s | peak RSS MiB | load before (1 min) | parts s | "
+              "outcome |", "|---|---|---|---|---|---|---|---|---|"]
     for round_index, position, name, e in sorted(entries, key=lambda item: item[:2]):
         load = (e.get("load_before") or [None])[0]
         outcome = "failed" if "error" in e else "ok"
         lines.append(f"| {round_index} | {position + 1} | {name} | {_fmt(e.get('wall_s'))} | {_fmt(e.get('cpu_s'))} | "
-                     f"{_fmt(e.get('peak_rss_mib'), 0)} | {_fmt(load, 2)} | {outcome} |")
+                     f"{_fmt(e.get('peak_rss_mib'), 0)} | {_fmt(load, 2)} | {_parts(e.get('timings'))} | {outcome} |")
     return lines
+
+
+def _parts(timings: dict | None) -> str:
+    """A round's replay and diff apart (parity's timings.json), or a floor's sides: where a divergence costs."""
+    if not timings:
+        return ""
+    keys = sorted(k for k, v in timings.items() if k.endswith("seconds") and isinstance(v, (int, float))
+                  and not k.endswith("own_seconds"))
+    return ", ".join(f"{k.removesuffix('_seconds')} {timings[k]:.1f}" for k in keys)
 
 
 def write_results(result: dict[str, Any], results_dir: str) -> tuple[str, str]:
@@ -682,9 +746,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--transform", choices=["tft", "python"], default="tft",
                         help="tft: the taxi config as shipped; python: both sides use python_features")
-    parser.add_argument("--variant", choices=["bug", "fixed"], default="bug",
-                        help="bug: pipelines/taxi/parity.yaml (production drops late trips: most records "
-                             "diverge through their hour's aggregates); fixed: parity-fixed.yaml (no divergence)")
+    parser.add_argument("--variant", default="bug",
+                        help="one or several (comma-separated, run one after the other): bug: "
+                             "pipelines/taxi/parity.yaml (production drops late trips: most records diverge "
+                             "through their hour's aggregates); fixed: parity-fixed.yaml (no divergence); "
+                             "diverged1, diverged25, diverged100: parity-fixed.yaml with that share of the "
+                             "production records planted to diverge (the divergence sweep)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help=f"comma-separated, run in this order each round (default {','.join(CONTENDERS)})")
     parser.add_argument("--repeat", type=int, default=1,
@@ -701,6 +768,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-rss-gib", type=float, default=10.0,
                         help="kill a contender whose RSS exceeds this (0: no limit); the table says so")
     args = parser.parse_args(argv)
+    args.variants = [v.strip() for v in args.variant.split(",") if v.strip()]
+    bad = [v for v in args.variants if v not in VARIANTS]
+    if bad or not args.variants:
+        parser.error(f"unknown variant(s) {bad}; expected {', '.join(VARIANTS)}")
+    args.variant = args.variants[0]
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = [c for c in args.contenders if c not in CONTENDERS]
     if unknown:
@@ -716,13 +788,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    log(f"{args.records} records, transform {args.transform}, contenders {', '.join(args.contenders)}, "
-        f"{args.repeat} round(s); work {args.work}")
-    result = Harness(args).run()
-    md, js = write_results(result, args.results)
-    log(f"wrote {md} and {js}")
-    print(render_markdown(result))
-    failed = [name for name, row in result["contenders"].items() if row.get("failed")]
+    failed = []
+    for variant in args.variants:  # every sweep level in one command, each its own results file
+        args.variant = variant
+        log(f"{args.records} records, transform {args.transform}, variant {variant}, contenders "
+            f"{', '.join(args.contenders)}, {args.repeat} round(s); work {args.work}")
+        result = Harness(args).run()
+        md, js = write_results(result, args.results)
+        log(f"wrote {md} and {js}")
+        print(render_markdown(result))
+        failed += [f"{variant}/{name}" for name, row in result["contenders"].items() if row.get("failed")]
     return 1 if failed else 0
 
 

@@ -153,3 +153,37 @@ def test_a_difference_within_the_rounds_noise_is_not_measurable_and_every_round_
     every = markdown.split("## every round", 1)[1]
     assert every.count("| floor |") == every.count("| parity |") == every.count("| naive |") == 2
     assert "| 2 | 1 | parity | 106.0 |" in every  # round 2 started with parity
+
+
+def test_a_sweep_level_plants_the_same_share_of_production_records_in_company_only(tmp_path):
+    run = _load_run_module()
+    capture = tmp_path / "trips-000.jsonl"
+    records = [{"trip_id": 2**60 + 7919 * i, "company": "Flash Cab", "fare": 10.0 + i} for i in range(4000)]
+    capture.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (planted_file,) = run.planted_capture([str(capture)], 25)
+    planted = [json.loads(line) for line in open(planted_file, encoding="utf-8")]
+    changed = [i for i, (a, b) in enumerate(zip(records, planted)) if a != b]
+    assert all(planted[i]["company"] == run.PLANTED_COMPANY and planted[i]["fare"] == records[i]["fare"]
+               for i in changed)
+    assert 0.22 < len(changed) / len(records) < 0.28
+    assert changed == [i for i, r in enumerate(records) if run.planted(r["trip_id"], 25)]
+    assert run.planted_capture([str(capture)], 0) == [str(capture)]  # 0%: the capture itself
+
+
+def test_every_sweep_level_runs_in_one_command(tmp_path):
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, RUN, "--records", "300", "--transform", "python", "--contenders", "floor,parity,naive",
+         "--variant", "fixed,diverged25,diverged100", "--work", str(tmp_path / "work"), "--results", str(results)],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    diverged = {}
+    for variant in ("fixed", "diverged25", "diverged100"):
+        with open(results / f"300-python-{variant}.json", encoding="utf-8") as handle:
+            data = json.load(handle)
+        outcome = data["contenders"]["parity"]["outcome"]
+        assert outcome["paired"] == 300
+        diverged[variant] = outcome["diverged"]
+        markdown = (results / f"300-python-{variant}.md").read_text(encoding="utf-8")
+        assert "## every round" in markdown and "diff " in markdown  # the replay and the diff apart
+    assert diverged["fixed"] == 0 < diverged["diverged25"] < diverged["diverged100"] == 300
