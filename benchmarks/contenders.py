@@ -9,7 +9,15 @@ separately as `process_s`). Each writes its result as JSON to `--result`.
              application of the exported graph (or, with --transform python, the python features per side);
              fed from the capture files by a batched reader, with the per-(hour, zone) aggregates the
              transforms read computed in the same job; no fingerprints, no diff
-    parity   `parity.check` on the work dir's config
+    floor_concurrent
+             the fair floor of `parity check` with both sides at once: the offline side's TFT job in this
+             process while the production side runs in a child process, as parity's check runs them: the child
+             reads its batches and their aggregates, spills them to files (none held in memory) and waits for
+             the offline graph, then serves them as Arrow record batches (`SavedTransform.apply_arrow`);
+             both under parity's GC settings (`replay_gc`); no fingerprints, no diff
+    parity   `parity.check` on the work dir's config (its default: both sides at once where it pays)
+    parity_serial
+             `parity.check` with `sides_at_once="off"`: one side after the other, against the serial floor
     kernel   parity's fingerprinting of record batches (dicts, Arrow batches to Python lists, Arrow batches to
              Arrow arrays) vs a plain xxh3 loop over pre-encoded bytes
     export   (not timed) the two sides' final features of a parity run as tf.Example TFRecord files for TFDV
@@ -157,6 +165,131 @@ def floor_tft(config_path: str, files: list[str], work: str, production_files: l
                         "production_serving_seconds": round(time.monotonic() - started - offline, 3)}}
 
 
+GRAPH_READY = "GRAPH_READY"
+
+
+def floor_tft_concurrent(config_path: str, files: list[str], work: str,
+                         production_files: list[str] | None = None) -> dict:
+    """The offline side here while `floor_production` serves the production side in a child process."""
+    import subprocess
+
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from tensorflow_transform.tf_metadata import metadata_io
+
+    from parity.config import capture_field_types, load_config
+    from parity.replay import TFT_BATCH_SIZE
+    from parity.runners import replay_gc
+    from parity.stages.transform import TFTInput
+
+    config = load_config(config_path)
+    side = config.sides[0]
+    schema, types = side.capture.schema_dict, capture_field_types(side)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
+    from preprocess import preprocessing_fn
+
+    started = time.monotonic()
+    child_result = os.path.join(work, "production.result.json")
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "floor_production", "--config", config_path,
+                              "--work", work, "--result", child_result, "--files", *(production_files or files)])
+    tft_input = TFTInput(types)
+    output = os.path.join(work, "tft_output")
+    marker = os.path.join(work, GRAPH_READY)
+
+    def record_batches(records: list[dict], aggs: dict) -> Iterator[Any]:
+        return tft_input.record_batches(_attach(records, aggs), TFT_BATCH_SIZE)
+
+    def graph_ready(_: Any) -> None:  # the gate: the production child serves from here on
+        with open(marker, "w", encoding="utf-8") as handle:
+            handle.write("ready\n")
+
+    with replay_gc():
+        metadata_io.write_metadata(tft_input.metadata, os.path.join(output, "metadata"))
+        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+            batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
+            with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False,
+                                  desired_batch_size=TFT_BATCH_SIZE):
+                inputs = batches | "RecordBatches" >> beam.FlatMap(record_batches, aggs)
+                (transformed, _), transform_fn = ((inputs, tft_input.tensor_adapter_config)
+                                                  | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn,
+                                                                                        output_record_batches=True))
+                _ = transformed | "Rows" >> beam.Map(lambda out: out[0].num_rows) | "Count" >> beam.CombineGlobally(sum)
+                written = transform_fn | tft_beam.WriteTransformFn(output)
+                _ = written | "GraphReady" >> beam.Map(graph_ready)
+    offline = time.monotonic() - started
+    if not os.path.exists(marker):
+        graph_ready(None)
+    if child.wait() != 0:
+        raise RuntimeError(f"the production side of the concurrent floor failed (exit {child.returncode})")
+    with open(child_result, encoding="utf-8") as handle:
+        production = json.load(handle)
+    return {"timings": {"offline_tft_seconds": round(offline, 3),
+                        "production_own_seconds": production["wall_s"],
+                        "production_waited_seconds": production["waited_s"],
+                        "both_seconds": round(time.monotonic() - started, 3)}}
+
+
+def floor_production(config_path: str, files: list[str], work: str) -> dict:
+    """The concurrent floor's production side: batches and aggregates read and spilled, then served once the
+    offline graph is ready, as Arrow record batches."""
+    import pickle
+
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from parity.config import capture_field_types, load_config
+    from parity.runners import replay_gc
+    from parity.stages.transform import SavedTransform, TFTInput
+
+    config = load_config(config_path)
+    side = config.sides[1]
+    schema, types = side.capture.schema_dict, capture_field_types(side)
+    spill_dir = os.path.join(work, "production-spill")
+    os.makedirs(spill_dir, exist_ok=True)
+    output = os.path.join(work, "tft_output")
+    marker = os.path.join(work, GRAPH_READY)
+
+    class Spill(beam.DoFn):
+        def setup(self) -> None:
+            self._input = TFTInput(types)
+            self._count = 0
+
+        def process(self, records: list[dict], aggs: dict) -> Iterator[str]:
+            attached = _attach(records, aggs)
+            batch = self._input.columnar_batch(attached)
+            self._count += 1
+            path = os.path.join(spill_dir, f"{os.getpid()}-{id(self)}-{self._count}.pickle")
+            with open(path, "wb") as handle:
+                pickle.dump(batch if batch is not None else attached, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            yield path
+
+    class Serve(beam.DoFn):
+        def setup(self) -> None:
+            self._saved = SavedTransform(output, types)
+
+        def process(self, path: str) -> Iterator[int]:
+            with open(path, "rb") as handle:
+                batch = pickle.load(handle)
+            os.remove(path)
+            yield len(self._saved.apply(batch) if isinstance(batch, list) else self._saved.apply_arrow([batch]))
+
+    started = time.monotonic()
+    with replay_gc():
+        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+            batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Production")
+            _ = batches | "Spill" >> beam.ParDo(Spill(), aggs) | "Count" >> beam.combiners.Count.Globally()
+        waiting = time.monotonic()
+        while not os.path.exists(marker):
+            time.sleep(0.05)
+        waited = time.monotonic() - waiting
+        paths = sorted(os.path.join(spill_dir, name) for name in os.listdir(spill_dir))
+        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+            _ = (pipeline | beam.Create(paths, reshuffle=False) | "Serve" >> beam.ParDo(Serve())
+                 | "Count" >> beam.CombineGlobally(sum))
+    return {"wall_s": round(time.monotonic() - started - waited, 3), "waited_s": round(waited, 3)}
+
+
 def floor_python(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
     """Each side's python features over its records (two jobs, as parity replays two sides)."""
     import apache_beam as beam
@@ -187,10 +320,10 @@ def floor_python(config_path: str, files: list[str], work: str, production_files
 # ------------------------------------------------------------------------------------------------ parity
 
 
-def parity_check(config_path: str, work: str) -> dict:
+def parity_check(config_path: str, work: str, sides_at_once: str = "auto") -> dict:
     import parity
 
-    report = parity.check(config_path, out_dir=work)
+    report = parity.check(config_path, out_dir=work, sides_at_once=sides_at_once)
     with open(os.path.join(work, "timings.json"), encoding="utf-8") as handle:
         timings = json.load(handle)
     return {"timings": timings, "records": report.get("records", {})}
@@ -436,7 +569,8 @@ def export_examples(parity_out: str, dest: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("contender", choices=["floor", "parity", "kernel", "export"])
+    parser.add_argument("contender", choices=["floor", "floor_concurrent", "floor_production", "parity",
+                                              "parity_serial", "kernel", "export"])
     parser.add_argument("--config", required=True, help="the work dir's parity.yaml")
     parser.add_argument("--files", nargs="*", default=[], help="capture files")
     parser.add_argument("--production-files", nargs="*", default=[],
@@ -449,14 +583,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parity-out", default=None, help="export: the parity run's out dir")
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
-    if args.contender in ("floor", "parity"):
-        _warm_imports(tft=args.transform == "tft")
+    if args.contender in ("floor", "floor_concurrent", "floor_production", "parity", "parity_serial"):
+        _warm_imports(tft=args.transform == "tft" or args.contender.startswith("floor_"))
+    if args.contender == "floor_production":  # the concurrent floor's child: its own result (wall and wait)
+        result = floor_production(args.config, args.files, args.work)
+        with open(args.result, "w", encoding="utf-8") as handle:
+            json.dump(result, handle)
+        return 0
     started = time.monotonic()
     if args.contender == "floor":
         extra = (floor_tft if args.transform == "tft" else floor_python)(args.config, args.files, args.work,
                                                                          args.production_files)
+    elif args.contender == "floor_concurrent":
+        if args.transform != "tft":
+            raise SystemExit("floor_concurrent is the TFT floor (the python variant has no graph to wait for)")
+        extra = floor_tft_concurrent(args.config, args.files, args.work, args.production_files)
     elif args.contender == "parity":
         extra = parity_check(args.config, args.work)
+    elif args.contender == "parity_serial":
+        extra = parity_check(args.config, args.work, sides_at_once="off")
     elif args.contender == "kernel":
         extra = kernel(args.files, args.config, args.kernel_records, args.kernel_repeat)
     else:

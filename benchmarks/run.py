@@ -27,7 +27,8 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CONTENDERS = ("floor", "parity", "naive", "tfdv", "kernel")
+CONTENDERS = ("floor", "floor_concurrent", "parity", "parity_serial", "naive", "tfdv", "kernel")
+DEFAULT_CONTENDERS = ("floor", "parity", "naive", "tfdv", "kernel")
 DEFAULT_TFDV_PYTHON = os.path.join(REPO, ".bench-venvs", "tfdv", "bin", "python")
 CHUNK = 1_000_000  # records per generated file (the generator holds a file's records in memory)
 
@@ -252,7 +253,7 @@ class Harness:
         py = sys.executable
         common = ["--config", self.config, "--work", work, "--result", result]
         production = ["--production-files", *self.production_files] if self.production_files != self.files else []
-        if name in ("floor", "parity", "kernel"):
+        if name in ("floor", "floor_concurrent", "parity", "parity_serial", "kernel"):
             return [py, os.path.join(HERE, "contenders.py"), name, *common, "--transform", a.transform,
                     "--kernel-records", str(a.kernel_records), "--files", *self.files, *production]
         if name == "naive":
@@ -430,9 +431,9 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
                     row[ratio] = round(statistics.median(e[ratio] for e in ok), 4)
         if name == "naive" and ok:
             row["outcome"] = ok[-1].get("outcome")
-        if name in ("parity", "floor") and ok:
+        if name in ("parity", "parity_serial", "floor", "floor_concurrent") and ok:
             row["timings"] = ok[-1].get("timings")
-        if name == "parity" and ok:
+        if name in ("parity", "parity_serial") and ok:
             row["outcome"] = {k: v for k, v in (ok[-1].get("records") or {}).items() if isinstance(v, int)}
         if name == "tfdv" and ok:
             row["outcome"] = ok[-1].get("outcome")
@@ -468,6 +469,13 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
                                                                _noise(rows, ("floor", "parity"), "wall_s_spread"))
     if par and tfdv:
         out["tfdv_over_parity"] = round(tfdv / par, 3)
+    # like with like: parity's two sides at once against the concurrent floor, one after the other against the
+    # serial one, in wall time and in CPU seconds
+    for ours, theirs in (("parity", "floor_concurrent"), ("parity_serial", "floor")):
+        for unit in ("wall_s", "cpu_s"):
+            a, b = rows.get(ours, {}).get(unit), rows.get(theirs, {}).get(unit)
+            if a and b:
+                out[f"{ours}_over_{theirs}_{unit.removesuffix('_s')}"] = round(a / b, 3)
     # the same in CPU seconds: parity's second side runs in a child process on the other core, which the
     # wall time hides and the CPU time does not (CPU counts whole processes, imports included)
     cpu = {name: rows.get(name, {}).get("cpu_s") for name in ("floor", "parity", "naive", "tfdv")}
@@ -561,6 +569,11 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
     n = args.records
     at = f" (at {n:,} records; the target is for 1,000,000)" if n != 1_000_000 else ""
     add("parity / floor wall time", ratios.get("parity_over_floor"), TARGETS["parity_over_floor"], False, at)
+    for unit, label in (("wall", "wall time"), ("cpu", "CPU seconds")):
+        add(f"parity (sides at once) / concurrent floor, {label}",
+            ratios.get(f"parity_over_floor_concurrent_{unit}"), TARGETS["parity_over_floor"], False, at)
+        add(f"parity (one side after the other) / serial floor, {label}",
+            ratios.get(f"parity_serial_over_floor_{unit}"), TARGETS["parity_over_floor"], False, at)
     add("(naive - floor) / (parity - floor)", ratios.get("fingerprint_diff_speedup_vs_naive"),
         TARGETS["fingerprint_diff_speedup_vs_naive"], True,
         "parity's part within the rounds' noise" if ratios.get("fingerprint_diff_speedup_vs_naive")
@@ -757,8 +770,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "through their hour's aggregates); fixed: parity-fixed.yaml (no divergence); "
                              "diverged1, diverged25, diverged100: parity-fixed.yaml with that share of the "
                              "production records planted to diverge (the divergence sweep)")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS),
-                        help=f"comma-separated, run in this order each round (default {','.join(CONTENDERS)})")
+    parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS),
+                        help=f"comma-separated, from {','.join(CONTENDERS)}; the order of round 1, rotated each "
+                             f"round (default {','.join(DEFAULT_CONTENDERS)})")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds, fixed before the run (the order rotates by one contender each round); "
                              "every round is reported")
@@ -784,6 +798,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"unknown contender(s) {unknown}; expected {', '.join(CONTENDERS)}")
     if args.transform == "python" and "tfdv" in args.contenders:
         args.contenders.remove("tfdv")  # TFDV compares tf.Examples of TFT features; not this variant
+    if args.transform == "python" and "floor_concurrent" in args.contenders:
+        args.contenders.remove("floor_concurrent")  # the TFT floor: no graph to wait for in the python variant
     args.once = {c.strip() for c in args.once.split(",") if c.strip()}
     args.work = os.path.abspath(args.work)
     args.results = os.path.abspath(args.results)

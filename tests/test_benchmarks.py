@@ -187,3 +187,24 @@ def test_every_sweep_level_runs_in_one_command(tmp_path):
         markdown = (results / f"300-python-{variant}.md").read_text(encoding="utf-8")
         assert "## every round" in markdown and "diff " in markdown  # the replay and the diff apart
     assert diverged["fixed"] == 0 < diverged["diverged25"] < diverged["diverged100"] == 300
+
+
+def test_the_concurrent_floor_serves_production_from_spilled_batches_once_the_offline_graph_is_ready(tmp_path):
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, RUN, "--records", "300", "--contenders", "floor_concurrent,parity_serial", "--variant",
+         "fixed", "--work", str(tmp_path / "work"), "--results", str(results), "--keep"],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with open(results / "300-fixed.json", encoding="utf-8") as handle:
+        data = json.load(handle)
+    floor = data["contenders"]["floor_concurrent"]
+    assert floor["runs"] == 1 and floor["failed"] == 0
+    timings = floor["timings"]
+    assert timings["both_seconds"] >= timings["offline_tft_seconds"] > 0
+    assert timings["production_own_seconds"] > 0 and timings["production_waited_seconds"] >= 0
+    # every spilled batch was served (and removed once read): nothing waits in memory or is left behind
+    (work,) = [p for p in (tmp_path / "work" / "runs").iterdir()]
+    assert list((work / "floor_concurrent-r1" / "production-spill").iterdir()) == []
+    serial = data["contenders"]["parity_serial"]
+    assert serial["runs"] == 1 and serial["outcome"]["paired"] == 300 and serial["outcome"]["diverged"] == 0
