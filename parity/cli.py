@@ -272,6 +272,25 @@ def _main(argv: Sequence[str] | None) -> int:
         return _report_failure(exc, args, debug)
 
 
+def _write_rendered(path: str, text: str) -> None:
+    """`parity report --out FILE`: the rendered report, or an OutputError naming the path and what is wrong."""
+    from parity.errors import OutputError
+
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise OutputError(f"--out {path}: is a folder; `parity report --out` takes a file path, e.g. "
+                          f"{os.path.join(path, 'report.md')}")
+    if not os.path.isdir(folder):
+        raise OutputError(f"--out {path}: the folder {folder} does not exist"
+                          f"{' (it is a file)' if os.path.lexists(folder) else ''}; create it first or give "
+                          f"another path")
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise OutputError(f"--out {path}: cannot write the report: {exc.strerror or exc}") from exc
+
+
 def _verdict_code(report: dict) -> int:
     return EXIT_PARITY if report["verdict"] == "parity" else EXIT_DIVERGED
 
@@ -305,6 +324,10 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         try:
             with open(args.report_json, encoding="utf-8") as handle:
                 report = json.load(handle)
+        except RecursionError as exc:  # json's decoder recurses once per level
+            raise InputError(f"{args.report_json}: not a parity report: its JSON is nested too deeply for "
+                             f"Python's recursion limit ({sys.getrecursionlimit():,}); a report.json is a few "
+                             f"levels deep") from exc
         except (OSError, ValueError) as exc:
             raise InputError(f"{args.report_json}: cannot read a report.json: {exc}") from exc
         if not isinstance(report, dict) or report.get("format") != "parity.report/1":
@@ -318,12 +341,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                 text = RENDERERS[args.format](report, out_dir=os.path.dirname(args.report_json) or ".")
             else:
                 text = RENDERERS[args.format](report)
-        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError) as exc:
             raise InputError(f"{args.report_json}: not a complete parity report ({type(exc).__name__}: {exc}); "
                              f"write it again with `parity check` or `parity diff`") from exc
         if args.out:
-            with open(args.out, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            _write_rendered(args.out, text)
         else:
             sys.stdout.write(text)
         return EXIT_PARITY

@@ -75,7 +75,7 @@ class ReplaySide(beam.PTransform):
                   | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.consume_spills), late=late, merges=merges,
                                                 aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
-        return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir))
+        return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
 
     def _lateness(self, batches: beam.PCollection) -> Any:
         window = self.side.window

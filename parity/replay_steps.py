@@ -146,9 +146,8 @@ class ReadBatchesFn(beam.DoFn):
             except TimestampError as exc:
                 quarantined.append(_quarantine_entry(location, f"event time: {exc}", repr(record)))
                 continue
-            except Exception as exc:
-                raise UserCodeError(f"record {key_text(key)}: timestamp.function raised "
-                                    f"{type(exc).__name__}: {exc}") from exc
+            except (Exception, SystemExit) as exc:
+                raise UserCodeError(f"record {key_text(key)}: timestamp.function {raised(exc)}") from exc
             batch.rids.append(rid)
             batch.locations.append(location)
             batch.records.append(record)
@@ -202,7 +201,7 @@ class ReadBatchesFn(beam.DoFn):
             groups = [shard_stage.grouping_key(shard, record, key_fn) for record in batch.records]
         except window_stage.TooManyWindowsError as exc:
             raise type(exc)(f"side '{self._side.name}': window: {exc}") from exc
-        except Exception:
+        except (Exception, SystemExit):
             for index, (timestamp, record) in enumerate(zip(batch.timestamps, batch.records)):
                 try:  # find the record to name
                     window_stage.assign(self._windowfn, timestamp, record)
@@ -210,11 +209,19 @@ class ReadBatchesFn(beam.DoFn):
                 except window_stage.TooManyWindowsError as exc:
                     raise type(exc)(f"side '{self._side.name}': record {batch.key_text(index)}: window: "
                                     f"{exc}") from exc
-                except Exception as exc:
-                    raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function raised "
-                                        f"{type(exc).__name__}: {exc}") from exc
+                except (Exception, SystemExit) as exc:
+                    raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function "
+                                        f"{raised(exc)}") from exc
             raise
         return windows, groups
+
+
+def raised(exc: BaseException) -> str:
+    """What user code did, for a message: `raised ValueError: ...`, or `called sys.exit(0)` (which must not end
+    parity with the user's exit code, nor read as Beam's bare "SystemExit: 0")."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r}); a function a config names must return or raise, not exit"
+    return f"raised {type(exc).__name__}: {exc}"
 
 
 def _encode_or_reason(record: dict) -> bytes | str:
@@ -427,8 +434,11 @@ class ApplyStagesFn(beam.DoFn):
         batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
                         "seed": seed_values, "transform": transform_values}
         batch.transform_inputs = transform_inputs
-        batch.settle(SETTLED_STAGES,
-                     [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES])
+        encoded = [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
+        # the seed stage's values come from user functions; the stages before it hold the record (whose size
+        # the read bounds) and parity's own values
+        check_value_sizes(batch, self._side, "seed", encoded[SETTLED_STAGES.index("seed")][0], batch.values["seed"])
+        batch.settle(SETTLED_STAGES, encoded)
         yield batch
 
     def _all_shared(self, batch: RecBatch, shared: dict, merges: dict, aggregates: dict, names: list[str],
@@ -484,9 +494,9 @@ class ApplyStagesFn(beam.DoFn):
         for i in passed:
             try:
                 seed_values[i] = seed_outputs(spec, inputs[i], batch.key_bytes[i])
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 raise UserCodeError(f"record {batch.key_text(i)}: a seed function of side '{self._side.name}' "
-                                    f"raised {type(exc).__name__}: {exc}") from exc
+                                    f"{raised(exc)}") from exc
 
 
 def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
@@ -599,10 +609,9 @@ class ApplyTransformFn(beam.DoFn):
                     outputs.append(apply_one(inputs[i]))
                 except UserCodeError as exc:
                     raise UserCodeError(f"record {batch.key_text(i)}: {exc}") from exc
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # sys.exit() in a step: Beam's "SystemExit: 0", unnamed
                     raise UserCodeError(f"record {batch.key_text(i)}: transform.python "
-                                        f"'{self._side.transform.ref.text}' raised "  # type: ignore[union-attr]
-                                        f"{type(exc).__name__}: {exc}") from exc
+                                        f"'{self._side.transform.ref.text}' {raised(exc)}") from exc  # type: ignore[union-attr]
         else:
             outputs = [dict(inputs[i]) for i in todo]
         values = batch.values["transform"]
@@ -650,6 +659,26 @@ def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
             f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
 
 
+def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, data: list[bytes], values: list) -> None:
+    """Refuses, when it is written, a stage value whose canonical bytes pass `capture.max_record_bytes`,
+    naming the side, the record, the stage and (for a dict such as the transform's features) its largest
+    field: a set must be read back by `parity diff`, `show` and the reports, and a few values that large make
+    a batch's value part pass what one Arrow array holds. Raising the limit lets them through."""
+    limit = side.capture.max_record_bytes
+    if not data or max(map(len, data)) <= limit:
+        return
+    i = next(n for n, item in enumerate(data) if len(item) > limit)
+    value, where = values[i], ""
+    if isinstance(value, dict) and value:
+        sizes = {name: len(canonical.encode(item)) for name, item in value.items()}
+        name = max(sorted(sizes), key=sizes.__getitem__)
+        field = "feature" if stage == "transform" else "field"
+        where = f" (its largest {field}, {name!r}, is {sizes[name]:,} bytes)"
+    raise UserCodeError(f"side '{side.name}': record {batch.key_text(i)}: the {stage} stage value is {len(data[i]):,} "
+                f"canonical bytes{where}, above capture.max_record_bytes {limit:,}; return smaller values, or "
+                f"raise capture.max_record_bytes to keep values this large")
+
+
 def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list[bytes], list[int]]:
     """The canonical bytes and fingerprints of one stage's values of a batch (one kernel call)."""
     try:
@@ -666,8 +695,9 @@ def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list
 class WriteBatchFn(beam.DoFn):
     """Fingerprints every stage value of a batch and writes the batch's part of the fingerprint set."""
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, side: SideConfig | None = None):
         self._out_dir = out_dir
+        self._side = side  # its capture.max_record_bytes bounds each stage value too
 
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
@@ -698,6 +728,8 @@ class WriteBatchFn(beam.DoFn):
             plain_data, plain_fps = _stage_fingerprints(batch, "transform", [values[i] for i in plain])
             for i, item, fp in zip(plain, plain_data, plain_fps):
                 data[i], fps[i] = item, fp
+        if self._side is not None:
+            check_value_sizes(batch, self._side, "transform", data, values)
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features_column
         write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)

@@ -57,8 +57,8 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
                                                             consume_spills=runner == "DirectRunner")
         try:
             pipeline.run().wait_until_finish()
-        except ParityError:
-            raise
+        except ParityError as exc:  # raised in a step: Beam appended its " [while running ...]" to the message
+            raise unwrap_pipeline_error(exc) from exc  # type: ignore[misc]
         except KeyboardInterrupt:
             raise
         except Exception as exc:
