@@ -115,6 +115,7 @@ def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def _summary(report: dict, out_dir: str) -> str:
     from parity.report.html import unpaired_excess
+    from parity.report.text import printable
 
     records = report["records"]
     lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})"]
@@ -131,7 +132,7 @@ def _summary(report: dict, out_dir: str) -> str:
         lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "
                      f"cause {first['cause']}: {first['explanation']}")
     lines.append(f"  report: {os.path.join(out_dir, 'report.html')} (also report.json, report.md, junit.xml)")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # side names from a manifest, explanations quoting values
 
 
 _VERBOSE_FLAGS = ("-v", "--verbose")
@@ -204,6 +205,7 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
     import traceback
 
     from parity.errors import ParityError, UserCodeError
+    from parity.report.text import printable
 
     text = "".join(traceback.format_exception(exc))
     if message is not None:
@@ -226,8 +228,8 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
     except OSError:
         pass
     if debug:
-        sys.stderr.write(text)
-    sys.stderr.write(f"parity: error: {message}{where}\n")
+        sys.stderr.write("".join(printable(line) + "\n" for line in text.splitlines()))
+    sys.stderr.write(f"parity: error: {printable(message)}{where}\n")  # keys, names: no raw control bytes
     return code if code != EXIT_DIVERGED else EXIT_ERROR
 
 
