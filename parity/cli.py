@@ -298,25 +298,32 @@ def _verdict_code(report: dict) -> int:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from parity import run
+    from parity import run, terminal
     from parity.config import load_config
+    from parity.runners import check_beam_args
+
+    check_beam_args(beam_args)  # before anything is written
 
     if args.command == "check":
-        report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
-                           noise=True if args.noise else None, sides_at_once=args.sides_at_once, force=args.force)
+        with terminal.user_output_to_stderr():  # stdout: the summary alone
+            report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
+                               noise=True if args.noise else None, sides_at_once=args.sides_at_once,
+                               force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":
-        manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
-                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder,
-                              force=args.force)
+        with terminal.user_output_to_stderr():
+            manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
+                                  beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder,
+                                  force=args.force)
         records = manifest["records"]
         print(f"parity: replayed side {args.side}: {records['fingerprinted']} records fingerprinted, "
               f"{records['quarantined']} quarantined -> {args.out}")
         return EXIT_PARITY
     if args.command == "diff":
-        config = load_config(args.config) if args.config else None
-        report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
+        with terminal.user_output_to_stderr():
+            config = load_config(args.config) if args.config else None
+            report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "report":

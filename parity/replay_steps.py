@@ -192,7 +192,22 @@ class ReadBatchesFn(beam.DoFn):
         """The filled batch's key bytes, windows, grouping keys and their bytes."""
         batch.key_bytes = canonical.encode_many(batch.keys)
         batch.windows, batch.groups = self._windows_and_groups(batch)
-        batch.group_bytes = canonical.encode_many(batch.groups)
+        try:
+            batch.group_bytes = canonical.encode_many(batch.groups)
+        except TypeError:  # a shard.key.function returned something parity cannot fingerprint: name it
+            for index, group in enumerate(batch.groups):
+                try:
+                    canonical.encode(group)
+                except TypeError as exc:
+                    shard = self._side.shard
+                    what = f"shard.key.function '{shard.key_function.text}'" if shard and shard.key_function \
+                        else "shard.key"
+                    raise UserCodeError(
+                        f"side '{self._side.name}': record {batch.key_text(index)}: {what} returned a "
+                        f"{type(group).__module__}.{type(group).__qualname__}, which has no canonical encoding "
+                        f"({exc}); a grouping key must be None, a bool, number, str, bytes, or a list or dict "
+                        f"of them") from exc
+            raise
 
     def _windows_and_groups(self, batch: RecBatch) -> tuple[list[list[tuple]], list[Any]]:
         shard, key_fn = self._side.shard, self._key_fn
