@@ -165,7 +165,9 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
     finally:
         from parity import output
 
-        if output.is_claimed(args.out) and os.path.getsize(log):
+        if _redacts(args) and os.path.getsize(log):
+            pass  # Beam logs a failed step's error, user code prints records: kept out of the out folder
+        elif output.is_claimed(args.out) and os.path.getsize(log):
             with __import__("contextlib").suppress(OSError):
                 shutil.move(log, os.path.join(args.out, LIBRARIES_LOG))
         if os.path.exists(log):
@@ -189,13 +191,46 @@ def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
     from parity import output
 
     out = getattr(args, "out", None) if args is not None and args.command in ("check", "replay", "diff") else None
-    if out and output.is_claimed(out):
+    if out and output.is_claimed(out) and not _redacts(args):  # a traceback quotes values: not into the out folder
         return os.path.join(out, LOG_FILE)
     if kind == "usage":
         return None
     handle, path = tempfile.mkstemp(prefix="parity-error-", suffix=".log")
     os.close(handle)
     return path
+
+
+def _redacts(args: argparse.Namespace | None) -> bool:
+    """Whether the command's config sets `report.redact` (then no raw value reaches the out folder or the
+    terminal: messages go through `parity.redaction.redact_message`, logs stay in the temporary folder)."""
+    config = getattr(args, "config", None) if args is not None else None
+    if not config or args.command not in ("check", "replay", "diff"):
+        return False
+    cached = getattr(args, "_redacts", None)
+    if cached is None:
+        from parity.config import load_config
+
+        try:
+            cached = load_config(config, check_refs=False).report.redact
+        except Exception:  # a config that does not load says nothing of redaction, and holds no record
+            cached = False
+        args._redacts = cached
+    return cached
+
+
+def _frames_only(exc: BaseException) -> str:
+    """A traceback's frames and exception types without their messages (which can quote any value)."""
+    import traceback
+
+    parts, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        stack = traceback.StackSummary.extract(traceback.walk_tb(current.__traceback__))
+        parts.append("Traceback (most recent call last):\n" + "".join(stack.format())
+                     + f"{type(current).__name__}: (message withheld under report.redact)\n")
+        current = current.__cause__ or current.__context__
+    return "".join(reversed(parts))
 
 
 def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: bool,
@@ -227,6 +262,11 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
             where = f" (traceback: {path}{'' if debug else '; --debug prints it'})"
     except OSError:
         pass
+    if _redacts(args):
+        from parity.redaction import redact_message
+
+        message = redact_message(message)
+        text = _frames_only(exc) if debug else text  # --debug's terminal copy; the log is not in the out folder
     if debug:
         sys.stderr.write("".join(printable(line) + "\n" for line in text.splitlines()))
     sys.stderr.write(f"parity: error: {printable(message)}{where}\n")  # keys, names: no raw control bytes

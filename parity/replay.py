@@ -65,7 +65,8 @@ class ReplaySide(beam.PTransform):
             batch_size = max(1, batch_size // 2 - 3)
         batches = (root
                    | "CaptureFiles" >> beam.Create(files, reshuffle=False)
-                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder))
+                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder,
+                                                                   redact=self.config.report.redact))
                    .with_output_types(RecBatch))
         late = self._lateness(batches)
         merges = self._merges(batches, late)

@@ -24,6 +24,7 @@ from parity.errors import InputError, ParityError, UserCodeError
 from parity.fingerprint import encode_fingerprints, feature_fingerprints
 from parity.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
 from parity.records import RecBatch, key_text, side_field_types
+from parity.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
@@ -54,8 +55,10 @@ def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
 class ReadBatchesFn(beam.DoFn):
     """Reads one capture file into batches; keys, stamps and windows each record; quarantines the rest."""
 
-    def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False):
+    def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False,
+                 redact: bool = False):
         self._side = side
+        self._redact = redact  # report.redact: quarantine entries without previews or values (parity.redaction)
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
@@ -82,6 +85,8 @@ class ReadBatchesFn(beam.DoFn):
                        read.records, quarantined, read.encoded, read.fingerprints)
             progress.records_read(side.name, len(read.records) + len(read.quarantined))
             if quarantined:
+                if self._redact:
+                    quarantined = [redact_entry(entry) for entry in quarantined]
                 write_quarantine_part(self._out_dir, batch.part, quarantined)
             if len(batch):
                 yield batch.reversed() if self._reorder else batch
