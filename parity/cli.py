@@ -165,9 +165,9 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
     finally:
         from parity import output
 
-        if _redacts(args) and os.path.getsize(log):
-            pass  # Beam logs a failed step's error, user code prints records: kept out of the out folder
-        elif output.is_claimed(args.out) and os.path.getsize(log):
+        # under report.redact not kept: Beam logs a failed step's error and user code prints records (-v shows
+        # the libraries' output on the terminal instead)
+        if not _redacts(args) and output.is_claimed(args.out) and os.path.getsize(log):
             with __import__("contextlib").suppress(OSError):
                 shutil.move(log, os.path.join(args.out, LIBRARIES_LOG))
         if os.path.exists(log):
