@@ -340,6 +340,7 @@ def _verdict_code(report: dict) -> int:
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from parity import run, terminal
     from parity.config import load_config
+    from parity.report.text import printable_json
     from parity.runners import check_beam_args
 
     check_beam_args(beam_args)  # before anything is written
@@ -395,8 +396,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                              f"write it again with `parity check` or `parity diff`") from exc
         if args.out:
             _write_rendered(args.out, text)
-        else:
-            sys.stdout.write(text)
+        else:  # to a terminal: control characters in captured strings shown, never sent
+            sys.stdout.write(printable_json(text) if args.format == "json" else text)
         return EXIT_PARITY
     if args.command == "init":
         from parity.init import InitOptions, init_config
@@ -406,7 +407,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         print(f"parity: wrote {path}; check it, then run `parity check {path}`")
         return EXIT_PARITY
     result = run.show(args.dir, args.key)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    print(printable_json(json.dumps(result, indent=2, ensure_ascii=False)))  # captured values: no raw controls
     return EXIT_PARITY if result["first_divergence"] is None else EXIT_DIVERGED
 
 

@@ -13,11 +13,13 @@ import re
 import shlex
 from typing import Any
 
-__all__ = ["printable", "shell_quote", "show_command"]
+__all__ = ["printable", "printable_json", "shell_quote", "show_command"]
 
 # C0 controls (tab and newline included: a one-line message or cell must stay one line), DEL, C1 controls, the
 # bidi embeddings, overrides and isolates, and the line and paragraph separators
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# what json.dumps leaves raw inside strings (it escapes C0 controls; its own newlines and indents are C0)
+_JSON_RAW = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -34,6 +36,13 @@ def printable(text: Any) -> str:
     `\\x00`, newline as `\\n`, a bidi override as `\\u202e`. Text without them is returned unchanged."""
     text = str(text)
     return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
+def printable_json(text: str) -> str:
+    """JSON text (as `json.dumps(..., ensure_ascii=False)` writes it) with the control characters it left raw
+    (DEL, C1 controls, bidi overrides, line separators; C0 ones are escaped already) written as `\\uXXXX`
+    escapes: the same JSON value, safe on a terminal. They occur only inside strings, where the escape is valid."""
+    return _JSON_RAW.sub(lambda m: "\\u%04x" % ord(m.group()), text) if _JSON_RAW.search(text) else text
 
 
 def shell_quote(word: str) -> str:

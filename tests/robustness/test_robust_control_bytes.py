@@ -132,3 +132,19 @@ def test_an_error_message_naming_a_key_with_esc_shows_it_escaped(tmp_path, capsy
     assert not RAW.search(err.replace("\n", "")), err
     assert 'record "k\\u001b]0;pwned\\u00070": transform.python' in err  # the key as JSON
     assert "raised ValueError: no k\\x1b]0;pwned\\x070 (traceback: " in err
+
+
+def test_parity_show_and_report_json_on_stdout_escape_the_controls_json_leaves_raw(tmp_path, capsys):
+    records = good_records(3)
+    for record in records:
+        record["zone"] = "next\x85line \u202eevil"
+    project = make_project(tmp_path, lines=jsonl_lines(records))
+    assert check(project, capsys)[0] == 0
+    code, out, _ = run_cli(["show", project.out, "1"], capsys)
+    assert code == 0
+    assert "\x85" not in out and "\u202e" not in out
+    assert "next\\u0085line \\u202eevil" in out
+    assert json.loads(out)["stages"][0]["left"]["value"]["zone"] == "next\x85line \u202eevil"
+    code, out, _ = run_cli(["report", os.path.join(project.out, "report.json"), "--format", "json"], capsys)
+    assert code == 0 and not RAW.search(out.replace("\n", ""))
+    assert json.loads(out) == project.report()
