@@ -115,6 +115,7 @@ def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def _summary(report: dict, out_dir: str) -> str:
     from parity.report.html import unpaired_excess
+    from parity.report.text import printable
 
     records = report["records"]
     lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})"]
@@ -131,7 +132,7 @@ def _summary(report: dict, out_dir: str) -> str:
         lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "
                      f"cause {first['cause']}: {first['explanation']}")
     lines.append(f"  report: {os.path.join(out_dir, 'report.html')} (also report.json, report.md, junit.xml)")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # side names from a manifest, explanations quoting values
 
 
 _VERBOSE_FLAGS = ("-v", "--verbose")
@@ -164,7 +165,9 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
     finally:
         from parity import output
 
-        if output.is_claimed(args.out) and os.path.getsize(log):
+        # under report.redact not kept: Beam logs a failed step's error and user code prints records (-v shows
+        # the libraries' output on the terminal instead)
+        if not _redacts(args) and output.is_claimed(args.out) and os.path.getsize(log):
             with __import__("contextlib").suppress(OSError):
                 shutil.move(log, os.path.join(args.out, LIBRARIES_LOG))
         if os.path.exists(log):
@@ -188,13 +191,46 @@ def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
     from parity import output
 
     out = getattr(args, "out", None) if args is not None and args.command in ("check", "replay", "diff") else None
-    if out and output.is_claimed(out):
+    if out and output.is_claimed(out) and not _redacts(args):  # a traceback quotes values: not into the out folder
         return os.path.join(out, LOG_FILE)
     if kind == "usage":
         return None
     handle, path = tempfile.mkstemp(prefix="parity-error-", suffix=".log")
     os.close(handle)
     return path
+
+
+def _redacts(args: argparse.Namespace | None) -> bool:
+    """Whether the command's config sets `report.redact` (then no raw value reaches the out folder or the
+    terminal: messages go through `parity.redaction.redact_message`, logs stay in the temporary folder)."""
+    config = getattr(args, "config", None) if args is not None else None
+    if not config or args.command not in ("check", "replay", "diff"):
+        return False
+    cached = getattr(args, "_redacts", None)
+    if cached is None:
+        from parity.config import load_config
+
+        try:
+            cached = load_config(config, check_refs=False).report.redact
+        except Exception:  # a config that does not load says nothing of redaction, and holds no record
+            cached = False
+        args._redacts = cached
+    return cached
+
+
+def _frames_only(exc: BaseException) -> str:
+    """A traceback's frames and exception types without their messages (which can quote any value)."""
+    import traceback
+
+    parts, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        stack = traceback.StackSummary.extract(traceback.walk_tb(current.__traceback__))
+        parts.append("Traceback (most recent call last):\n" + "".join(stack.format())
+                     + f"{type(current).__name__}: (message withheld under report.redact)\n")
+        current = current.__cause__ or current.__context__
+    return "".join(reversed(parts))
 
 
 def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: bool,
@@ -204,6 +240,7 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
     import traceback
 
     from parity.errors import ParityError, UserCodeError
+    from parity.report.text import printable
 
     text = "".join(traceback.format_exception(exc))
     if message is not None:
@@ -225,9 +262,14 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
             where = f" (traceback: {path}{'' if debug else '; --debug prints it'})"
     except OSError:
         pass
+    if _redacts(args):
+        from parity.redaction import redact_message
+
+        message = redact_message(message)
+        text = _frames_only(exc) if debug else text  # --debug's terminal copy; the log is not in the out folder
     if debug:
-        sys.stderr.write(text)
-    sys.stderr.write(f"parity: error: {message}{where}\n")
+        sys.stderr.write("".join(printable(line) + "\n" for line in text.splitlines()))
+    sys.stderr.write(f"parity: error: {printable(message)}{where}\n")  # keys, names: no raw control bytes
     return code if code != EXIT_DIVERGED else EXIT_ERROR
 
 
@@ -272,30 +314,57 @@ def _main(argv: Sequence[str] | None) -> int:
         return _report_failure(exc, args, debug)
 
 
+def _write_rendered(path: str, text: str) -> None:
+    """`parity report --out FILE`: the rendered report, or an OutputError naming the path and what is wrong."""
+    from parity.errors import OutputError
+
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise OutputError(f"--out {path}: is a folder; `parity report --out` takes a file path, e.g. "
+                          f"{os.path.join(path, 'report.md')}")
+    if not os.path.isdir(folder):
+        raise OutputError(f"--out {path}: the folder {folder} does not exist"
+                          f"{' (it is a file)' if os.path.lexists(folder) else ''}; create it first or give "
+                          f"another path")
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise OutputError(f"--out {path}: cannot write the report: {exc.strerror or exc}") from exc
+
+
 def _verdict_code(report: dict) -> int:
     return EXIT_PARITY if report["verdict"] == "parity" else EXIT_DIVERGED
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from parity import run
+    from parity import run, terminal
     from parity.config import load_config
+    from parity.report.text import printable_json
+    from parity.runners import check_beam_args
+
+    check_beam_args(beam_args)  # before anything is written
 
     if args.command == "check":
-        report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
-                           noise=True if args.noise else None, sides_at_once=args.sides_at_once, force=args.force)
+        with terminal.user_output_to_stderr():  # stdout: the summary alone
+            report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
+                               noise=True if args.noise else None, sides_at_once=args.sides_at_once,
+                               force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":
-        manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
-                              beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder,
-                              force=args.force)
+        with terminal.user_output_to_stderr():
+            manifest = run.replay(load_config(args.config), args.side, args.out, runner=args.runner,
+                                  beam_args=beam_args, transform_from=args.transform_from, reorder=args.reorder,
+                                  force=args.force)
         records = manifest["records"]
         print(f"parity: replayed side {args.side}: {records['fingerprinted']} records fingerprinted, "
               f"{records['quarantined']} quarantined -> {args.out}")
         return EXIT_PARITY
     if args.command == "diff":
-        config = load_config(args.config) if args.config else None
-        report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
+        with terminal.user_output_to_stderr():
+            config = load_config(args.config) if args.config else None
+            report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "report":
@@ -305,6 +374,10 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         try:
             with open(args.report_json, encoding="utf-8") as handle:
                 report = json.load(handle)
+        except RecursionError as exc:  # json's decoder recurses once per level
+            raise InputError(f"{args.report_json}: not a parity report: its JSON is nested too deeply for "
+                             f"Python's recursion limit ({sys.getrecursionlimit():,}); a report.json is a few "
+                             f"levels deep") from exc
         except (OSError, ValueError) as exc:
             raise InputError(f"{args.report_json}: cannot read a report.json: {exc}") from exc
         if not isinstance(report, dict) or report.get("format") != "parity.report/1":
@@ -318,14 +391,13 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                 text = RENDERERS[args.format](report, out_dir=os.path.dirname(args.report_json) or ".")
             else:
                 text = RENDERERS[args.format](report)
-        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError) as exc:
             raise InputError(f"{args.report_json}: not a complete parity report ({type(exc).__name__}: {exc}); "
                              f"write it again with `parity check` or `parity diff`") from exc
         if args.out:
-            with open(args.out, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
-            sys.stdout.write(text)
+            _write_rendered(args.out, text)
+        else:  # to a terminal: control characters in captured strings shown, never sent
+            sys.stdout.write(printable_json(text) if args.format == "json" else text)
         return EXIT_PARITY
     if args.command == "init":
         from parity.init import InitOptions, init_config
@@ -335,7 +407,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         print(f"parity: wrote {path}; check it, then run `parity check {path}`")
         return EXIT_PARITY
     result = run.show(args.dir, args.key)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    print(printable_json(json.dumps(result, indent=2, ensure_ascii=False)))  # captured values: no raw controls
     return EXIT_PARITY if result["first_divergence"] is None else EXIT_DIVERGED
 
 

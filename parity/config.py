@@ -136,6 +136,11 @@ class Ref:
                 obj = importlib.import_module(module_name)
             for part in attr.split("."):
                 obj = getattr(obj, part)
+        except SystemExit as exc:  # a module that exits on import would end parity with its code, unnamed
+            raise UserCodeError(
+                f"cannot import '{self.text}' (searched {self.base_dir} first): the module called "
+                f"sys.exit({exc.code!r}) while it was imported; a module a config names must import without "
+                f"exiting (guard its script code with `if __name__ == \"__main__\":`)") from exc
         except Exception as exc:  # any import-time failure of user code
             last = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
             raise UserCodeError(
@@ -328,6 +333,8 @@ class _Ctx:
         self.check_refs = check_refs  # import each `module:attr` reference and check it is a callable
 
     def fail(self, path: str, problem: str) -> ConfigError:
+        if not path:  # the document itself: ": expected ..." named nothing
+            return ConfigError(f"{self.file}: the config as a whole: {problem}")
         return ConfigError(f"{self.file}: {path}: {problem}")
 
     def mapping(self, value: Any, path: str, allowed: tuple[str, ...]) -> dict:
@@ -460,12 +467,19 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
         raise ConfigError(f"{path}: no such config file; pass the path of a parity YAML config") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_first_line(exc)}") from exc
+    except RecursionError as exc:  # PyYAML composes nested collections recursively
+        raise ConfigError(f"{path}: not a usable YAML config: its lists or mappings are nested too deeply for "
+                          f"Python's recursion limit ({sys.getrecursionlimit():,}); a parity config is a few "
+                          f"levels deep") from exc
     except ValueError as exc:  # PyYAML's int() of an integer beyond Python's 4,300-digit limit
         raise ConfigError(f"{path}: not a usable YAML config: {_first_line(exc)}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from exc
     base_dir = os.path.dirname(os.path.abspath(path))
     ctx = _Ctx(path, base_dir, check_refs)
+    if document is None:
+        raise ConfigError(f"{path}: the config is empty (or only comments); a parity config is a YAML mapping "
+                          f"with version: 1, capture and two sides (see the README's config reference)")
     doc = ctx.mapping(document, "", ("version", "name", "capture", "sides", "tolerance", "report"))
     if doc.get("version") != 1:
         raise ctx.fail("version", f"unsupported version {_show(doc.get('version'))}; expected 1")

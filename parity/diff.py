@@ -56,11 +56,19 @@ class DiffOutcome:
 def check_compatible(left: FingerprintSet, right: FingerprintSet) -> None:
     """Refuses (exit 2) to diff sets that cannot be compared record by record."""
     lm, rm = left.manifest, right.manifest
+    fixes = {"key": "replay both sides with the same capture.key",
+             "stages": "the sets were written by parity versions with other stages: replay both sides (or tap "
+                       "both pipelines) with this version of parity"}
     for field_name, what in (("key", "key definition"), ("stages", "stages")):
         if lm.get(field_name) != rm.get(field_name):
             raise FingerprintSetError(
-                f"the fingerprint sets have different {what}: {left.path} has {lm.get(field_name)!r}, "
-                f"{right.path} has {rm.get(field_name)!r}; replay both sides with the same capture.key")
+                f"the fingerprint sets have different {what}: {left.path} has {_clip(lm.get(field_name))}, "
+                f"{right.path} has {_clip(rm.get(field_name))}; {fixes[field_name]}")
+
+
+def _clip(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def numeric_within(a: Any, b: Any, tol: Tolerance) -> tuple[bool, float | None]:

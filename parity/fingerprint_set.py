@@ -116,6 +116,10 @@ def read_values(set_dir: str, part: str, columns: list[str] | None = None) -> pa
 
 
 def _read_parquet(path: str, columns: list[str], schema: pa.Schema) -> pa.Table:
+    """The columns, canonical bytes as `large_binary`: a part whose values pass 2 GiB in all (a transform
+    returning 20 MiB strings, 103 records) is read in chunks, and `take` of `binary` chunks concatenates them
+    behind 32-bit offsets ("offset overflow")."""
+    schema = pa.schema([pa.field(f.name, pa.large_binary()) if pa.types.is_binary(f.type) else f for f in schema])
     try:
         return pq.read_table(path, columns=columns, schema=schema)
     except (OSError, pa.ArrowException) as exc:
@@ -538,12 +542,23 @@ def read_set(path: str) -> FingerprintSet:
     if not isinstance(manifest.get("side", ""), str) or not isinstance(manifest.get("quarantine_reasons", {}), dict):
         raise FingerprintSetError(f"{manifest_path}: fields 'side' (a string) and 'quarantine_reasons' (a mapping) "
                                   f"are malformed; the set is damaged: replay the side again")
+    for field, kind, what in _MANIFEST_FIELDS:
+        if field in manifest and not isinstance(manifest[field], kind):
+            raise FingerprintSetError(f"{manifest_path}: field '{field}' must be {what}, got "
+                                      f"{json.dumps(manifest[field])[:80]}; the set is damaged: replay the side "
+                                      f"again")
     reader = _open_fingerprints(path)  # the rows are read when used: `parity diff` streams them
     missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
     if missing:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: columns {', '.join(missing)} are "
                                   f"missing; the set is damaged: replay the side again")
     return FingerprintSet(path=path, manifest=manifest)
+
+
+# optional manifest fields that `parity diff` reads, with the type it reads them as
+_MANIFEST_FIELDS = (("environment", dict, "a mapping of library to version"),
+                    ("features", list, "a list of feature names"),
+                    ("config_name", (str, type(None)), "a string"))
 
 
 def _open_fingerprints(path: str) -> pq.ParquetFile:

@@ -65,7 +65,8 @@ class ReplaySide(beam.PTransform):
             batch_size = max(1, batch_size // 2 - 3)
         batches = (root
                    | "CaptureFiles" >> beam.Create(files, reshuffle=False)
-                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder))
+                   | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder,
+                                                                   redact=self.config.report.redact))
                    .with_output_types(RecBatch))
         late = self._lateness(batches)
         merges = self._merges(batches, late)
@@ -75,7 +76,7 @@ class ReplaySide(beam.PTransform):
                   | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.consume_spills), late=late, merges=merges,
                                                 aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
-        return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir))
+        return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
 
     def _lateness(self, batches: beam.PCollection) -> Any:
         window = self.side.window

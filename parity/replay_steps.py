@@ -24,6 +24,7 @@ from parity.errors import InputError, ParityError, UserCodeError
 from parity.fingerprint import encode_fingerprints, feature_fingerprints
 from parity.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
 from parity.records import RecBatch, key_text, side_field_types
+from parity.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
@@ -54,8 +55,10 @@ def _quarantine_entry(location: str, reason: str, preview: str = "") -> dict:
 class ReadBatchesFn(beam.DoFn):
     """Reads one capture file into batches; keys, stamps and windows each record; quarantines the rest."""
 
-    def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False):
+    def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False,
+                 redact: bool = False):
         self._side = side
+        self._redact = redact  # report.redact: quarantine entries without previews or values (parity.redaction)
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
@@ -82,6 +85,8 @@ class ReadBatchesFn(beam.DoFn):
                        read.records, quarantined, read.encoded, read.fingerprints)
             progress.records_read(side.name, len(read.records) + len(read.quarantined))
             if quarantined:
+                if self._redact:
+                    quarantined = [redact_entry(entry) for entry in quarantined]
                 write_quarantine_part(self._out_dir, batch.part, quarantined)
             if len(batch):
                 yield batch.reversed() if self._reorder else batch
@@ -146,9 +151,8 @@ class ReadBatchesFn(beam.DoFn):
             except TimestampError as exc:
                 quarantined.append(_quarantine_entry(location, f"event time: {exc}", repr(record)))
                 continue
-            except Exception as exc:
-                raise UserCodeError(f"record {key_text(key)}: timestamp.function raised "
-                                    f"{type(exc).__name__}: {exc}") from exc
+            except (Exception, SystemExit) as exc:
+                raise UserCodeError(f"record {key_text(key)}: timestamp.function {raised(exc)}") from exc
             batch.rids.append(rid)
             batch.locations.append(location)
             batch.records.append(record)
@@ -193,7 +197,22 @@ class ReadBatchesFn(beam.DoFn):
         """The filled batch's key bytes, windows, grouping keys and their bytes."""
         batch.key_bytes = canonical.encode_many(batch.keys)
         batch.windows, batch.groups = self._windows_and_groups(batch)
-        batch.group_bytes = canonical.encode_many(batch.groups)
+        try:
+            batch.group_bytes = canonical.encode_many(batch.groups)
+        except TypeError:  # a shard.key.function returned something parity cannot fingerprint: name it
+            for index, group in enumerate(batch.groups):
+                try:
+                    canonical.encode(group)
+                except TypeError as exc:
+                    shard = self._side.shard
+                    what = f"shard.key.function '{shard.key_function.text}'" if shard and shard.key_function \
+                        else "shard.key"
+                    raise UserCodeError(
+                        f"side '{self._side.name}': record {batch.key_text(index)}: {what} returned a "
+                        f"{type(group).__module__}.{type(group).__qualname__}, which has no canonical encoding "
+                        f"({exc}); a grouping key must be None, a bool, number, str, bytes, or a list or dict "
+                        f"of them") from exc
+            raise
 
     def _windows_and_groups(self, batch: RecBatch) -> tuple[list[list[tuple]], list[Any]]:
         shard, key_fn = self._side.shard, self._key_fn
@@ -202,7 +221,7 @@ class ReadBatchesFn(beam.DoFn):
             groups = [shard_stage.grouping_key(shard, record, key_fn) for record in batch.records]
         except window_stage.TooManyWindowsError as exc:
             raise type(exc)(f"side '{self._side.name}': window: {exc}") from exc
-        except Exception:
+        except (Exception, SystemExit):
             for index, (timestamp, record) in enumerate(zip(batch.timestamps, batch.records)):
                 try:  # find the record to name
                     window_stage.assign(self._windowfn, timestamp, record)
@@ -210,11 +229,19 @@ class ReadBatchesFn(beam.DoFn):
                 except window_stage.TooManyWindowsError as exc:
                     raise type(exc)(f"side '{self._side.name}': record {batch.key_text(index)}: window: "
                                     f"{exc}") from exc
-                except Exception as exc:
-                    raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function raised "
-                                        f"{type(exc).__name__}: {exc}") from exc
+                except (Exception, SystemExit) as exc:
+                    raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function "
+                                        f"{raised(exc)}") from exc
             raise
         return windows, groups
+
+
+def raised(exc: BaseException) -> str:
+    """What user code did, for a message: `raised ValueError: ...`, or `called sys.exit(0)` (which must not end
+    parity with the user's exit code, nor read as Beam's bare "SystemExit: 0")."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r}); a function a config names must return or raise, not exit"
+    return f"raised {type(exc).__name__}: {exc}"
 
 
 def _encode_or_reason(record: dict) -> bytes | str:
@@ -427,8 +454,11 @@ class ApplyStagesFn(beam.DoFn):
         batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
                         "seed": seed_values, "transform": transform_values}
         batch.transform_inputs = transform_inputs
-        batch.settle(SETTLED_STAGES,
-                     [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES])
+        encoded = [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
+        # the seed stage's values come from user functions; the stages before it hold the record (whose size
+        # the read bounds) and parity's own values
+        check_value_sizes(batch, self._side, "seed", encoded[SETTLED_STAGES.index("seed")][0], batch.values["seed"])
+        batch.settle(SETTLED_STAGES, encoded)
         yield batch
 
     def _all_shared(self, batch: RecBatch, shared: dict, merges: dict, aggregates: dict, names: list[str],
@@ -484,9 +514,9 @@ class ApplyStagesFn(beam.DoFn):
         for i in passed:
             try:
                 seed_values[i] = seed_outputs(spec, inputs[i], batch.key_bytes[i])
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 raise UserCodeError(f"record {batch.key_text(i)}: a seed function of side '{self._side.name}' "
-                                    f"raised {type(exc).__name__}: {exc}") from exc
+                                    f"{raised(exc)}") from exc
 
 
 def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
@@ -599,10 +629,9 @@ class ApplyTransformFn(beam.DoFn):
                     outputs.append(apply_one(inputs[i]))
                 except UserCodeError as exc:
                     raise UserCodeError(f"record {batch.key_text(i)}: {exc}") from exc
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # sys.exit() in a step: Beam's "SystemExit: 0", unnamed
                     raise UserCodeError(f"record {batch.key_text(i)}: transform.python "
-                                        f"'{self._side.transform.ref.text}' raised "  # type: ignore[union-attr]
-                                        f"{type(exc).__name__}: {exc}") from exc
+                                        f"'{self._side.transform.ref.text}' {raised(exc)}") from exc  # type: ignore[union-attr]
         else:
             outputs = [dict(inputs[i]) for i in todo]
         values = batch.values["transform"]
@@ -650,6 +679,26 @@ def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
             f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
 
 
+def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, data: list[bytes], values: list) -> None:
+    """Refuses, when it is written, a stage value whose canonical bytes pass `capture.max_record_bytes`,
+    naming the side, the record, the stage and (for a dict such as the transform's features) its largest
+    field: a set must be read back by `parity diff`, `show` and the reports, and a few values that large make
+    a batch's value part pass what one Arrow array holds. Raising the limit lets them through."""
+    limit = side.capture.max_record_bytes
+    if not data or max(map(len, data)) <= limit:
+        return
+    i = next(n for n, item in enumerate(data) if len(item) > limit)
+    value, where = values[i], ""
+    if isinstance(value, dict) and value:
+        sizes = {name: len(canonical.encode(item)) for name, item in value.items()}
+        name = max(sorted(sizes), key=sizes.__getitem__)
+        field = "feature" if stage == "transform" else "field"
+        where = f" (its largest {field}, {name!r}, is {sizes[name]:,} bytes)"
+    raise UserCodeError(f"side '{side.name}': record {batch.key_text(i)}: the {stage} stage value is {len(data[i]):,} "
+                f"canonical bytes{where}, above capture.max_record_bytes {limit:,}; return smaller values, or "
+                f"raise capture.max_record_bytes to keep values this large")
+
+
 def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list[bytes], list[int]]:
     """The canonical bytes and fingerprints of one stage's values of a batch (one kernel call)."""
     try:
@@ -666,8 +715,9 @@ def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list
 class WriteBatchFn(beam.DoFn):
     """Fingerprints every stage value of a batch and writes the batch's part of the fingerprint set."""
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, side: SideConfig | None = None):
         self._out_dir = out_dir
+        self._side = side  # its capture.max_record_bytes bounds each stage value too
 
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
@@ -698,6 +748,8 @@ class WriteBatchFn(beam.DoFn):
             plain_data, plain_fps = _stage_fingerprints(batch, "transform", [values[i] for i in plain])
             for i, item, fp in zip(plain, plain_data, plain_fps):
                 data[i], fps[i] = item, fp
+        if self._side is not None:
+            check_value_sizes(batch, self._side, "transform", data, values)
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features_column
         write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Any, Sequence
 
@@ -57,8 +58,8 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
                                                             consume_spills=runner == "DirectRunner")
         try:
             pipeline.run().wait_until_finish()
-        except ParityError:
-            raise
+        except ParityError as exc:  # raised in a step: Beam appended its " [while running ...]" to the message
+            raise unwrap_pipeline_error(exc) from exc  # type: ignore[misc]
         except KeyboardInterrupt:
             raise
         except Exception as exc:
@@ -68,12 +69,15 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
                 raise error from exc
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
+            step = re.search(r"\[while running '(?:Replay\[[^\]]*\]/)?([^']*)'\]", str(exc))
+            last = last.split(" [while running", 1)[0]  # Beam's suffix: the step is named below instead
             op_error = _tensorflow_error(exc) if side.transform and side.transform.kind == "tft" else None
             if op_error is not None:
                 raise UserCodeError(f"{config.path}: sides.{side.name}.transform.tft: preprocessing_fn "
                                     f"'{side.transform.ref.text}' failed while TFT ran it on the replayed "  # type: ignore[union-attr]
                                     f"records: {op_error}") from exc
-            raise RunnerError(f"the replay of side '{side.name}' failed on {runner}: {type(exc).__name__}: "
+            where = f" in its step {step.group(1)}" if step else ""
+            raise RunnerError(f"the replay of side '{side.name}' failed on {runner}{where}: {type(exc).__name__}: "
                               f"{last}") from exc  # a worker's traceback text ends with the real error
         finally:
             spill.remove(out_dir)

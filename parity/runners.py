@@ -75,6 +75,25 @@ def make_runner(name: str) -> Any:
     raise ConfigError(f"--runner: unknown runner {name!r}; expected one of {', '.join(RUNNERS)}")
 
 
+def check_beam_args(beam_args: Sequence[str] | None) -> None:
+    """Refuses pipeline options after `--` that Beam cannot parse (`--direct_num_workers=abc`), with argparse's
+    own one-line reason: Beam parses them only when the job starts, and then prints its whole usage text and
+    exits 2, which read as user code calling sys.exit(2)."""
+    import io
+
+    if not beam_args:
+        return
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            PipelineOptions(list(beam_args)).get_all_options()
+    except SystemExit as exc:
+        lines = [line for line in said.getvalue().splitlines() if line.strip()]
+        reason = lines[-1].split(" error: ", 1)[-1] if lines else f"exit {exc.code}"
+        raise ConfigError(f"the Beam pipeline options after --: {reason}; pass options Beam's PipelineOptions "
+                          f"accept (e.g. --direct_num_workers=2), or remove them") from None
+
+
 def make_options(runner: str, beam_args: Sequence[str] | None) -> PipelineOptions:
     args = list(beam_args or [])
     if runner == "FlinkRunner":

@@ -77,8 +77,38 @@ def libraries_to(log_path: str) -> Iterator[None]:
         sys.stderr, _terminal = previous_stderr, previous_terminal
 
 
-def _uses_fd2(handle: IO[str]) -> bool:
+@contextlib.contextmanager
+def user_output_to_stderr() -> Iterator[None]:
+    """For the block, what user code prints (`print()` in a transform, a worker process writing to its
+    descriptor 1) goes where the libraries' output goes: `sys.stderr` and descriptor 2 (the run's libraries
+    log, or the terminal's stderr with -v). Stdout then holds parity's summary alone, which scripts parse."""
+    sys.stdout.flush()
+    previous = sys.stdout
+    saved = os.dup(1) if _uses_fd(previous, 1) else None
     try:
-        return handle.fileno() == 2
+        if saved is not None:  # the real stdout: child and worker processes inherit descriptor 1 too
+            sys.stderr.flush()
+            os.dup2(2, 1)
+            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0, closefd=False), encoding="utf-8",
+                                          errors="backslashreplace", write_through=True)
+        else:  # a capture (tests) or another stream
+            sys.stdout = sys.stderr
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+        sys.stdout = previous
+
+
+def _uses_fd2(handle: IO[str]) -> bool:
+    return _uses_fd(handle, 2)
+
+
+def _uses_fd(handle: IO[str], fd: int) -> bool:
+    try:
+        return handle.fileno() == fd
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return False

@@ -1,4 +1,5 @@
-"""JSON Lines captures: one JSON object per line.
+"""JSON Lines captures: one JSON object per line, optionally gzip-compressed (told from the file's first bytes,
+as `.jsonl.gz` files are; a corrupt or cut gzip stream makes the rest of the file one quarantined entry).
 
 Blank lines are not records. A line that is not UTF-8, not JSON, not an object, nested more than
 `MAX_NESTING` (100) levels of arrays and objects, holding a number beyond the float64 range (`1e400`, which
@@ -11,16 +12,19 @@ and other fields are kept as they are.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import math
+import zlib
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from parity import canonical
-from parity.capture import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_error, preview, too_deep
+from parity.capture import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_error, preview,
+                            too_deep)
 from parity.schema import FieldType, SchemaMismatch, coerce_records
 
 _BOM = b"\xef\xbb\xbf"
@@ -36,13 +40,26 @@ def read(
         InputError: the file cannot be opened.
     """
     del batch_size  # records are coerced CHUNK lines at a time, whatever the caller's batches
-    try:
-        handle = open(path, "rb")  # bytes, so that one non-UTF-8 line is quarantined rather than fatal
+    try:  # bytes, so that one non-UTF-8 line is quarantined rather than fatal; gzip told from the first bytes
+        handle: IO[bytes] = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:
         pending: list[tuple[str, bytes, dict | str]] = []
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        lines = iter(handle)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                break
+            except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream: the rest is lost
+                yield from _coerced_items(pending, schema)
+                yield Quarantined(f"{display_path}:{number + 1}",
+                                  f"corrupt gzip stream: {exc} after line {number}; the lines from here on "
+                                  f"cannot be told apart and count as this one quarantined entry", "")
+                return
+            number += 1
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             if not raw.strip():

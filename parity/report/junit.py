@@ -13,16 +13,21 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping, Sequence
 
-from parity.report.html import key_text, show_command, unpaired_excess
+from parity.report.html import key_text, unpaired_excess
+from parity.report.text import printable, show_command
 
 __all__ = ["render_junit"]
 
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+# what XML 1.0 cannot carry, and what it can but a terminal or CI log viewer acts on (DEL, C1 controls, bidi
+# overrides); tabs and newlines stay: a failure's detail is several lines
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+                      "\ufffe\uffff\ud800-\udfff]")
 
 
 def _x(value: Any) -> str:
     """Text or an attribute value that XML 1.0 can carry."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return _NOT_XML.sub(lambda m: printable(m.group()) if printable(m.group()) != m.group()
+                        else f"\\x{ord(m.group()):02x}", str(value))
 
 
 def _element(parent: ET.Element | None, tag: str, attrs: Sequence[tuple[str, Any]] = (),

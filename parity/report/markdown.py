@@ -2,14 +2,16 @@
 
 Captured strings can hold anything, so data never reaches the output unescaped: free text goes through `_text()`
 (Markdown punctuation backslash-escaped, so no links, HTML, emphasis or @-mentions), values through `_code()`
-(a code span with a fence longer than any backtick run inside it).
+(a code span with a fence longer than any backtick run inside it); both show control characters as escapes
+(`parity.report.text.printable`), and the reproduce command quotes the key so that it runs.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Mapping, Sequence
 
-from parity.report.html import MISSING, field_rows, key_text, show_command, unpaired_excess, value_text
+from parity.report.html import MISSING, field_rows, key_text, unpaired_excess, value_text
+from parity.report.text import printable, show_command
 from parity.report.times import stage_field_utc
 
 __all__ = ["render_markdown"]
@@ -24,12 +26,12 @@ _NEWLINES = re.compile(r"[\r\n]+")
 
 def _text(value: Any) -> str:
     """Free text, safe in a paragraph or a table cell."""
-    return _PUNCTUATION.sub(r"\\\1", _NEWLINES.sub(" ", str(value)))
+    return _PUNCTUATION.sub(r"\\\1", printable(_NEWLINES.sub(" ", str(value))))
 
 
 def _code(value: Any, *, in_table: bool = True) -> str:
     """A value as inline code; in a table cell its pipes are escaped (GFM strips the backslash there)."""
-    text = _NEWLINES.sub(" ", str(value))
+    text = printable(_NEWLINES.sub(" ", str(value)))
     if in_table:
         text = text.replace("|", "\\|")
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)

@@ -545,6 +545,15 @@ def _arrow_tensor(column: Any, spec: Any, name: str = "") -> Any:
     return _sparse(tf.constant(values, dtype=spec.dtype), column.offsets.to_numpy().astype(np.int64, copy=False))
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    import reprlib
+
+    shower = reprlib.Repr()
+    shower.maxstring = shower.maxother = limit
+    text = shower.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class PythonTransform:
     """Applies a `transform.python` function `fn(record) -> dict` to each record."""
 
@@ -557,4 +566,8 @@ class PythonTransform:
         if not isinstance(result, dict):
             raise UserCodeError(f"transform.python '{self._ref}' returned a {type(result).__name__}, "
                                 f"expected a dict of feature name to value")
+        for name in result:
+            if type(name) is not str:  # else Arrow's "Expected bytes, got a 'tuple' object" when the set is written
+                raise UserCodeError(f"transform.python '{self._ref}' returned a feature named {_shown(name)} "
+                                    f"({type(name).__name__}); feature names must be strings")
         return result

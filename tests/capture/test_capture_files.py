@@ -85,13 +85,14 @@ def test_input_error_exits_with_code_two():
     ("name", "fmt"),
     [("a.jsonl", "jsonl"), ("a.json", "jsonl"), ("a.ndjson", "jsonl"), ("a.tfrecord", "tfrecord"),
      ("a.tfrecords", "tfrecord"), ("dir/a.TFRecord.gz", "tfrecord"), ("a.tfrecords.gz", "tfrecord"),
-     ("a.parquet", "parquet"), ("a.csv", "csv")],
+     ("a.parquet", "parquet"), ("a.csv", "csv"), ("a.jsonl.gz", "jsonl"), ("a.json.gz", "jsonl"),
+     ("a.ndjson.gz", "jsonl")],
 )
 def test_the_format_is_detected_from_the_extension(name, fmt):
     assert detect_format(name) == fmt
 
 
-@pytest.mark.parametrize("name", ["a.txt", "a.csv.gz", "a", "a.jsonl.gz"])
+@pytest.mark.parametrize("name", ["a.txt", "a.csv.gz", "a"])
 def test_an_unknown_extension_raises_input_error_telling_to_set_capture_format(name):
     with pytest.raises(InputError, match="set capture.format to one of jsonl, tfrecord, parquet, csv"):
         detect_format(name)
