@@ -13,7 +13,6 @@ import html
 import json
 import math
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -21,6 +20,8 @@ import jinja2
 from jinja2.ext import Extension
 from markupsafe import Markup
 
+from parity.report import text
+from parity.report.text import page_printable
 from parity.report.times import stage_field_utc
 
 __all__ = ["FieldRow", "MISSING", "UnpairedExcess", "field_rows", "key_text", "render_html", "show_command",
@@ -51,9 +52,10 @@ class _JoinedLines(Extension):
 
 
 def _escaped(value: Any) -> Any:
-    """Every printed value, escaped as `html.escape` does (`&#x27;`, `&quot;`), so pages keep their bytes;
-    markup a template made passes through."""
-    return value if hasattr(value, "__html__") else Markup(html.escape(str(value), quote=True))
+    """Every printed value with its control characters shown as escapes (`page_printable`: an ESC or NUL from a
+    captured key never reaches the page raw; line breaks stay), then escaped as `html.escape` does (`&#x27;`,
+    `&quot;`), so pages keep their bytes; markup a template made passes through."""
+    return value if hasattr(value, "__html__") else Markup(html.escape(page_printable(str(value)), quote=True))
 
 
 _TEMPLATES = jinja2.Environment(
@@ -139,9 +141,9 @@ def unpaired_excess(report: Mapping[str, Any]) -> UnpairedExcess | None:
 
 
 def show_command(out_dir: str, key: Any) -> str:
-    """The shell command that shows one record stage by stage (key shell-quoted; a `<dir>` placeholder kept)."""
-    directory = out_dir if out_dir.startswith("<") else shlex.quote(out_dir)
-    return f"parity show {directory} {shlex.quote(key_text(key))}"
+    """The shell command that shows one record stage by stage: `parity.report.text.show_command` (each word
+    shell-quoted, ANSI-C quoting for control characters, so the command runs)."""
+    return text.show_command(out_dir, key)
 
 
 def _value(value: Any, utc: str | None = None) -> dict[str, Any]:

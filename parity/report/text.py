@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-__all__ = ["printable", "printable_json", "shell_quote", "show_command"]
+__all__ = ["page_printable", "printable", "printable_json", "shell_quote", "show_command"]
 
 # C0 controls (tab and newline included: a one-line message or cell must stay one line), DEL, C1 controls, the
 # bidi embeddings, overrides and isolates, and the line and paragraph separators
@@ -36,6 +36,18 @@ def printable(text: Any) -> str:
     `\\x00`, newline as `\\n`, a bidi override as `\\u202e`. Text without them is returned unchanged."""
     text = str(text)
     return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
+# the same, but for a page, where a tab, a newline or a carriage return is whitespace and harmless
+_PAGE_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+                           "\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def page_printable(text: Any) -> str:
+    """`printable` for an HTML page: every control character an escape but tab, newline and carriage return,
+    which a page shows as whitespace (a value's own line breaks stay as they were)."""
+    text = str(text)
+    return _PAGE_CONTROL.sub(_escape, text) if _PAGE_CONTROL.search(text) else text
 
 
 def printable_json(text: str) -> str:

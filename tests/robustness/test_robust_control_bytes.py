@@ -148,3 +148,24 @@ def test_parity_show_and_report_json_on_stdout_escape_the_controls_json_leaves_r
     code, out, _ = run_cli(["report", os.path.join(project.out, "report.json"), "--format", "json"], capsys)
     assert code == 0 and not RAW.search(out.replace("\n", ""))
     assert json.loads(out) == project.report()
+
+
+def test_report_html_shows_control_characters_of_keys_and_names_escaped_and_keeps_line_breaks():
+    from parity.report.html import render_html
+
+    report = {"format": "parity.report/1", "name": "bad\x1b]0;pwned\x07name", "verdict": "diverged",
+              "sides": {"left": "off\x00line", "right": "production"},
+              "records": {"paired": 1, "matched": 0, "within_tolerance": 0, "diverged": 1, "left_only": 0,
+                          "right_only": 0, "left": 1, "right": 1, "duplicate_keys": 0,
+                          "quarantined": {"left": 0, "right": 0}},
+              "stages": [{"name": "input", "diverged": 1, "first_diverged": 1}],
+              "first_divergence": {"stage": "input", "records": 1, "cause": "input.content",
+                                   "explanation": "two\nlines"},
+              "causes": [{"stage": "input", "cause": "input.content", "records": 1, "explanation": "two\nlines"}],
+              "examples": [{"key": "k\x1b[31m", "stage": "input", "cause": "input.content",
+                            "left": {"v": "\x1b[2J"}, "right": {"v": 2}}]}
+    page = render_html(report, out_dir="out")
+    assert "\x1b" not in page and "\x00" not in page and "\x07" not in page
+    assert "\\x1b" in page and "\\x00" in page
+    assert "two\nlines" in page  # a value's own line break is whitespace on a page: kept
+    assert "parity show out $&#x27;k\\x1b[31m&#x27;" in page  # the reproduce command runs in bash
