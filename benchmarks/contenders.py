@@ -112,8 +112,11 @@ def _batches_and_aggregates(pipeline: Any, files: list[str], schema: dict, label
     return batches, beam.pvalue.AsDict(aggs)
 
 
-def floor_tft(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
-    """Offline TFT analyze+transform, then production's serving application of the exported graph."""
+def _offline_tft(config_path: str, files: list[str], work: str, graph_ready: Any = None) -> tuple[str, dict]:
+    """The offline side's TFT job as parity feeds its analysis (record batches of TFT_BATCH_SIZE rows built by
+    column, the aggregates attached): analyze and transform, then the graph written to `work/tft_output`, after
+    which `graph_ready(_)` runs as a step of the same job, where given. Returns the graph's folder and the
+    side's field types."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -121,7 +124,7 @@ def floor_tft(config_path: str, files: list[str], work: str, production_files: l
 
     from parity.config import capture_field_types, load_config
     from parity.replay import TFT_BATCH_SIZE
-    from parity.stages.transform import SavedTransform, TFTInput
+    from parity.stages.transform import TFTInput
 
     config = load_config(config_path)
     side = config.sides[0]
@@ -129,25 +132,39 @@ def floor_tft(config_path: str, files: list[str], work: str, production_files: l
     sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
     from preprocess import preprocessing_fn
 
+    tft_input = TFTInput(types)
+
     def record_batches(records: list[dict], aggs: dict) -> Iterator[Any]:
         return tft_input.record_batches(_attach(records, aggs), TFT_BATCH_SIZE)
 
-    started = time.monotonic()
-    tft_input = TFTInput(types)
-    metadata = tft_input.metadata
     output = os.path.join(work, "tft_output")
-    metadata_io.write_metadata(metadata, os.path.join(output, "metadata"))
+    metadata_io.write_metadata(tft_input.metadata, os.path.join(output, "metadata"))
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
         with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
-            # parity's TFT input: record batches of TFT_BATCH_SIZE rows, built by column
             inputs = batches | "RecordBatches" >> beam.FlatMap(record_batches, aggs)
             (transformed, _), transform_fn = ((inputs, tft_input.tensor_adapter_config)
                                               | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn,
                                                                                     output_record_batches=True))
             _ = transformed | "Rows" >> beam.Map(lambda out: out[0].num_rows) | "Count" >> beam.CombineGlobally(sum)
-            _ = transform_fn | tft_beam.WriteTransformFn(output)
+            written = transform_fn | tft_beam.WriteTransformFn(output)
+            if graph_ready is not None:
+                _ = written | "GraphReady" >> beam.Map(graph_ready)
+    return output, types
+
+
+def floor_tft(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
+    """Offline TFT analyze+transform, then production's serving application of the exported graph."""
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from parity.config import load_config
+    from parity.stages.transform import SavedTransform
+
+    schema = load_config(config_path).sides[1].capture.schema_dict
+    started = time.monotonic()
+    output, types = _offline_tft(config_path, files, work)
     offline = time.monotonic() - started
 
     class Serve(beam.DoFn):
@@ -173,50 +190,20 @@ def floor_tft_concurrent(config_path: str, files: list[str], work: str,
     """The offline side here while `floor_production` serves the production side in a child process."""
     import subprocess
 
-    import apache_beam as beam
-    import tensorflow_transform.beam as tft_beam
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    from tensorflow_transform.tf_metadata import metadata_io
-
-    from parity.config import capture_field_types, load_config
-    from parity.replay import TFT_BATCH_SIZE
     from parity.runners import replay_gc
-    from parity.stages.transform import TFTInput
-
-    config = load_config(config_path)
-    side = config.sides[0]
-    schema, types = side.capture.schema_dict, capture_field_types(side)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
-    from preprocess import preprocessing_fn
 
     started = time.monotonic()
     child_result = os.path.join(work, "production.result.json")
     child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "floor_production", "--config", config_path,
                               "--work", work, "--result", child_result, "--files", *(production_files or files)])
-    tft_input = TFTInput(types)
-    output = os.path.join(work, "tft_output")
     marker = os.path.join(work, GRAPH_READY)
-
-    def record_batches(records: list[dict], aggs: dict) -> Iterator[Any]:
-        return tft_input.record_batches(_attach(records, aggs), TFT_BATCH_SIZE)
 
     def graph_ready(_: Any) -> None:  # the gate: the production child serves from here on
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write("ready\n")
 
     with replay_gc():
-        metadata_io.write_metadata(tft_input.metadata, os.path.join(output, "metadata"))
-        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-            batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
-            with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False,
-                                  desired_batch_size=TFT_BATCH_SIZE):
-                inputs = batches | "RecordBatches" >> beam.FlatMap(record_batches, aggs)
-                (transformed, _), transform_fn = ((inputs, tft_input.tensor_adapter_config)
-                                                  | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn,
-                                                                                        output_record_batches=True))
-                _ = transformed | "Rows" >> beam.Map(lambda out: out[0].num_rows) | "Count" >> beam.CombineGlobally(sum)
-                written = transform_fn | tft_beam.WriteTransformFn(output)
-                _ = written | "GraphReady" >> beam.Map(graph_ready)
+        _offline_tft(config_path, files, work, graph_ready)
     offline = time.monotonic() - started
     if not os.path.exists(marker):
         graph_ready(None)
