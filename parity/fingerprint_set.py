@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -486,6 +487,10 @@ class FingerprintSet:
 
     def values(self, refs: Iterable[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
         """Decoded stage values (and location, key bytes) of the given (part, row) records."""
+        if self.manifest.get(VALUES_REMOVED):
+            raise FingerprintSetError(f"{self.path}: the values of this set were removed at the end of a check "
+                                      f"under report.redact (it keeps fingerprints and counts only); replay the side "
+                                      f"without redaction to see or diff its values")
         by_part: dict[str, list[int]] = {}
         for part, row in refs:
             by_part.setdefault(part, []).append(row)
@@ -513,6 +518,36 @@ def _take(table: pa.Table, rows: list[int], path: str) -> pa.Table:
         return table.take(pa.array(rows, pa.int64()))
     except (IndexError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: {exc}") from exc
+
+
+VALUES_REMOVED = "values_removed"  # a manifest's mark: `remove_values` ran on the set
+
+
+def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
+    """What a check under `report.redact` leaves of a side's set once its reports are written: fingerprints,
+    counts and the (redacted) quarantine, with no raw value. The value parts (`values/`, `stage_values/`) and
+    `also` (names in the set: the TFT graph, whose vocabularies are values, and analyzers.json) are removed,
+    and the key column holds each key's fingerprint (its `key_fp` in hex, as redacted messages name records)."""
+    for name in (VALUES_DIR, STAGE_VALUES_DIR, *also):
+        path = os.path.join(set_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+    path = os.path.join(set_dir, FINGERPRINTS)
+    table = pq.read_table(path)
+    keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
+    table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
+    pq.write_table(table, path + ".tmp", **FP_PARQUET_OPTIONS)
+    os.replace(path + ".tmp", path)
+    manifest_path = os.path.join(set_dir, MANIFEST)
+    with open(manifest_path, encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    manifest[VALUES_REMOVED] = True
+    with open(manifest_path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, ensure_ascii=False, sort_keys=True)
+        handle.write("\n")
+    os.replace(manifest_path + ".tmp", manifest_path)
 
 
 def read_set(path: str) -> FingerprintSet:

@@ -241,9 +241,24 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
     left, right = (os.path.join(out_dir, SIDES_DIR, s.name) for s in config.sides)
     report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result)
     timings["diff_seconds"] = round(time.monotonic() - started, 3)
+    if config.report.redact:  # the reports are written: no raw value stays in the out folder
+        _remove_values(out_dir, config)
     timings["runner"] = runner  # type: ignore[assignment]
     _write_json(os.path.join(out_dir, output.TIMINGS), timings)
     return report
+
+
+def _remove_values(out_dir: str, config: Config) -> None:
+    """Under `report.redact`, each fingerprint set of the check (and of its noise replays) keeps fingerprints
+    and counts only (`fingerprint_set.remove_values`): its value parts, its TFT graph and TFT's temporary files
+    (vocabularies) and its analyzer outputs go."""
+    from parity.fingerprint_set import remove_values
+
+    for folder in (SIDES_DIR, NOISE_DIR):
+        for side in config.sides:
+            set_dir = os.path.join(out_dir, folder, side.name)
+            if os.path.isfile(os.path.join(set_dir, "manifest.json")):
+                remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", analyzers.ANALYZERS_FILE))
 
 
 def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet,
