@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from parity.errors import ConfigError, UserCodeError
+from parity.errors import ConfigError, UserCodeError, first_line
 from parity.schema import FieldType, parse_schema, parse_type
 
 STAGES = ("input", "window", "shard", "coder", "seed", "transform")
@@ -466,13 +466,13 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such config file; pass the path of a parity YAML config") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {_first_line(exc)}") from exc
+        raise ConfigError(f"{path}: not valid YAML: {first_line(exc)}") from exc
     except RecursionError as exc:  # PyYAML composes nested collections recursively
         raise ConfigError(f"{path}: not a usable YAML config: its lists or mappings are nested too deeply for "
                           f"Python's recursion limit ({sys.getrecursionlimit():,}); a parity config is a few "
                           f"levels deep") from exc
     except ValueError as exc:  # PyYAML's int() of an integer beyond Python's 4,300-digit limit
-        raise ConfigError(f"{path}: not a usable YAML config: {_first_line(exc)}") from exc
+        raise ConfigError(f"{path}: not a usable YAML config: {first_line(exc)}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from exc
     base_dir = os.path.dirname(os.path.abspath(path))
@@ -510,12 +510,6 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
     return Config(path=path, base_dir=base_dir, name=name, sides=sides,  # type: ignore[arg-type]
                   tolerance=_tolerance(ctx, doc.get("tolerance")),
                   report=_report(ctx, doc.get("report")))
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).splitlines()
-    line = lines[0] if lines else type(exc).__name__
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 _CAPTURE_KEYS = ("path", "format", "key", "schema", "tz", "max_quarantined", "max_record_bytes")

@@ -29,3 +29,12 @@ class RunnerError(ParityError):
 
 class OutputError(ParityError):
     """The output folder cannot be used: another's folder (without --force), locked by another run, a file."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line of a `parity: error:` message: its first line without the
+    `[while running '...']` Beam appends inside a step (its type's name when it says nothing), at most `limit`
+    characters."""
+    text = str(exc).split(" [while running", 1)[0].strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[:limit - 3] + "..."

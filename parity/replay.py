@@ -19,7 +19,7 @@ import apache_beam as beam
 
 from parity import canonical, overlap, spill
 from parity.config import Config, SideConfig
-from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError
+from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError, first_line
 from parity.records import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
@@ -174,7 +174,7 @@ class ReplaySide(beam.PTransform):
                 raise UserCodeError(
                     f"{self.config.path}: sides.{side.name}.transform.tft: preprocessing_fn "
                     f"'{side.transform.ref.text}' raised {type(exc).__name__} while TFT traced it: "  # type: ignore[union-attr]
-                    f"{_first_line(exc)} (its inputs: {_input_kinds(tft_input)})") from exc
+                    f"{first_line(exc)} (its inputs: {_input_kinds(tft_input)})") from exc
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
         _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
         return (staged
@@ -206,11 +206,6 @@ def _with_custom_config(config: Config, side: SideConfig) -> Any:
                           f"'{spec.ref.text}' takes no custom_config parameter; remove custom_config or "  # type: ignore[union-attr]
                           f"add the parameter")
     return fn
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "(no message)"
 
 
 def _input_kinds(tft_input: TFTInput) -> str:

@@ -129,11 +129,6 @@ def _op_message(exc: BaseException) -> str:
     return lines[0] if lines else "(no message)"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).split(" [while running", 1)[0].strip()
-    return text.splitlines()[0] if text else "(no message)"
-
-
 def _check_windowfn(config: Config, side: SideConfig) -> None:
     """Calls a side's `window.windowfn` factory once before the job, so that a factory that raises or returns
     something else stops the run naming the config, the side and the field (not from inside a Beam worker)."""

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from parity import columnar
 from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
+from parity.errors import first_line
 from parity.schema import FieldType, SchemaMismatch, coerce_record
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -61,7 +62,7 @@ def read(
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others for a file that is not Parquet
-        yield Quarantined(display_path, f"cannot read Parquet file: {_first_line(exc)}", _head(path))
+        yield Quarantined(display_path, f"cannot read Parquet file: {first_line(exc, limit=10_000)}", _head(path))
         return
     row = 0
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
@@ -77,7 +78,7 @@ def read(
                 except Exception as exc:  # a corrupt page: the group's other rows cannot be located
                     end = group_start + group_rows
                     reason = (f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
-                              f"after row {row}: {_first_line(exc)}")
+                              f"after row {row}: {first_line(exc, limit=10_000)}")
                     if end - row > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
                         yield Quarantined(f"{display_path}:row {row}", f"{reason}; the footer claims "
                                           f"{end - row} unread rows: counted as this one entry", "")
@@ -192,10 +193,6 @@ def _convert(value: Any) -> Any:
         return {k: _convert(v) for k, v in value.items()}
     return value
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 def _head(path: str) -> str:
