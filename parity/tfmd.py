@@ -47,6 +47,17 @@ class TFMDSchema:
     fields: tuple[tuple[str, FieldType], ...]
 
 
+def newest_execution(folder: str, holds: str) -> str | None:
+    """A TFX component output's newest execution folder (`<folder>/<largest id>/`) among those holding `holds`
+    (a file or folder name), as a pipeline root lays them out (`SchemaGen/schema/2/schema.pbtxt`,
+    `Transform/transform_graph/3/transform_fn/`); None when none does."""
+    if not os.path.isdir(folder):
+        return None
+    ids = [int(name) for name in os.listdir(folder)
+           if _EXECUTION_ID.match(name) and os.path.exists(os.path.join(folder, name, holds))]
+    return os.path.join(folder, str(max(ids))) if ids else None
+
+
 def find_schema_file(path: str) -> str:
     """The `schema.pbtxt` that `path` names: the file itself, the one in the folder, or, in a TFX component's
     output folder (`SchemaGen/schema/`), the one of its newest execution (the largest execution id).
@@ -61,10 +72,9 @@ def find_schema_file(path: str) -> str:
     direct = os.path.join(path, SCHEMA_FILE)
     if os.path.isfile(direct):
         return direct
-    executions = sorted((int(name) for name in os.listdir(path)
-                         if _EXECUTION_ID.match(name) and os.path.isfile(os.path.join(path, name, SCHEMA_FILE))))
-    if executions:
-        return os.path.join(path, str(executions[-1]), SCHEMA_FILE)
+    newest = newest_execution(path, SCHEMA_FILE)
+    if newest is not None:
+        return os.path.join(newest, SCHEMA_FILE)
     raise TFMDError(f"{path} is a folder without {SCHEMA_FILE} (nor execution folders holding one); give "
                     f"SchemaGen's output folder or the schema.pbtxt itself")
 

@@ -17,13 +17,13 @@ built once per worker, with placeholders from the graph's raw feature spec fed b
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from parity.errors import ConfigError, UserCodeError
 from parity.schema import FieldType
+from parity.tfmd import newest_execution
 
 _TF_DTYPE = {"int64": "int64", "int32": "int64", "bool": "int64", "float64": "float32",
              "float32": "float32", "string": "string", "bytes": "string"}
@@ -361,14 +361,15 @@ def _values(array: np.ndarray) -> list:
 
 
 def _rows(tensor: Any, count: int) -> list:
-    """Per-record Python values of one output tensor."""
+    """Per-record Python values of one output: an eager tensor, or the numpy array a TF1 session returns for
+    a dense one."""
     import tensorflow as tf
 
     if isinstance(tensor, tf.SparseTensor):
         tensor = tf.RaggedTensor.from_sparse(tensor)
     if isinstance(tensor, tf.RaggedTensor):
         return [_values(row) for row in _ragged_rows(tensor)]
-    array = tensor.numpy()
+    array = tensor if isinstance(tensor, np.ndarray) else tensor.numpy()
     if array.ndim == 1:
         return _values(array)
     return [_values(np.ravel(row)) for row in array]
@@ -381,7 +382,6 @@ def _ragged_rows(tensor: Any) -> list:
 
 
 GRAPH_DIR = "transform_fn"
-_EXECUTION_ID = re.compile(r"^\d+$")
 
 
 def find_graph_dir(path: str) -> str:
@@ -396,11 +396,9 @@ def find_graph_dir(path: str) -> str:
         return path
     if os.path.isdir(os.path.join(path, "transform_graph")):
         return find_graph_dir(os.path.join(path, "transform_graph"))
-    if os.path.isdir(path):
-        executions = sorted(int(name) for name in os.listdir(path)
-                            if _EXECUTION_ID.match(name) and os.path.isdir(os.path.join(path, name, GRAPH_DIR)))
-        if executions:
-            return os.path.join(path, str(executions[-1]))
+    newest = newest_execution(path, GRAPH_DIR)
+    if newest is not None:
+        return newest
     raise ConfigError(f"{path}: no exported transform graph there; expected a TFT output folder holding "
                       f"transform_fn/ (as tft_beam.WriteTransformFn writes it), or a TFX Transform component's "
                       f"transform_graph/<execution id>/ folders")
@@ -504,7 +502,8 @@ def exported_as_v1(tft_output_dir: str) -> bool:
 
 
 def _run_tf1(session: tuple[Any, dict[str, Any], dict[str, Any]], inputs: dict[str, Any]) -> dict[str, Any]:
-    """A TF1-compat graph's outputs for one batch of input tensors, as eager tensors (`_rows` reads them)."""
+    """A TF1-compat graph's outputs for one batch of input tensors, as `_rows` reads them: dense ones as the
+    session's numpy arrays, sparse and ragged ones as eager tensors."""
     import tensorflow as tf
 
     run, placeholders, outputs = session
@@ -525,7 +524,7 @@ def _run_tf1(session: tuple[Any, dict[str, Any], dict[str, Any]], inputs: dict[s
             converted[name] = tf.RaggedTensor.from_nested_row_splits(result.flat_values,
                                                                      result.nested_row_splits)
         else:
-            converted[name] = tf.constant(result)
+            converted[name] = np.asarray(result)  # `_rows` reads a dense result as it is
     return converted
 
 
