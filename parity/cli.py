@@ -6,6 +6,7 @@ Exit codes: 0 parity, 1 divergence, 2 no verdict (bad usage, config or input), 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -114,25 +115,9 @@ def _split_beam_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _summary(report: dict, out_dir: str) -> str:
-    from parity.report.html import unpaired_excess
-    from parity.report.text import printable
+    from parity.report.result import Report
 
-    records = report["records"]
-    lines = [f"parity: {report['verdict']} ({report['sides']['left']} vs {report['sides']['right']})"]
-    excess = unpaired_excess(report)
-    if excess is not None:  # keys stay in the reports: under report.redact the terminal shows no raw value
-        lines.append(f"  unpaired: {excess.records} records on one side only ({excess.left_only} left only, "
-                     f"{excess.right_only} right only), above tolerance.max_unpaired {excess.allowed}")
-    lines.append(f"  records: {records['paired']} paired, {records['matched']} matched, "
-                 f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
-                 f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
-                 f"{records['quarantined']['left']}/{records['quarantined']['right']}")
-    first = report.get("first_divergence")
-    if first:
-        lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "
-                     f"cause {first['cause']}: {first['explanation']}")
-    lines.append(f"  report: {os.path.join(out_dir, 'report.html')} (also report.json, report.md, junit.xml)")
-    return "\n".join(map(printable, lines))  # side names from a manifest, explanations quoting values
+    return Report(report, out_dir).summary()
 
 
 _VERBOSE_FLAGS = ("-v", "--verbose")
@@ -168,7 +153,7 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
         # under report.redact not kept: Beam logs a failed step's error and user code prints records (-v shows
         # the libraries' output on the terminal instead)
         if not _redacts(args) and output.is_claimed(args.out) and os.path.getsize(log):
-            with __import__("contextlib").suppress(OSError):
+            with contextlib.suppress(OSError):
                 shutil.move(log, os.path.join(args.out, LIBRARIES_LOG))
         if os.path.exists(log):
             os.remove(log)

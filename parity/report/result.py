@@ -47,14 +47,23 @@ class Report(dict):
         return self.get("examples", [])
 
     def summary(self) -> str:
-        """The verdict, the record counts, the first divergence and where the reports are, as text."""
+        """The verdict, unpaired records beyond the limit, the record counts, the first divergence and where
+        the reports are, as text; control characters shown as escapes (side names come from manifests,
+        explanations quote values). `parity check` and `parity diff` print it."""
+        from parity.report.html import unpaired_excess
+        from parity.report.text import printable
+
         records, sides = self["records"], self["sides"]
         quarantined = records.get("quarantined", {})
-        lines = [f"parity: {self['verdict']} ({sides['left']} vs {sides['right']})",
-                 f"  records: {records['paired']} paired, {records['matched']} matched, "
-                 f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
-                 f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
-                 f"{quarantined.get('left', 0)}/{quarantined.get('right', 0)}"]
+        lines = [f"parity: {self['verdict']} ({sides['left']} vs {sides['right']})"]
+        excess = unpaired_excess(self)
+        if excess is not None:  # keys stay in the reports: under report.redact the terminal shows no raw value
+            lines.append(f"  unpaired: {excess.records} records on one side only ({excess.left_only} left only, "
+                         f"{excess.right_only} right only), above tolerance.max_unpaired {excess.allowed}")
+        lines.append(f"  records: {records['paired']} paired, {records['matched']} matched, "
+                     f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
+                     f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
+                     f"{quarantined.get('left', 0)}/{quarantined.get('right', 0)}")
         first = self.get("first_divergence")
         if first:
             lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "
@@ -62,7 +71,7 @@ class Report(dict):
         if self.out_dir is not None:
             lines.append(f"  report: {os.path.join(self.out_dir, 'report.html')} "
                          "(also report.json, report.md, junit.xml)")
-        return "\n".join(lines)
+        return "\n".join(map(printable, lines))
 
     def to_html(self) -> str:
         """The whole HTML report page (the bytes of report.html)."""
