@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from parity import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
+from parity.output import write_text
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"
@@ -544,10 +545,7 @@ def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
     with open(manifest_path, encoding="utf-8") as handle:
         manifest = json.load(handle)
     manifest[VALUES_REMOVED] = True
-    with open(manifest_path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, ensure_ascii=False, sort_keys=True)
-        handle.write("\n")
-    os.replace(manifest_path + ".tmp", manifest_path)
+    write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def read_set(path: str) -> FingerprintSet:
