@@ -142,6 +142,17 @@ def accounting_holds(report: dict) -> bool:
             and r["paired"] == r["matched"] + r["within_tolerance"] + r["diverged"])
 
 
+def file_bytes(folder: str | os.PathLike) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes, by path relative to it (links not followed)."""
+    found = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, folder)] = handle.read()
+    return found
+
+
 def python_env(**extra: str) -> dict[str, str]:
     """An environment for a `python -m parity` subprocess run from anywhere."""
     env = dict(os.environ)

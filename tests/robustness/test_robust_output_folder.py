@@ -13,24 +13,14 @@ import time
 
 import pytest
 
-from robust_helpers import (PYTHON, REPO, check, good_records, jsonl_lines, make_project, python_env, run_cli)
+from robust_helpers import (PYTHON, REPO, check, file_bytes, good_records, jsonl_lines, make_project, python_env,
+                           run_cli)
 
 REPORTS = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
 
 
 def _project(tmp_path, **kwargs):
     return make_project(tmp_path / "project", lines=jsonl_lines(good_records(20)), **kwargs)
-
-
-def _tree(folder) -> dict[str, bytes]:
-    """Every file under `folder` with its bytes (links not followed)."""
-    found = {}
-    for root, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, folder)] = handle.read()
-    return found
 
 
 # ---------------------------------------------------------------------------------------------- item 5
@@ -53,7 +43,7 @@ def test_a_link_planted_inside_out_is_never_written_through(link, target, tmp_pa
     (victim / "precious.txt").write_text("keep me")
     if target != "victim":
         (tmp_path / target).write_text("keep me too")
-    before = _tree(victim)
+    before = file_bytes(victim)
     planted = os.path.join(project.out, link)
     if os.path.isdir(planted):
         shutil.rmtree(planted)
@@ -64,7 +54,7 @@ def test_a_link_planted_inside_out_is_never_written_through(link, target, tmp_pa
     code, out, errors = check(project, capsys)
 
     assert code == 0, errors
-    assert _tree(victim) == before, "parity wrote through a link planted in its output folder"
+    assert file_bytes(victim) == before, "parity wrote through a link planted in its output folder"
     assert json.loads((tmp_path / "project" / "out" / "report.json").read_text())["verdict"] == "parity"
 
 

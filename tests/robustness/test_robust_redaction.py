@@ -11,7 +11,7 @@ import os
 import pytest
 
 from parity.redaction import key_fingerprint, redact_message, redact_reason
-from robust_helpers import REPO, check, good_records, jsonl_lines, make_project
+from robust_helpers import REPO, check, file_bytes, good_records, jsonl_lines, make_project
 
 SECRETS = ("4111111111111111", "hunter2", "notanumber", "yesterday")
 TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".xml", ".log", ".txt")
@@ -114,21 +114,11 @@ def test_redact_message_names_records_by_fingerprint_and_withholds_what_user_cod
                                        f"raised KeyError (its message is withheld under report.redact); see the docs")
 
 
-def _all_bytes(folder: str) -> dict[str, bytes]:
-    found = {}
-    for root, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, folder)] = handle.read()
-    return found
-
-
 def test_a_redacted_check_leaves_no_raw_value_in_any_file_of_the_out_folder_binary_ones_included(tmp_path, capsys):
     project = _project(tmp_path, redact=True)
     code, _, errors = check(project, capsys)
     assert code == 0, errors
-    files = _all_bytes(project.out)
+    files = file_bytes(project.out)
     assert any(name.startswith("sides/offline/fingerprints") for name in files)
     for name, data in files.items():
         for secret in SECRETS:
@@ -156,6 +146,6 @@ def test_a_redacted_tft_check_keeps_no_vocabulary_token_in_the_out_folder(tmp_pa
                       encoding="utf-8")
     report = parity.check(str(config), out_dir=str(tmp_path / "out"))
     assert report["verdict"] == "parity"
-    for name, data in _all_bytes(str(tmp_path / "out")).items():
+    for name, data in file_bytes(str(tmp_path / "out")).items():
         for token in (b"Flash Cab", b"Credit Card", b"airport"):  # values of the capture and vocabulary tokens
             assert token not in data, (name, token)
