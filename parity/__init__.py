@@ -23,7 +23,7 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     `sides_at_once` (auto, on, off): replay the second side in a child process meanwhile (`--sides-at-once`).
     `force=True` writes into an `out_dir` that is not empty and was not made by parity (`--force`).
     """
-    from parity import run
+    from parity import commands as run
     from parity.report.result import Report
 
     report = run.check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options,

@@ -12,8 +12,8 @@ import os
 import sys
 from typing import Sequence
 
-from parity.output import ERROR_LOG as LOG_FILE
-from parity.output import LIBRARIES_LOG
+from parity.storage.outdir import ERROR_LOG as LOG_FILE
+from parity.storage.outdir import LIBRARIES_LOG
 
 EXIT_PARITY, EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPORT_FIELDS = {"verdict": str, "sides": dict, "records": dict, "stages": list}  # what every renderer reads
@@ -31,7 +31,7 @@ class _Version(argparse.Action):
     """`--version`: one unwrapped line (argparse's own action wraps it to the terminal's width)."""
 
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
-        from parity.environment import version_text
+        from parity.replay.environment import version_text
 
         sys.stdout.write(version_text() + "\n")
         raise SystemExit(EXIT_PARITY)
@@ -140,7 +140,7 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
     import shutil
     import tempfile
 
-    from parity import terminal
+    from parity.console import terminal
 
     handle, log = tempfile.mkstemp(prefix="parity-libraries-", suffix=".log")
     os.close(handle)
@@ -148,7 +148,7 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
         with terminal.libraries_to(log):
             return _run(args, beam_args)
     finally:
-        from parity import output
+        from parity.storage import outdir as output
 
         # under report.redact not kept: Beam logs a failed step's error and user code prints records (-v shows
         # the libraries' output on the terminal instead)
@@ -173,7 +173,7 @@ def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
     nothing is written into a folder that is not parity's."""
     import tempfile
 
-    from parity import output
+    from parity.storage import outdir as output
 
     out = getattr(args, "out", None) if args is not None and args.command in ("check", "replay", "diff") else None
     if out and output.is_claimed(out) and not _redacts(args):  # a traceback quotes values: not into the out folder
@@ -187,7 +187,7 @@ def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
 
 def _redacts(args: argparse.Namespace | None) -> bool:
     """Whether the command's config sets `report.redact` (then no raw value reaches the out folder or the
-    terminal: messages go through `parity.redaction.redact_message`, logs stay in the temporary folder)."""
+    terminal: messages go through `parity.report.redaction.redact_message`, logs stay in the temporary folder)."""
     config = getattr(args, "config", None) if args is not None else None
     if not config or args.command not in ("check", "replay", "diff"):
         return False
@@ -248,7 +248,7 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
     except OSError:
         pass
     if _redacts(args):
-        from parity.redaction import redact_message
+        from parity.report.redaction import redact_message
 
         message = redact_message(message)
         text = _frames_only(exc) if debug else text  # --debug's terminal copy; the log is not in the out folder
@@ -259,7 +259,7 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from parity import signals
+    from parity.console import signals
 
     signals.follow_parent_from_env()  # a noise replay ends with the `parity check` that started it
     with signals.handled():  # SIGTERM ends a run as SIGINT does
@@ -273,7 +273,7 @@ def _main(argv: Sequence[str] | None) -> int:
     own = [arg for arg in own if arg not in _VERBOSE_FLAGS]
     if not verbose:
         _quiet_libraries()
-    from parity import progress, signals
+    from parity.console import progress, signals
 
     progress.enable_for_cli()
     args = None
@@ -323,10 +323,11 @@ def _verdict_code(report: dict) -> int:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from parity import run, terminal
+    from parity import commands as run
+    from parity.console import terminal
     from parity.config import load_config
     from parity.report.text import printable_json
-    from parity.runners import check_beam_args
+    from parity.replay.runners import check_beam_args
 
     check_beam_args(beam_args)  # before anything is written
 
@@ -385,7 +386,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             sys.stdout.write(printable_json(text) if args.format == "json" else text)
         return EXIT_PARITY
     if args.command == "init":
-        from parity.init import InitOptions, init_config
+        from parity.init_config import InitOptions, init_config
 
         path = init_config(InitOptions(capture=args.capture, out=args.out, schema=args.schema, offline=args.offline,
                                        production=args.production, key=tuple(args.key or ()), format=args.format))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from parity.errors import ConfigError, UserCodeError, first_line
-from parity.schema import FieldType, parse_schema, parse_type
+from parity.capture.schema import FieldType, parse_schema, parse_type
 
 STAGES = ("input", "window", "shard", "coder", "seed", "transform")
 FORMATS = ("jsonl", "tfrecord", "parquet", "csv")
@@ -531,7 +531,7 @@ def _capture(ctx: _Ctx, top: dict | None, override: Any, path: str) -> CaptureSp
     schema = None
     tfmd_text = None
     if isinstance(merged.get("schema"), str):  # a TFMD schema.pbtxt, or SchemaGen's output folder
-        from parity import tfmd
+        from parity.capture import tfmd
 
         location = os.path.join(ctx.base_dir, os.path.expanduser(merged["schema"]))
         try:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from parity.errors import InputError
-from parity.output import is_parity_output
-from parity.schema import FieldType
+from parity.storage.outdir import is_parity_output
+from parity.capture.schema import FieldType
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
            "is_gzip", "list_capture_files", "read_file", "reason_kind", "sniff_format", "too_deep"]
@@ -77,7 +77,7 @@ class ReadBatch:
     locations: list[str] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
     # The records' canonical bytes and fingerprints, one per record, when the reader computed them from
-    # columns (the Parquet reader, `parity.columnar`); empty otherwise, and the read step encodes the records.
+    # columns (the Parquet reader, `parity.encoding.columnar`); empty otherwise, and the read step encodes the records.
     encoded: list[bytes] = field(default_factory=list)
     fingerprints: list[int] = field(default_factory=list)
 

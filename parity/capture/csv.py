@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from parity.capture import Quarantined, ReadItem, open_error, preview
 from parity.errors import InputError
-from parity.schema import FieldType, SchemaMismatch, coerce_record
+from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 
 _BOM = b"\xef\xbb\xbf"
 

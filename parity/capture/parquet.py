@@ -17,7 +17,7 @@ With a schema, schema fields are coerced (missing columns give None) and other c
 Where the schema keeps every column's values as they are (`columnar.identity_schema`: the common case of a
 file written with the schema's types), the values are not coerced one by one (coercion would keep them),
 and each record comes with its canonical bytes and fingerprint, computed from the batch's columns by
-`parity.columnar` (the read step then does not encode the dicts).
+`parity.encoding.columnar` (the read step then does not encode the dicts).
 A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based); so is every row
 of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs. A file that cannot
 be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown). The file
@@ -37,10 +37,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parity import columnar
+from parity.encoding import columnar
 from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
 from parity.errors import first_line
-from parity.schema import FieldType, SchemaMismatch, coerce_record
+from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}

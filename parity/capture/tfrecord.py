@@ -32,7 +32,7 @@ import google_crc32c
 
 from parity.capture import Quarantined, ReadItem, is_gzip, open_error, preview
 from parity.errors import InputError
-from parity.schema import FieldType, SchemaMismatch, coerce
+from parity.capture.schema import FieldType, SchemaMismatch, coerce
 
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")

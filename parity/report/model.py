@@ -19,10 +19,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from parity import canonical
-from parity.causes import CauseContext, classify, explain
+from parity.encoding import canonical
+from parity.compare.causes import CauseContext, classify, explain
 from parity.config import STAGES, ToleranceSpec
-from parity.diff import DiffOutcome, PairOutcome
+from parity.compare.diff import DiffOutcome, PairOutcome
 
 FORMAT = "parity.report/1"
 HISTOGRAM_BINS = 20
@@ -30,7 +30,7 @@ HISTOGRAM_BINS = 20
 
 def _json_value(value: Any, redact: bool) -> Any:
     if redact:
-        from parity.fingerprint import fingerprint
+        from parity.encoding.fingerprint import fingerprint
 
         return {"fingerprint": f"{fingerprint(value):016x}"}
     return canonical.to_json(value)
@@ -49,7 +49,7 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                  noise: Mapping[str, Mapping[str, list[str]]] | None = None) -> dict[str, Any]:
     """Assembles report.json (a plain dict in contract order).
 
-    Reads `outcome.mismatches` once, in order (it may be a `parity.diff.DiffStream`), and `outcome`'s counts
+    Reads `outcome.mismatches` once, in order (it may be a `parity.compare.diff.DiffStream`), and `outcome`'s counts
     after that. Records whose first divergent stage has the same pair of fingerprints are classified once.
     """
     stage_order = {s: i for i, s in enumerate(STAGES)}
@@ -187,7 +187,7 @@ def _redacted_analyzer(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def _unpaired(key_text: str, redact: bool) -> Any:
     if redact:
-        from parity.fingerprint import fingerprint
+        from parity.encoding.fingerprint import fingerprint
 
         return f"{fingerprint(key_text):016x}"
     return json.loads(key_text)

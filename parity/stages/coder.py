@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.coders import Coder
 
-from parity import canonical
-from parity.schema import SCALAR_TYPES, FieldType, parse_type
+from parity.encoding import canonical
+from parity.capture.schema import SCALAR_TYPES, FieldType, parse_type
 
 CODER_TYPES: tuple[str, ...] = ("json", "tfexample", "avro", "pickle", "arrow")
 

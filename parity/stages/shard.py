@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import xxhash
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import AggregateSpec, ShardSpec
 
 _SCALE = 1074

@@ -13,7 +13,7 @@ from typing import Any
 
 import xxhash
 
-from parity import canonical
+from parity.encoding import canonical
 
 __all__ = ["REDACTED", "key_fingerprint", "redact_entry", "redact_message", "redact_reason"]
 

@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
-from parity import canonical
-from parity.schema import FieldType
+from parity.encoding import canonical
+from parity.capture.schema import FieldType
 
 __all__ = ["covered", "identity_schema", "packed_encodings", "row_encodings"]
 
@@ -48,7 +48,7 @@ _FLAT = {
     pa.uint64(), pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
 }
 
-# Arrow types whose `to_pylist()` values a schema type keeps unchanged (parity.schema.coerce): a batch whose
+# Arrow types whose `to_pylist()` values a schema type keeps unchanged (parity.capture.schema.coerce): a batch whose
 # columns all pair up this way reads as its own rows, so their encodings are the records' encodings.
 _SMALL_INTS = {pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16()}
 _IDENTITY: dict[str, set] = {

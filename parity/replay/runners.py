@@ -30,7 +30,7 @@ _replay_gc_depth = 0  # replay_gc contexts open in this process: only the outerm
 @contextlib.contextmanager
 def replay_gc() -> Iterator[None]:
     """Collects less often while a pipeline is built and runs in this process; restores the collector's state
-    after. Nested (`parity.run.replay` around the construction of its pipeline, the runner's `run_pipeline`
+    after. Nested (`parity.commands.replay` around the construction of its pipeline, the runner's `run_pipeline`
     within it), the inner one changes nothing: a full collection during TFT's tracing of the preprocessing
     function cost 0.22 s of a 100,000-record replay's 4.9 s."""
     global _replay_gc_depth
@@ -97,7 +97,7 @@ def check_beam_args(beam_args: Sequence[str] | None) -> None:
 def make_options(runner: str, beam_args: Sequence[str] | None) -> PipelineOptions:
     args = list(beam_args or [])
     if runner == "FlinkRunner":
-        from parity.flink import flink_defaults
+        from parity.replay.flink import flink_defaults
 
         args = flink_defaults(args)
     return PipelineOptions(args, save_main_session=False)

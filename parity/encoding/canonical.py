@@ -281,7 +281,7 @@ def _encode_many_py(values: list[Any]) -> list[bytes]:
     return out
 
 
-# numpy scalar types the C encoder handles itself, by kind (parity/_canonical.c); the rest it hands to
+# numpy scalar types the C encoder handles itself, by kind (parity/encoding/_canonical.c); the rest it hands to
 # _encode_py, so both implementations give the same bytes and raise the same errors.
 _NATIVE_KINDS: dict[type, int] = {
     np.bool_: 1, np.float64: 3, np.float32: 4, np.float16: 4, np.str_: 5, np.bytes_: 6,
@@ -291,12 +291,12 @@ _NATIVE_KINDS: dict[type, int] = {
 
 
 def _load_native() -> Any:
-    """``parity._canonical`` configured, or None: not built, built for another encoding version, or
+    """``parity.encoding._canonical`` configured, or None: not built, built for another encoding version, or
     ``PARITY_PURE_PYTHON=1`` (the tests' way to run the reference)."""
     if os.environ.get("PARITY_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from parity import _canonical
+        from parity.encoding import _canonical
     except ImportError:
         return None
     if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 3:

@@ -1,7 +1,7 @@
 """Pairing, first divergence and the tolerance tier over two fingerprint sets (pure, in process).
 
 Only fingerprints are compared for every record, bucket by bucket with digests first and vectorised over
-Arrow/numpy columns (parity.hashdiff); the stage values of a pair are read only when its fingerprints differ,
+Arrow/numpy columns (parity.compare.hashdiff); the stage values of a pair are read only when its fingerprints differ,
 to apply tolerance and classify the cause. Memory is bounded: nothing holds all records of a side.
 """
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from parity import canonical, hashdiff
+from parity.compare import hashdiff
+
+from parity.encoding import canonical
 from parity.config import STAGES, Tolerance, ToleranceSpec
 from parity.errors import FingerprintSetError
-from parity.fingerprint_set import FingerprintSet
+from parity.sets.fingerprint_set import FingerprintSet
 
 MISSING = object()
 
@@ -131,7 +133,7 @@ class DiffStream:
     """The differing pairs of two fingerprint sets, in key order, one by one, in bounded memory.
 
     Iterate it once; the counts (the fields of `DiffOutcome` but `mismatches`) are complete afterwards.
-    Fingerprints are compared bucket by bucket, digests first (parity.hashdiff); the pairs whose fingerprints
+    Fingerprints are compared bucket by bucket, digests first (parity.compare.hashdiff); the pairs whose fingerprints
     differ have their stage values fetched FETCH_PAIRS at a time (one read per values file), decoding only the
     stages that differ, each distinct (stage, fingerprint) once, and tolerance is applied once per distinct
     (stage, left fingerprint, right fingerprint). `keep_unpaired`: one-sided keys kept per side (None: all).

@@ -6,7 +6,7 @@ vs float64, 1 vs 1.0) gives another fingerprint; numeric tolerance is the diff's
 keys use the 128-bit ``xxh3_128`` digest (16 bytes, big-endian), where collisions between millions of
 keys must be negligible.
 
-When the C encoder (``parity._canonical``) is built, ``fingerprint``, ``fingerprints``,
+When the C encoder (``parity.encoding._canonical``) is built, ``fingerprint``, ``fingerprints``,
 ``key_fingerprint``, ``encode_fingerprints`` and ``feature_fingerprints`` run in it, encoding and hashing
 in one buffer without intermediate bytes objects; the Python definitions below are the reference.
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import xxhash
 
-from parity import canonical
+from parity.encoding import canonical
 
 _encode = canonical._encode_py  # the reference definitions below are pure Python throughout
 

@@ -270,7 +270,7 @@ def shared_job_endpoint(jar: str, flink_master: str = LOCAL_MASTER) -> str:
         fresh = server.start_seconds is None
         endpoint = server.start()
         if fresh:
-            from parity import progress
+            from parity.console import progress
 
             progress.event("flink_job_server_started", endpoint=endpoint, flink_master=flink_master,
                            seconds=round(server.start_seconds or 0.0, 1))

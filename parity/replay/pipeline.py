@@ -7,7 +7,7 @@ The pipeline works on batches of records (`RecBatch`, column by column), never o
 Stages that need the whole side (lateness in arrival order, session merging, per-(window, key) aggregates,
 TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
 those side inputs (the read batches before ApplyStages; with TFT, the staged batches before Transform) are
-spilled to files and only their paths travel (`parity.spill`), so a side never sits in the runner's memory;
+spilled to files and only their paths travel (`parity.replay.spill`), so a side never sits in the runner's memory;
 a staged batch writes its stage values first (`WriteStageValuesFn`), so that its spill is mostly fingerprints.
 """
 from __future__ import annotations
@@ -17,13 +17,15 @@ from typing import Any, Iterable
 
 import apache_beam as beam
 
-from parity import canonical, overlap, spill
+from parity.encoding import canonical
+
+from parity.replay.pipeline import sides_at_once as overlap, spill
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError, first_line
-from parity.records import RecBatch, side_field_types
+from parity.replay.batch import RecBatch, side_field_types
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
-from parity.replay_steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, SavedInputsFn, WriteBatchFn,
+from parity.replay.steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, SavedInputsFn, WriteBatchFn,
                                    WriteStageValuesFn, aggregate_partials, arrival_rows, concat_lists, merge_rows,
                                    with_arrow_inputs)
 from parity.stages.transform import RecordError, TFTInput
@@ -44,7 +46,7 @@ class ReplaySide(beam.PTransform):
                  transform_from: str | None = None, consume_spills: bool = False):
         super().__init__()
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
-        # `saved: {from_side}` while that side still replays in another process (`parity.overlap`): its graph
+        # `saved: {from_side}` while that side still replays in another process (`parity.replay.sides_at_once`): its graph
         # is looked for (`saved_graph_dir`, from `transform_from`) once the gate opens
         self.gated = gated
         self.transform_from = transform_from
@@ -53,7 +55,7 @@ class ReplaySide(beam.PTransform):
         self.out_dir = out_dir
         self.saved_dir = saved_dir
         self.batch_size = batch_size
-        # remove each spill file once read: only on a runner that never retries a bundle (parity.spill)
+        # remove each spill file once read: only on a runner that never retries a bundle (parity.replay.spill)
         self.consume_spills = consume_spills
 
     def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:

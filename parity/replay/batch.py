@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 from apache_beam import coders as beam_coders
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import SideConfig, capture_field_types
-from parity.schema import FieldType
+from parity.capture.schema import FieldType
 
 
 def key_text(key: Any) -> str:

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
-from parity.fingerprint_set import FP_SCHEMA, FingerprintSet
+from parity.sets.fingerprint_set import FP_SCHEMA, FingerprintSet
 
 BUCKET_BITS = 16          # 65,536 key ranges: ~150 records per bucket at 10M records
 CHUNK_ROWS = 65_536       # fingerprint rows read per side before the complete buckets among them are compared

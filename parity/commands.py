@@ -9,18 +9,28 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity import analyzers, canonical, output, overlap, progress, signals, spill, tap_set
-from parity.causes import CauseContext
+from parity.compare import analyzers
+
+from parity.console import progress, signals
+
+from parity.encoding import canonical
+
+from parity.replay.pipeline import sides_at_once as overlap, spill
+
+from parity.sets import tap_set
+
+from parity.storage import outdir as output
+from parity.compare.causes import CauseContext
 from parity.config import STAGES, Config, SideConfig, load_config
-from parity.diff import DiffStream
-from parity.environment import environment_manifest
+from parity.compare.diff import DiffStream
+from parity.replay.environment import environment_manifest
 from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError, UserCodeError
-from parity.fingerprint_set import FingerprintSet, finalize, read_set
-from parity.replay import TFT_OUTPUT, ReplaySide, saved_graph_dir, unwrap_pipeline_error
+from parity.sets.fingerprint_set import FingerprintSet, finalize, read_set
+from parity.replay.pipeline import TFT_OUTPUT, ReplaySide, saved_graph_dir, unwrap_pipeline_error
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
-from parity.runners import make_options, make_runner, replay_gc
+from parity.replay.runners import make_options, make_runner, replay_gc
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -31,10 +41,10 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
            reorder: bool = False, gated: bool = False, force: bool = False) -> dict[str, Any]:
     """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest.
 
-    `out_dir` is claimed first (`parity.output.claim`): locked, an earlier set's files removed, and refused
+    `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, an earlier set's files removed, and refused
     when it is another's folder unless `force`.
 
-    `gated` (the second side of `parity check` replaying in a child process, `parity.overlap`): a `saved:
+    `gated` (the second side of `parity check` replaying in a child process, `parity.replay.sides_at_once`): a `saved:
     {from_side}` transform does not need the other side's graph until every batch is staged, and waits there.
     """
     side = config.side(side_name)
@@ -173,12 +183,12 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
           sides_at_once: str = "auto", force: bool = False) -> dict[str, Any]:
     """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict.
 
-    `out_dir` is claimed first (`parity.output.claim`): locked for this run, the reports, fingerprint sets and
+    `out_dir` is claimed first (`parity.storage.outdir.claim`): locked for this run, the reports, fingerprint sets and
     timings of an earlier run removed (a failed run leaves none), and refused when it is not empty and was not
     made by parity, unless `force`.
 
     `sides_at_once` (auto, on, off): replay the second side in a child process while this one replays the
-    first (`parity.overlap`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
+    first (`parity.replay.sides_at_once`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
     of 16 MiB or more). The fingerprint sets and the report are the same either way.
 
     With `noise` (or `report.noise` in the config) each side is replayed a second time, in another process
@@ -247,7 +257,7 @@ def _remove_values(out_dir: str, config: Config) -> None:
     """Under `report.redact`, each fingerprint set of the check (and of its noise replays) keeps fingerprints
     and counts only (`fingerprint_set.remove_values`): its value parts, its TFT graph and TFT's temporary files
     (vocabularies) and its analyzer outputs go."""
-    from parity.fingerprint_set import remove_values
+    from parity.sets.fingerprint_set import remove_values
 
     for folder in (SIDES_DIR, NOISE_DIR):
         for side in config.sides:
@@ -316,7 +326,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
          noise: dict[str, dict[str, list[str]]] | None = None, force: bool = False) -> dict[str, Any]:
     """Diffs two fingerprint sets and writes the reports; returns report.json's dict.
 
-    `out_dir` is claimed first (`parity.output.claim`): locked, the earlier reports removed, and refused when
+    `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, the earlier reports removed, and refused when
     it is another's folder unless `force`; fingerprint sets in it (a check's `sides/`) are kept.
     """
     with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):

@@ -1,6 +1,6 @@
 """`parity init`: a commented starting parity.yaml from a capture.
 
-The capture's schema is inferred from the file (`parity.infer_schema`), or taken from a TFMD schema given with
+The capture's schema is inferred from the file (`parity.capture.infer_schema`), or taken from a TFMD schema given with
 `--schema`; the sides' transforms come from `--offline` and `--production`. Every stage key is shown with its
 default and a comment, commented out where the default is to leave it out, so the written config runs as it
 is (both sides replay the same capture the same way) and each difference between the pipelines is one
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import yaml
 
 from parity.errors import ConfigError, InputError
-from parity.infer_schema import CaptureSample, InferredField, infer
+from parity.capture.infer_schema import CaptureSample, InferredField, infer
 
 __all__ = ["InitOptions", "init_config", "render_config"]
 
@@ -101,7 +101,7 @@ def render_config(options: InitOptions, folder: str) -> str:
     capture_path = _relative(options.capture, folder)
     tfmd_fields: tuple[tuple[str, str], ...] = ()
     if options.schema is not None:
-        from parity import tfmd
+        from parity.capture import tfmd
 
         try:
             loaded = tfmd.load(options.schema)

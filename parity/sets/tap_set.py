@@ -46,10 +46,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
-from parity.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
+from parity.sets.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
                                     VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, map_array, read_set,
                                     read_values, write_quarantine_part)
 
@@ -328,7 +328,7 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
     if len(environments) > 1:
         manifest["worker_environments"] = environments
     if transform_graph is not None:
-        from parity import analyzers
+        from parity.compare import analyzers
 
         analyzers.write(set_dir, analyzers.extract(transform_graph))
     if not keep_parts:

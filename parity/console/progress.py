@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from parity import terminal
+from parity.console import terminal
 
 _STARTED = time.monotonic()
 _READ: dict[str, int] = {}

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from parity.canonical import encode, to_json
+from parity.encoding.canonical import encode, to_json
 
 __all__ = ["CAUSES", "STAGES", "CauseContext", "classify", "classify_coder", "classify_input",
            "classify_seed", "classify_shard", "classify_transform", "classify_window", "explain"]

@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import STAGES
 from parity.errors import FingerprintSetError
-from parity.output import write_text
+from parity.storage.outdir import write_text
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"
@@ -227,7 +227,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
 
     Each part is removed once read, so that the pages it held in the page cache go to the bucket files and the
     output written next (the kernel fills pages it has not handed out lately several times slower:
-    parity.spill).
+    parity.replay.spill).
     """
     rows = sum(map(_fp_part_rows, fp_parts))
     features: set[str] = set()

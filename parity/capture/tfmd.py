@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from parity.schema import FieldType
+from parity.capture.schema import FieldType
 
 SCHEMA_FILE = "schema.pbtxt"
 _TYPES = {"INT": "int64", "FLOAT": "float32", "BYTES": "bytes"}

@@ -17,14 +17,18 @@ import apache_beam as beam
 import pyarrow as pa
 import xxhash
 
-from parity import canonical, progress, spill
+from parity.console import progress
+
+from parity.encoding import canonical
+
+from parity.replay.pipeline import spill
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
 from parity.errors import InputError, ParityError, UserCodeError
-from parity.fingerprint import encode_fingerprints, feature_fingerprints
-from parity.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
-from parity.records import RecBatch, key_text, side_field_types
-from parity.redaction import redact_entry
+from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints
+from parity.sets.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
+from parity.replay.batch import RecBatch, key_text, side_field_types
+from parity.report.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
@@ -58,7 +62,7 @@ class ReadBatchesFn(beam.DoFn):
     def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False,
                  redact: bool = False):
         self._side = side
-        self._redact = redact  # report.redact: quarantine entries without previews or values (parity.redaction)
+        self._redact = redact  # report.redact: quarantine entries without previews or values (parity.report.redaction)
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
@@ -391,7 +395,7 @@ class ApplyStagesFn(beam.DoFn):
 
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
-        # since the runner materialises whatever reaches this step (parity.spill).
+        # since the runner materialises whatever reaches this step (parity.replay.spill).
         batch: RecBatch = spill.load(path, self._consume_spill)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any, Sequence
 
-from parity import signals
+from parity.console import signals
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, ParityError, RunnerError
 
@@ -70,7 +70,7 @@ def _capture_bytes(config: Config, side: SideConfig) -> int:
 
 
 class SecondSide:
-    """A child process replaying one side (`python -m parity.overlap REQUEST`), with its gate and result."""
+    """A child process replaying one side (`python -m parity.replay.sides_at_once REQUEST`), with its gate and result."""
 
     def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str, first_dir: str):
         self.side = side
@@ -86,7 +86,7 @@ class SecondSide:
     @classmethod
     def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str,
               lock_fd: int | None = None) -> "SecondSide":
-        """Starts the child. `lock_fd`, the output folder's lock (`parity.output`), is inherited by the child:
+        """Starts the child. `lock_fd`, the output folder's lock (`parity.storage.outdir`), is inherited by the child:
         the folder stays locked until both processes have ended, however they end."""
         scratch = tempfile.mkdtemp(prefix="parity-side-")
         request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
@@ -94,12 +94,12 @@ class SecondSide:
         env = signals.child_env()  # the child ends with this process, even one killed with SIGKILL
         # the child imports what this process can: parity and the config's modules
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
-        from parity import terminal
+        from parity.console import terminal
 
         fd = terminal.terminal_fd()  # the child's libraries log where ours do; its own lines reach the terminal
         if fd is not None:
             env[terminal.TERMINAL_FD_ENV] = str(fd)
-        proc = subprocess.Popen([sys.executable, "-m", "parity.overlap", json.dumps(request)],
+        proc = subprocess.Popen([sys.executable, "-m", "parity.replay.sides_at_once", json.dumps(request)],
                                 stdin=subprocess.PIPE, env=env, text=True,
                                 pass_fds=tuple(one for one in (lock_fd, fd) if one is not None))
         return cls(side, proc, scratch, first_dir)
@@ -155,7 +155,7 @@ def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: 
     """The gate, a step of the gated replay: waits for the parent's word, then finds the first side's graph."""
     import tensorflow_transform  # noqa: F401  (seconds of imports: done while the first side replays)
 
-    from parity.replay import saved_graph_dir
+    from parity.replay.pipeline import saved_graph_dir
 
     word = sys.stdin.readline().strip()
     if word != _GO:
@@ -178,9 +178,9 @@ def child_main(argv: Sequence[str]) -> int:
     signals.follow_parent_from_env()  # first: the imports below take seconds
     from parity.cli import _quiet_libraries
     from parity.config import load_config
-    from parity.run import replay
+    from parity.commands import replay
 
-    from parity import terminal
+    from parity.console import terminal
 
     _quiet_libraries()
     terminal.adopt_terminal_from_env()  # progress to the parent's terminal; libraries to its log (fd 2)

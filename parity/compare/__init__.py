@@ -1,0 +1,1 @@
+"""Comparing two fingerprint sets: pairing, first divergence, tolerance, causes, analyzers."""

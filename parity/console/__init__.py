@@ -1,0 +1,1 @@
+"""The process around a command: the terminal, progress lines, signals."""

@@ -1,0 +1,1 @@
+"""Canonical bytes and fingerprints: the one definition of what parity hashes."""

@@ -1,0 +1,1 @@
+"""Paths parity writes: the out folder's claim and lock, and atomic writes."""
