@@ -46,7 +46,7 @@ def _warm_imports(tft: bool) -> None:
     import apache_beam  # noqa: F401
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: F401
 
-    import parity.run  # noqa: F401
+    import parity.commands  # noqa: F401
     import parity.replay  # noqa: F401
 
     if tft:
