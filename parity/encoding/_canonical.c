@@ -28,7 +28,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 3
+#define API_VERSION 4
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -1472,6 +1472,274 @@ static PyObject *py_wide_float(PyObject *self, PyObject *value) {
     return PyBool_FromLong(has_wide_float(value, 0));
 }
 
+/* ---------------------------------------------------------------------------------------------- decoding */
+
+/* decode(data) and dict_fields(data): the fast paths of canonical.decode and canonical.dict_fields for bytes
+ * objects. The Python functions in canonical.py are the reference: whatever C does not accept (an error of
+ * any kind, input nested deeper than DECODE_DEPTH, a type other than bytes), canonical.py hands to them, so
+ * every error and its message is theirs. decode accepts only what the reference accepts: it checks its result
+ * by encoding it again, as the reference does. Datetimes, dates and Decimals are built by the reference's
+ * _dec, called from here (configure_decoder). */
+
+#define DECODE_DEPTH 100
+
+static PyObject *float32_type = NULL; /* numpy.float32 */
+static PyObject *leaf_decoder = NULL; /* canonical._dec: (data, pos, hashable) -> (value, pos) */
+
+typedef struct {
+    PyObject *src;
+    const unsigned char *p;
+    Py_ssize_t n, pos;
+} Reader;
+
+static int not_decoded(void) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "not decoded in C: the reference names why");
+    return -1;
+}
+
+/* uleb128 at r->pos; anything longer than 9 bytes (63 bits) is left to the reference */
+static int read_uleb(Reader *r, uint64_t *out) {
+    uint64_t n = 0;
+    for (int shift = 0; shift < 63; shift += 7) {
+        if (r->pos >= r->n) return not_decoded();
+        unsigned char b = r->p[r->pos++];
+        n |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) { *out = n; return 0; }
+    }
+    return not_decoded();
+}
+
+/* a length followed by that many bytes: their offset in *at */
+static int read_sized(Reader *r, Py_ssize_t *at, Py_ssize_t *len) {
+    uint64_t n;
+    if (read_uleb(r, &n) < 0) return -1;
+    if (n > (uint64_t)(r->n - r->pos)) return not_decoded();
+    *at = r->pos;
+    *len = (Py_ssize_t)n;
+    r->pos += (Py_ssize_t)n;
+    return 0;
+}
+
+static PyObject *dec(Reader *r, int hashable, int depth);
+
+static PyObject *dec_int(Reader *r) {
+    Py_ssize_t at, n;
+    if (read_sized(r, &at, &n) < 0) return NULL;
+    const unsigned char *s = r->p + at;
+    if (n == 0 || n > 8) {
+        if (n == 0) { not_decoded(); return NULL; } /* not canonical ("0" is 00) */
+        return _PyLong_FromByteArray(s, (size_t)n, 0, 1);
+    }
+    uint64_t u = (s[0] & 0x80) ? UINT64_MAX : 0; /* sign extension */
+    for (Py_ssize_t i = 0; i < n; i++) u = (u << 8) | s[i];
+    return PyLong_FromLongLong((long long)u);
+}
+
+static PyObject *dec_items(Reader *r, unsigned char tag, int hashable, int depth) {
+    uint64_t count;
+    if (read_uleb(r, &count) < 0) return NULL;
+    if (count > (uint64_t)(r->n - r->pos)) { not_decoded(); return NULL; } /* each item is a byte or more */
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        PyObject *x = dec(r, hashable || tag == 0x65, depth + 1);
+        if (!x) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, i, x);
+    }
+    PyObject *out = list;
+    if (tag == 0x65) out = PyFrozenSet_New(list);
+    else if (hashable) out = PyList_AsTuple(list);
+    if (out != list) Py_DECREF(list);
+    return out;
+}
+
+static PyObject *dec_dict(Reader *r, int depth) {
+    uint64_t count;
+    if (read_uleb(r, &count) < 0) return NULL;
+    if (count > (uint64_t)(r->n - r->pos) / 2) { not_decoded(); return NULL; } /* two bytes or more an entry */
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (uint64_t i = 0; i < count; i++) {
+        PyObject *k = dec(r, 1, depth + 1);
+        PyObject *v = k ? dec(r, 0, depth + 1) : NULL;
+        int bad = !v || PyDict_SetItem(d, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) { Py_DECREF(d); return NULL; }
+    }
+    return d;
+}
+
+/* a datetime, date or Decimal, by the reference */
+static PyObject *dec_leaf(Reader *r, int hashable) {
+    if (!leaf_decoder) { not_decoded(); return NULL; }
+    PyObject *res = PyObject_CallFunction(leaf_decoder, "Oni", r->src, r->pos - 1, hashable);
+    if (!res) return NULL;
+    PyObject *value = NULL;
+    if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 2) {
+        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(res, 1));
+        if (end >= r->pos && end <= r->n) {
+            r->pos = end;
+            value = PyTuple_GET_ITEM(res, 0);
+            Py_INCREF(value);
+        }
+    }
+    Py_DECREF(res);
+    if (!value) not_decoded();
+    return value;
+}
+
+static PyObject *dec(Reader *r, int hashable, int depth) {
+    if (depth > DECODE_DEPTH || r->pos >= r->n) { not_decoded(); return NULL; }
+    unsigned char tag = r->p[r->pos++];
+    const unsigned char *s;
+    Py_ssize_t at, n;
+    switch (tag) {
+    case 0x4E: Py_RETURN_NONE;
+    case 0x54: Py_RETURN_TRUE;
+    case 0x46: Py_RETURN_FALSE;
+    case 0x69: return dec_int(r);
+    case 0x66:
+    case 0x67: {
+        Py_ssize_t size = tag == 0x66 ? 8 : 4;
+        if (r->n - r->pos < size) { not_decoded(); return NULL; }
+        s = r->p + r->pos;
+        r->pos += size;
+        uint64_t u = 0;
+        for (Py_ssize_t i = 0; i < size; i++) u = (u << 8) | s[i];
+        if (tag == 0x66) {
+            double d;
+            memcpy(&d, &u, 8);
+            return PyFloat_FromDouble(d);
+        }
+        if (!float32_type) { not_decoded(); return NULL; }
+        uint32_t u32 = (uint32_t)u;
+        float f;
+        memcpy(&f, &u32, 4);
+        PyObject *wide = PyFloat_FromDouble((double)f);
+        if (!wide) return NULL;
+        PyObject *out = PyObject_CallOneArg(float32_type, wide);
+        Py_DECREF(wide);
+        return out;
+    }
+    case 0x73:
+        if (read_sized(r, &at, &n) < 0) return NULL;
+        return PyUnicode_DecodeUTF8((const char *)r->p + at, n, "surrogatepass");
+    case 0x62:
+        if (read_sized(r, &at, &n) < 0) return NULL;
+        return PyBytes_FromStringAndSize((const char *)r->p + at, n);
+    case 0x6C:
+    case 0x65: return dec_items(r, tag, hashable, depth);
+    case 0x64: return dec_dict(r, depth);
+    case 0x74:
+    case 0x44:
+    case 0x6D: return dec_leaf(r, hashable);
+    default: not_decoded(); return NULL;
+    }
+}
+
+static PyObject *py_decode(PyObject *self, PyObject *data) {
+    if (!PyBytes_CheckExact(data)) { not_decoded(); return NULL; }
+    Reader r = {data, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), 0};
+    PyObject *value = dec(&r, 0, 0);
+    if (!value) return NULL;
+    if (r.pos != r.n) { Py_DECREF(value); not_decoded(); return NULL; }
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    int same = enc(&b, value) == 0 && b.len == r.n && memcmp(b.data, r.p, (size_t)r.n) == 0;
+    buf_free(&b);
+    if (!same) { Py_DECREF(value); not_decoded(); return NULL; }
+    return value;
+}
+
+/* The offset after the value at pos, without decoding it (the reference's _skip); -1: the value overruns the
+ * data or has an unknown tag (the reference gives None then); -2: nested too deep for C. */
+static Py_ssize_t skip_value(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos, int depth) {
+    if (depth > DECODE_DEPTH) return -2;
+    if (pos >= n) return -1;
+    unsigned char tag = p[pos++];
+    Py_ssize_t size = -1;
+    switch (tag) {
+    case 0x4E: case 0x54: case 0x46: size = 0; break;
+    case 0x67: size = 4; break;
+    case 0x66: case 0x74: case 0x44: size = 8; break;
+    }
+    if (size >= 0) return size <= n - pos ? pos + size : -1;
+    int sized = tag == 0x69 || tag == 0x73 || tag == 0x62 || tag == 0x6D;
+    if (!sized && tag != 0x6C && tag != 0x65 && tag != 0x64) return -1;
+    uint64_t count = 0;
+    for (int shift = 0;; shift += 7) { /* lenient, as the reference: non-minimal forms are read */
+        if (pos >= n) return -1;
+        unsigned char b = p[pos++];
+        uint64_t bits = b & 0x7F;
+        if (bits && (shift >= 64 || (shift > 57 && (bits >> (64 - shift))))) count = UINT64_MAX;
+        else if (bits) count |= bits << shift;
+        if (b < 0x80) break;
+        if (shift > 70) shift = 70;
+    }
+    if (sized) return count <= (uint64_t)(n - pos) ? pos + (Py_ssize_t)count : -1;
+    if (tag == 0x64) count = count > UINT64_MAX / 2 ? UINT64_MAX : 2 * count;
+    for (uint64_t i = 0; i < count; i++) {
+        pos = skip_value(p, n, pos, depth + 1);
+        if (pos < 0) return pos;
+    }
+    return pos;
+}
+
+/* dict_fields(data) -> {key bytes: value bytes} | None, or NotImplemented: left to the reference */
+static PyObject *py_dict_fields(PyObject *self, PyObject *data) {
+    if (data == Py_None) Py_RETURN_NONE;
+    if (!PyBytes_CheckExact(data)) Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (n == 0 || p[0] != 0x64) Py_RETURN_NONE;
+    Py_ssize_t pos = 1;
+    uint64_t count = 0;
+    for (int shift = 0;; shift += 7) {
+        if (pos >= n) Py_RETURN_NONE;
+        unsigned char b = p[pos++];
+        uint64_t bits = b & 0x7F;
+        if (bits && (shift >= 64 || (shift > 57 && (bits >> (64 - shift))))) count = UINT64_MAX;
+        else if (bits) count |= bits << shift;
+        if (b < 0x80) break;
+        if (shift > 70) shift = 70;
+    }
+    PyObject *fields = PyDict_New();
+    if (!fields) return NULL;
+    for (uint64_t i = 0; i < count; i++) {
+        Py_ssize_t middle = skip_value(p, n, pos, 1);
+        Py_ssize_t end = middle < 0 ? middle : skip_value(p, n, middle, 1);
+        if (end < 0) {
+            Py_DECREF(fields);
+            if (end == -2) Py_RETURN_NOTIMPLEMENTED;
+            Py_RETURN_NONE;
+        }
+        PyObject *k = PyBytes_FromStringAndSize((const char *)p + pos, middle - pos);
+        PyObject *v = k ? PyBytes_FromStringAndSize((const char *)p + middle, end - middle) : NULL;
+        int bad = !v || PyDict_SetItem(fields, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) { Py_DECREF(fields); return NULL; }
+        pos = end;
+    }
+    if (pos != n || (uint64_t)PyDict_GET_SIZE(fields) != count) {
+        Py_DECREF(fields);
+        Py_RETURN_NONE;
+    }
+    return fields;
+}
+
+static PyObject *py_configure_decoder(PyObject *self, PyObject *args) {
+    PyObject *f32, *leaf;
+    if (!PyArg_ParseTuple(args, "OO:configure_decoder", &f32, &leaf)) return NULL;
+    Py_INCREF(f32);
+    Py_INCREF(leaf);
+    Py_XSETREF(float32_type, f32);
+    Py_XSETREF(leaf_decoder, leaf);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_configure(PyObject *self, PyObject *args) {
     PyObject *k, *f, *ff = Py_None;
     if (!PyArg_ParseTuple(args, "O!O|O:configure", &PyDict_Type, &k, &f, &ff)) return NULL;
@@ -1506,6 +1774,12 @@ static PyMethodDef methods[] = {
      "plain(values) -> bool: every value built only of exact dict/list/tuple/None/bool/int/float/str/bytes."},
     {"wide_float", py_wide_float, METH_O,
      "wide_float(value) -> bool: a float not strictly within +-2**63 among its dicts' and lists' values."},
+    {"configure_decoder", py_configure_decoder, METH_VARARGS,
+     "configure_decoder(float32_type, dec): numpy.float32, and the Python _dec for datetimes, dates, Decimals."},
+    {"decode", py_decode, METH_O,
+     "decode(bytes) -> value: canonical.decode's fast path; raises on anything the reference must name."},
+    {"dict_fields", py_dict_fields, METH_O,
+     "dict_fields(bytes) -> {key bytes: value bytes} | None, or NotImplemented: nested too deep for C."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},
