@@ -1730,6 +1730,119 @@ static PyObject *py_dict_fields(PyObject *self, PyObject *data) {
     return fields;
 }
 
+/* The end of the value at pos when it is plain for the tolerance tier (built only of None, bools, ints of at
+ * most 127 bytes, floats, float32s, str, bytes, lists, datetimes, dates and dicts with str keys: two
+ * values of the same bytes are within any tolerance), else -1 (not plain, or overruns); -2: nested deeper
+ * than C goes. */
+static Py_ssize_t plain_end(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos, int depth) {
+    if (depth > DECODE_DEPTH) return -2;
+    if (pos >= n) return -1;
+    unsigned char tag = p[pos];
+    if (tag == 0x69) { /* an int: one whose float() could overflow is not plain */
+        Py_ssize_t end = skip_value(p, n, pos, depth);
+        return (end < 0 || p[pos + 1] >= 0x80) ? -1 : end; /* a one-byte length: 127 bytes at most */
+    }
+    if (tag == 0x6C || tag == 0x64) {
+        uint64_t count = 0;
+        pos++;
+        for (int shift = 0;; shift += 7) {
+            if (pos >= n || shift > 56) return -1; /* no count that long fits in the bytes */
+            unsigned char b = p[pos++];
+            count |= (uint64_t)(b & 0x7F) << shift;
+            if (b < 0x80) break;
+        }
+        for (uint64_t i = 0; i < count; i++) {
+            if (tag == 0x64) {
+                if (pos >= n || p[pos] != 0x73) return -1;
+                pos = skip_value(p, n, pos, depth + 1);
+                if (pos < 0) return pos;
+            }
+            pos = plain_end(p, n, pos, depth + 1);
+            if (pos < 0) return pos;
+        }
+        return pos;
+    }
+    if (tag == 0x65 || tag == 0x6D) return -1; /* sets and Decimals: equal NaNs in them are not == */
+    Py_ssize_t end = skip_value(p, n, pos, depth);
+    return end;
+}
+
+/* differing_fields(left, right) -> None | NotImplemented | (differing, plain, only): see
+ * parity/encoding/fields.py, whose Python function is the reference; NotImplemented leaves a pair to it
+ * (key lists that differ, keys out of order, nesting deeper than C goes, other types than bytes). */
+static PyObject *py_differing_fields(PyObject *self, PyObject *args) {
+    PyObject *left, *right;
+    if (!PyArg_ParseTuple(args, "OO:differing_fields", &left, &right)) return NULL;
+    if (!PyBytes_CheckExact(left) || !PyBytes_CheckExact(right)) Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *lp = (const unsigned char *)PyBytes_AS_STRING(left);
+    const unsigned char *rp = (const unsigned char *)PyBytes_AS_STRING(right);
+    Py_ssize_t ln = PyBytes_GET_SIZE(left), rn = PyBytes_GET_SIZE(right);
+    if (ln == 0 || rn == 0 || lp[0] != 0x64 || rp[0] != 0x64) Py_RETURN_NONE;
+    uint64_t counts[2] = {0, 0};
+    Py_ssize_t pos[2] = {1, 1};
+    const unsigned char *ps[2] = {lp, rp};
+    Py_ssize_t ns[2] = {ln, rn};
+    for (int side = 0; side < 2; side++) {
+        for (int shift = 0;; shift += 7) {
+            if (pos[side] >= ns[side]) Py_RETURN_NONE;
+            unsigned char b = ps[side][pos[side]++];
+            if (shift > 56) Py_RETURN_NOTIMPLEMENTED;
+            counts[side] |= (uint64_t)(b & 0x7F) << shift;
+            if (b < 0x80) break;
+        }
+    }
+    if (counts[0] != counts[1]) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *differing = PyList_New(0);
+    if (!differing) return NULL;
+    int plain = 1;
+    Py_ssize_t prev_key = -1, prev_len = 0, first_key = 1, first_len = 0;
+    Py_ssize_t lpos = pos[0], rpos = pos[1];
+    for (uint64_t i = 0; i < counts[0]; i++) {
+        Py_ssize_t lk = skip_value(lp, ln, lpos, 1), rk = skip_value(rp, rn, rpos, 1);
+        Py_ssize_t lv = lk < 0 ? lk : skip_value(lp, ln, lk, 1), rv = rk < 0 ? rk : skip_value(rp, rn, rk, 1);
+        if (lv < 0 || rv < 0) {
+            Py_DECREF(differing);
+            if (lv == -2 || rv == -2) Py_RETURN_NOTIMPLEMENTED;
+            Py_RETURN_NONE;
+        }
+        Py_ssize_t klen = lk - lpos;
+        if (klen != rk - rpos || memcmp(lp + lpos, rp + rpos, (size_t)klen) != 0 ||
+            (prev_key >= 0 && cmp_bytes((const char *)lp + prev_key, prev_len, (const char *)lp + lpos, klen) >= 0)) {
+            Py_DECREF(differing); /* other keys, or keys out of order: the reference compares them as sets */
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (i == 0) { first_key = lpos; first_len = klen; }
+        prev_key = lpos;
+        prev_len = klen;
+        if (lp[lpos] != 0x73) plain = 0;
+        if (lv - lk == rv - rk && memcmp(lp + lk, rp + rk, (size_t)(lv - lk)) == 0) {
+            Py_ssize_t end = plain ? plain_end(lp, ln, lk, 1) : lv;
+            if (end == -2) {
+                Py_DECREF(differing);
+                Py_RETURN_NOTIMPLEMENTED;
+            }
+            if (end != lv) plain = 0;
+        } else {
+            PyObject *entry = Py_BuildValue("(y#y#y#)", lp + lpos, klen, lp + lk, lv - lk, rp + rk, rv - rk);
+            if (!entry || PyList_Append(differing, entry) < 0) {
+                Py_XDECREF(entry);
+                Py_DECREF(differing);
+                return NULL;
+            }
+            Py_DECREF(entry);
+        }
+        lpos = lv;
+        rpos = rv;
+    }
+    if (lpos != ln || rpos != rn) {
+        Py_DECREF(differing);
+        Py_RETURN_NONE;
+    }
+    PyObject *only = counts[0] == 1 ? PyBytes_FromStringAndSize((const char *)lp + first_key, first_len) : Py_NewRef(Py_None);
+    if (!only) { Py_DECREF(differing); return NULL; }
+    return Py_BuildValue("(NON)", differing, plain ? Py_True : Py_False, only);
+}
+
 static PyObject *py_configure_decoder(PyObject *self, PyObject *args) {
     PyObject *f32, *leaf;
     if (!PyArg_ParseTuple(args, "OO:configure_decoder", &f32, &leaf)) return NULL;
@@ -1780,6 +1893,9 @@ static PyMethodDef methods[] = {
      "decode(bytes) -> value: canonical.decode's fast path; raises on anything the reference must name."},
     {"dict_fields", py_dict_fields, METH_O,
      "dict_fields(bytes) -> {key bytes: value bytes} | None, or NotImplemented: nested too deep for C."},
+    {"differing_fields", py_differing_fields, METH_VARARGS,
+     "differing_fields(left, right) -> ([(key, left value, right value) bytes], plain, only key) | None, or "
+     "NotImplemented: left to the reference (parity/encoding/fields.py)."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},
