@@ -60,7 +60,7 @@ def _check(data: dict, markdown: str, transform: str) -> None:
                 "kernel_vs_plain_xxh3_record", "kernel_vs_plain_xxh3_stages", "kernel_vs_plain_xxh3_arrow",
                 "kernel_vs_plain_xxh3_arrow_packed"):
         assert key in ratios, key
-    assert "`parity.columnar.row_encodings(batch)`" in markdown
+    assert "`parity.encoding.columnar.row_encodings(batch)`" in markdown
     assert ratios["parity_over_floor"] > 0
     assert "## issue-5 targets" in markdown
     # Both comparers saw the planted bug (production drops late trips) on the same records.
@@ -107,7 +107,7 @@ def test_targets_and_markdown_from_synthetic_runs(tmp_path):
     assert targets["parity / floor wall time"]["met"] is True
     assert targets["(naive - floor) / (parity - floor)"]["met"] is True
     assert targets["kernel records/s / plain xxh3 loop (one hash per record)"]["met"] is False
-    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches, parity.columnar)"]["met"] is False
+    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches, parity.encoding.columnar)"]["met"] is False
     assert targets["kernel records/s / plain xxh3 loop (Arrow record batches to Arrow arrays, packed_encodings)"][
         "met"] is True
     assert targets["parity peak RSS (GiB)"]["met"] is True
@@ -187,6 +187,10 @@ def test_every_sweep_level_runs_in_one_command(tmp_path):
         markdown = (results / f"300-python-{variant}.md").read_text(encoding="utf-8")
         assert "## every round" in markdown and "diff " in markdown  # the replay and the diff apart
     assert diverged["fixed"] == 0 < diverged["diverged25"] < diverged["diverged100"] == 300
+    history = (results / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["file"] for line in history] == [
+        f"300-python-{variant}.json" for variant in ("fixed", "diverged25", "diverged100")]
+    assert (results / "history.md").read_text(encoding="utf-8").count("\n## 300-python-") == 3
 
 
 def test_the_concurrent_floor_serves_production_from_spilled_batches_once_the_offline_graph_is_ready(tmp_path):
