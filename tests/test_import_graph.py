@@ -138,3 +138,24 @@ def test_the_graph_counts_imports_inside_functions_and_resolves_submodules():
     graph = import_graph()
     assert "parity.commands" in graph["parity"]  # `check` imports it when called
     assert "parity.replay.spill" in graph["parity.replay.pipeline"]  # `from parity.replay import spill`
+
+
+def _room(module: str) -> str:
+    """`parity.replay.steps` -> `replay`; the package's own modules are rooms of their own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "parity"
+
+
+def test_the_encoding_the_storage_and_the_console_import_nothing_of_parity_above_them():
+    graph = import_graph()
+    allowed = {"encoding": {"encoding", "errors"}, "storage": {"storage", "errors"}, "console": {"console", "errors"}}
+    wrong = sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                   if _room(module) in allowed and _room(target) not in allowed[_room(module)])
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_package_api_and_the_cli_import_the_commands_and_only_main_imports_the_cli():
+    graph = import_graph()
+    importers = {target: sorted(m for m, targets in graph.items() if target in targets)
+                 for target in ("parity.commands", "parity.cli")}
+    assert importers == {"parity.commands": ["parity", "parity.cli"], "parity.cli": ["parity.__main__"]}
