@@ -20,6 +20,7 @@ the same way.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pickle
@@ -29,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-import itertools
 from typing import Any, Sequence
 
 from parity.console import signals
@@ -221,9 +221,10 @@ def child_main(argv: Sequence[str]) -> int:
         # bad); this side imports its own when its steps start
         config = load_config(request["config"], check_refs=False)
         side = config.side(request["side"])
-        manifest = replay_side(config, side, request["out"], runner=request["runner"],
-                               graph=FromSideGraph.of(config, side, request["out"], request["transform_from"]),
-                               gate=ParentsWord())
+        graph = FromSideGraph.of(config, side, request["out"], request["transform_from"])
+        # a gate for a side that waits for the first side's graph only: a TFT side would say `ready` through it
+        manifest = replay_side(config, side, request["out"], runner=request["runner"], graph=graph,
+                               gate=ParentsWord() if graph is not None else None)
         outcome: tuple[str, Any] = ("ok", manifest)
     except BaseException as exc:  # every error goes back to the parent, which raises it
         outcome = ("error", _portable(exc))
