@@ -73,8 +73,8 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """One cycle in each strongly connected group of modules (Tarjan), e.g. [a, b, c, a]."""
+def knots(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of two or more modules that all reach each other through imports (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -105,7 +105,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     for node in sorted(graph):
         if node not in index:
             visit(node)
-    return [_one_cycle(graph, group) for group in groups]
+    return groups
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle in each knot, e.g. [a, b, c, a]."""
+    return [_one_cycle(graph, group) for group in knots(graph)]
 
 
 def _one_cycle(graph: dict[str, set[str]], group: set[str]) -> list[str]:
@@ -125,8 +130,11 @@ def _one_cycle(graph: dict[str, set[str]], group: set[str]) -> list[str]:
 
 
 def test_the_package_imports_have_no_cycle():
-    found = cycles(import_graph())
-    assert not found, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
+    graph = import_graph()
+    found = knots(graph)
+    assert not found, "import cycles:\n" + "\n".join(
+        f"{' -> '.join(_one_cycle(graph, knot))}  (all of {', '.join(sorted(knot))} import each other)"
+        for knot in found)
 
 
 def test_the_cycle_finder_names_a_cycle_and_passes_a_tree():
