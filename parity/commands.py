@@ -249,7 +249,7 @@ _KEYS_NAMED = 3  # example keys per side in the no-pairs message
 
 def _require_pairs(report: dict[str, Any], left: FingerprintSet, right: FingerprintSet) -> None:
     """Stops (exit 2, no reports) when not one record could be paired: then there is no verdict to give, and
-    "parity" would be a false pass (CONTRACT section 4)."""
+    "parity" would be a false pass (docs/contract.md, section 4)."""
     from parity.errors import InputError
 
     records = report["records"]
