@@ -1485,6 +1485,7 @@ static PyObject *py_wide_float(PyObject *self, PyObject *value) {
 
 static PyObject *float32_type = NULL; /* numpy.float32 */
 static PyObject *leaf_decoder = NULL; /* canonical._dec: (data, pos, hashable) -> (value, pos) */
+static PyObject *reference_decoder = NULL; /* canonical._decode_py: data -> value */
 
 typedef struct {
     PyObject *src;
@@ -1638,7 +1639,8 @@ static PyObject *dec(Reader *r, int hashable, int depth) {
     }
 }
 
-static PyObject *py_decode(PyObject *self, PyObject *data) {
+/* decode_c(data): C alone; raises on anything it does not take (the tests' view of it) */
+static PyObject *py_decode_c(PyObject *self, PyObject *data) {
     if (!PyBytes_CheckExact(data)) { not_decoded(); return NULL; }
     Reader r = {data, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), 0};
     PyObject *value = dec(&r, 0, 0);
@@ -1651,6 +1653,15 @@ static PyObject *py_decode(PyObject *self, PyObject *data) {
     buf_free(&b);
     if (!same) { Py_DECREF(value); not_decoded(); return NULL; }
     return value;
+}
+
+/* decode(data): decode_c, and what it does not take decoded by the reference (canonical._decode_py), so every
+ * error and its message is the reference's own */
+static PyObject *py_decode(PyObject *self, PyObject *data) {
+    PyObject *value = py_decode_c(self, data);
+    if (value || !reference_decoder || !PyErr_ExceptionMatches(PyExc_Exception)) return value;
+    PyErr_Clear();
+    return PyObject_CallOneArg(reference_decoder, data);
 }
 
 /* The offset after the value at pos, without decoding it (the reference's _skip); -1: the value overruns the
@@ -1844,12 +1855,14 @@ static PyObject *py_differing_fields(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_configure_decoder(PyObject *self, PyObject *args) {
-    PyObject *f32, *leaf;
-    if (!PyArg_ParseTuple(args, "OO:configure_decoder", &f32, &leaf)) return NULL;
+    PyObject *f32, *leaf, *reference;
+    if (!PyArg_ParseTuple(args, "OOO:configure_decoder", &f32, &leaf, &reference)) return NULL;
     Py_INCREF(f32);
     Py_INCREF(leaf);
+    Py_INCREF(reference);
     Py_XSETREF(float32_type, f32);
     Py_XSETREF(leaf_decoder, leaf);
+    Py_XSETREF(reference_decoder, reference);
     Py_RETURN_NONE;
 }
 
@@ -1888,9 +1901,12 @@ static PyMethodDef methods[] = {
     {"wide_float", py_wide_float, METH_O,
      "wide_float(value) -> bool: a float not strictly within +-2**63 among its dicts' and lists' values."},
     {"configure_decoder", py_configure_decoder, METH_VARARGS,
-     "configure_decoder(float32_type, dec): numpy.float32, and the Python _dec for datetimes, dates, Decimals."},
+     "configure_decoder(float32_type, dec, decode_py): numpy.float32, the Python _dec for datetimes, dates and "
+     "Decimals, the Python decode for what C does not take."},
     {"decode", py_decode, METH_O,
-     "decode(bytes) -> value: canonical.decode's fast path; raises on anything the reference must name."},
+     "decode(data) -> value: canonical.decode; what C does not take is decoded by the Python reference."},
+    {"decode_c", py_decode_c, METH_O,
+     "decode_c(bytes) -> value: C alone; raises on anything the reference must decode or name."},
     {"dict_fields", py_dict_fields, METH_O,
      "dict_fields(bytes) -> {key bytes: value bytes} | None, or NotImplemented: nested too deep for C."},
     {"differing_fields", py_differing_fields, METH_VARARGS,

@@ -530,15 +530,6 @@ def _decode_py(data: bytes) -> Any:
     return value
 
 
-def _decode_c(data: bytes) -> Any:
-    """``decode`` by the C decoder; bytes it does not take (errors, deep nesting, bytes-likes) are decoded by the
-    reference, so values, errors and messages are the reference's own."""
-    try:
-        return _native.decode(data)
-    except Exception:  # noqa: BLE001  (the reference raises the error that names what is wrong)
-        return _decode_py(data)
-
-
 def _dict_fields_c(data: bytes | None) -> dict[bytes, bytes] | None:
     """``dict_fields`` by the C splitter; what it leaves (NotImplemented: nested deeper than it goes) by the
     reference."""
@@ -547,8 +538,8 @@ def _dict_fields_c(data: bytes | None) -> dict[bytes, bytes] | None:
 
 
 if _native is not None:  # the same functions in C: same values, same errors
-    _native.configure_decoder(np.float32, _dec)
-    decode = _decode_c  # type: ignore[assignment]  # noqa: F811
+    _native.configure_decoder(np.float32, _dec, _decode_py)  # what C does not take, the reference decodes
+    decode = _native.decode  # type: ignore[assignment]  # noqa: F811
     dict_fields = _dict_fields_c  # type: ignore[assignment]  # noqa: F811
 
 
