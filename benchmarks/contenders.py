@@ -46,8 +46,8 @@ def _warm_imports(tft: bool) -> None:
     import apache_beam  # noqa: F401
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: F401
 
-    import parity.run  # noqa: F401
-    import parity.replay  # noqa: F401
+    import parity.commands  # noqa: F401
+    import parity.replay.pipeline  # noqa: F401
 
     if tft:
         import tensorflow  # noqa: F401
@@ -123,7 +123,7 @@ def _offline_tft(config_path: str, files: list[str], work: str, graph_ready: Any
     from tensorflow_transform.tf_metadata import metadata_io
 
     from parity.config import capture_field_types, load_config
-    from parity.replay import TFT_BATCH_SIZE
+    from parity.replay.pipeline import TFT_BATCH_SIZE
     from parity.stages.transform import TFTInput
 
     config = load_config(config_path)
@@ -190,7 +190,7 @@ def floor_tft_concurrent(config_path: str, files: list[str], work: str,
     """The offline side here while `floor_production` serves the production side in a child process."""
     import subprocess
 
-    from parity.runners import replay_gc
+    from parity.replay.runners import replay_gc
 
     started = time.monotonic()
     child_result = os.path.join(work, "production.result.json")
@@ -226,7 +226,7 @@ def floor_production(config_path: str, files: list[str], work: str) -> dict:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from parity.config import capture_field_types, load_config
-    from parity.runners import replay_gc
+    from parity.replay.runners import replay_gc
     from parity.stages.transform import SavedTransform, TFTInput
 
     config = load_config(config_path)
@@ -327,7 +327,7 @@ def _stage_values(records: list[dict]) -> list[dict[str, Any]]:
     sys.path.insert(0, os.path.join(REPO, "pipelines", "taxi"))
     from python_features import python_features
 
-    from parity import canonical
+    from parity.encoding import canonical
 
     out = []
     for r in records:
@@ -367,9 +367,9 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
     alternated, medians of `repeat` rounds)."""
     import xxhash
 
-    from parity import canonical
+    from parity.encoding import canonical
     from parity.config import STAGES, load_config
-    from parity.fingerprint import encode_fingerprints, feature_fingerprints, fingerprints
+    from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, fingerprints
 
     schema = load_config(schema_config).sides[0].capture.schema_dict
     records: list[dict] = []
@@ -426,7 +426,7 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
 
     def parity_stages() -> None:
         # What a replay does to fingerprint a batch, without the Parquet write: the read encodes the records
-        # (canonical.encode_many), WriteBatchFn (parity/replay_steps.py) hashes key and input bytes, one
+        # (canonical.encode_many), WriteBatchFn (parity/replay/steps.py) hashes key and input bytes, one
         # encode_fingerprints call per stage column, feature_fingerprints per transform value.
         for key_bytes, chunk, columns in stage_batches:
             [h128(b) for b in key_bytes]
@@ -438,11 +438,11 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
                     encode_fingerprints(values)
 
     # The same records as Arrow record batches of BATCH_SIZE rows (built outside the timed loop, as the
-    # Parquet reader gets them from the file): parity.columnar encodes and hashes each batch's rows from
+    # Parquet reader gets them from the file): parity.encoding.columnar encodes and hashes each batch's rows from
     # its columns, which is what the read step uses for a Parquet capture (parity/capture/parquet.py).
     import pyarrow as pa
 
-    from parity import columnar
+    from parity.encoding import columnar
 
     arrow_batches = [pa.RecordBatch.from_pylist(records[start:start + BATCH_SIZE])
                      for start in range(0, n, BATCH_SIZE)]
@@ -513,8 +513,8 @@ def export_examples(parity_out: str, dest: str) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from parity import canonical
-    from parity.fingerprint_set import read_values
+    from parity.encoding import canonical
+    from parity.sets.fingerprint_set import read_values
 
     counts = {}
     os.makedirs(dest, exist_ok=True)

@@ -587,7 +587,7 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
         TARGETS["kernel_vs_plain_xxh3"], True)
     add("kernel records/s / plain xxh3 loop (WriteBatchFn stages)", ratios.get("kernel_vs_plain_xxh3_stages"),
         TARGETS["kernel_vs_plain_xxh3"], True)
-    add("kernel records/s / plain xxh3 loop (Arrow record batches, parity.columnar)",
+    add("kernel records/s / plain xxh3 loop (Arrow record batches, parity.encoding.columnar)",
         ratios.get("kernel_vs_plain_xxh3_arrow"), TARGETS["kernel_vs_plain_xxh3"], True,
         "a bytes object and an int per row, as the replay's read step takes them")
     add("kernel records/s / plain xxh3 loop (Arrow record batches to Arrow arrays, packed_encodings)",
@@ -659,10 +659,10 @@ def render_markdown(result: dict[str, Any]) -> str:
                   "| loop | records/s | vs plain xxh3 |", "|---|---|---|"]
         labels = {"plain_xxh3_record": "plain `xxh3_64_intdigest` over the records' pre-encoded canonical bytes",
                   "plain_xxh3_json_record": "plain `xxh3_64_intdigest` over the records' pre-encoded sorted JSON",
-                  "parity_fingerprints_record": "`parity.fingerprint.fingerprints(records)`",
-                  "parity_arrow_batch_record": "`parity.columnar.row_encodings(batch)`: bytes + xxh3 of Arrow "
+                  "parity_fingerprints_record": "`parity.encoding.fingerprint.fingerprints(records)`",
+                  "parity_arrow_batch_record": "`parity.encoding.columnar.row_encodings(batch)`: bytes + xxh3 of Arrow "
                                                "record batches' rows (the Parquet read path)",
-                  "parity_arrow_packed_record": "`parity.columnar.packed_encodings(batch)`: the same, as Arrow "
+                  "parity_arrow_packed_record": "`parity.encoding.columnar.packed_encodings(batch)`: the same, as Arrow "
                                                 "arrays (no object per row; two threads on two cores)",
                   "parity_arrow_packed_1t_record": "`packed_encodings(batch, threads=1)`: the same, one thread",
                   "parity_encode_many_record": "`canonical.encode_many` + xxh3",
@@ -754,7 +754,19 @@ def write_results(result: dict[str, Any], results_dir: str) -> tuple[str, str]:
         handle.write("\n")
     with open(md, "w", encoding="utf-8") as handle:
         handle.write(render_markdown(result))
+    append_history(result, results_dir, os.path.basename(js))
     return md, js
+
+
+def append_history(result: dict[str, Any], results_dir: str, name: str) -> None:
+    """Every run also goes into the folder's two history files, so that earlier runs stay readable without one
+    committed file per run: `history.md` (the tables, a section per run) and `history.jsonl` (a line per run)."""
+    stamp = result.get("machine", {}).get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(os.path.join(results_dir, "history.md"), "a", encoding="utf-8") as handle:
+        table = render_markdown(result).strip().replace("\n# ", "\n### ")
+        handle.write(f"\n## {name.removesuffix('.json')} ({stamp})\n\n{table.removeprefix('# ')}\n")
+    with open(os.path.join(results_dir, "history.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"file": name, "result": result}, separators=(",", ":")) + "\n")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -15,7 +15,7 @@ from parity.console import progress, signals
 
 from parity.encoding import canonical
 
-from parity.replay.pipeline import sides_at_once as overlap, spill
+from parity.replay import sides_at_once as overlap, spill
 
 from parity.sets import tap_set
 

@@ -60,7 +60,7 @@ def _check(data: dict, markdown: str, transform: str) -> None:
                 "kernel_vs_plain_xxh3_record", "kernel_vs_plain_xxh3_stages", "kernel_vs_plain_xxh3_arrow",
                 "kernel_vs_plain_xxh3_arrow_packed"):
         assert key in ratios, key
-    assert "`parity.columnar.row_encodings(batch)`" in markdown
+    assert "`parity.encoding.columnar.row_encodings(batch)`" in markdown
     assert ratios["parity_over_floor"] > 0
     assert "## issue-5 targets" in markdown
     # Both comparers saw the planted bug (production drops late trips) on the same records.
@@ -107,7 +107,7 @@ def test_targets_and_markdown_from_synthetic_runs(tmp_path):
     assert targets["parity / floor wall time"]["met"] is True
     assert targets["(naive - floor) / (parity - floor)"]["met"] is True
     assert targets["kernel records/s / plain xxh3 loop (one hash per record)"]["met"] is False
-    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches, parity.columnar)"]["met"] is False
+    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches, parity.encoding.columnar)"]["met"] is False
     assert targets["kernel records/s / plain xxh3 loop (Arrow record batches to Arrow arrays, packed_encodings)"][
         "met"] is True
     assert targets["parity peak RSS (GiB)"]["met"] is True

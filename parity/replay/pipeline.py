@@ -19,7 +19,7 @@ import apache_beam as beam
 
 from parity.encoding import canonical
 
-from parity.replay.pipeline import sides_at_once as overlap, spill
+from parity.replay import sides_at_once as overlap, spill
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError, first_line
 from parity.replay.batch import RecBatch, side_field_types

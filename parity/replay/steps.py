@@ -21,7 +21,7 @@ from parity.console import progress
 
 from parity.encoding import canonical
 
-from parity.replay.pipeline import spill
+from parity.replay import spill
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import STAGES, SideConfig
 from parity.errors import InputError, ParityError, UserCodeError

@@ -10,7 +10,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from parity import replay_steps as rs
+from parity.replay import steps as rs
 from parity.config import load_config
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage

@@ -7,7 +7,7 @@ import random
 import pytest
 from apache_beam.transforms import window as beam_window
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import LatenessSpec, WindowSpec
 from parity.stages import window as window_stage
 from parity.stages.coder import AvroRecordCoder, CoderFailure, roundtrip_batch
