@@ -15,7 +15,6 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 import pyarrow as pa
-import xxhash
 
 from parity.console import progress
 
@@ -23,12 +22,14 @@ from parity.encoding import canonical
 
 from parity.replay import spill
 from parity.capture import detect_format, read_file, reason_kind
-from parity.config import STAGES, SideConfig
+from parity.config import SideConfig
 from parity.errors import InputError, ParityError, UserCodeError
-from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints
+from parity.missing import MISSING
+from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, fingerprint_bytes, key_fingerprint_bytes
 from parity.sets.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
 from parity.replay.batch import RecBatch, key_text, side_field_types
 from parity.report.redaction import redact_entry
+from parity.stages import STAGES
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
@@ -37,7 +38,6 @@ from parity.stages.timestamp import EventTime, TimestampError, to_micros
 from parity.stages.transform import PythonTransform, SavedTransform
 
 DROPPED_LATE = {"dropped": "late"}
-_UNSEEN = object()
 _IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
 # the stages ApplyStagesFn computes and settles (window to seed): the input stage's bytes come from the read,
 # the transform stage's values from ApplyTransformFn
@@ -107,7 +107,7 @@ class ReadBatchesFn(beam.DoFn):
         single_key = key_fields[0] if key_fields and len(key_fields) == 1 else None
         if self._fill_at_once(batch, rids, locations, records, single_key, read_encoded, read_fps):
             return
-        hash64 = xxhash.xxh3_64_intdigest
+        hash64 = fingerprint_bytes
         event_time = self._event_time
         lateness, arrival_unit, arrival_tz = self._lateness, self._arrival_unit, self._arrival_tz
         fps: list | None = None
@@ -480,8 +480,8 @@ class ApplyStagesFn(beam.DoFn):
                 aggregates: dict, names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
         """`_shared` of an on-time record's (group, windows), computed once per batch (`shared` holds them)."""
         key = (group_bytes, *windows)
-        common = shared.get(key, _UNSEEN)
-        if common is _UNSEEN:
+        common = shared.get(key, MISSING)
+        if common is MISSING:
             common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names, shard_ids)
         return common
 
@@ -725,7 +725,7 @@ class WriteBatchFn(beam.DoFn):
 
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
-        hash128 = xxhash.xxh3_128_digest
+        hash128 = key_fingerprint_bytes
         fp_columns: dict[str, list | pa.Array] = {
             "key_fp": [hash128(b) for b in batch.key_bytes],
             "key": [key_text(k) for k in batch.keys],

@@ -14,9 +14,7 @@ import zlib
 from fractions import Fraction
 from typing import Any, Callable
 
-import xxhash
-
-from parity.encoding import canonical
+from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.config import AggregateSpec, ShardSpec
 
 _SCALE = 1074
@@ -42,7 +40,7 @@ def shard_id(spec: ShardSpec | None, key: Any, key_bytes: bytes) -> int:
         return 0
     count = spec.count
     if spec.hash == "xxh3":
-        return xxhash.xxh3_64_intdigest(key_bytes) % count
+        return fingerprint_bytes(key_bytes) % count
     if spec.hash == "crc32":
         return zlib.crc32(key_bytes) % count
     if spec.hash == "md5":
@@ -102,7 +100,7 @@ def add_value(agg: AggregateSpec, state: list, record: dict, order: tuple = (0, 
                 state[2] += num * ((1 << _SCALE) // den)
             state[3] = True
     elif agg.op == "distinct_count":
-        state[0].add(xxhash.xxh3_64_intdigest(canonical.encode(value)))
+        state[0].add(fingerprint(value))
     elif state[0] is None or (value < state[0] if agg.op == "min" else value > state[0]):
         state[0] = value
 
