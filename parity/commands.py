@@ -21,7 +21,7 @@ from parity.sets import tap_set
 
 from parity.storage import outdir as output
 from parity.compare.causes import CauseContext
-from parity.config import STAGES, Config, SideConfig, load_config
+from parity.config import Config, SideConfig, load_config
 from parity.compare.diff import DiffStream
 from parity.replay.environment import environment_manifest
 from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError, UserCodeError
@@ -31,6 +31,7 @@ from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
 from parity.replay.runners import make_options, make_runner, replay_gc
+from parity.stages import STAGES
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}

@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.encoding import canonical
-from parity.config import STAGES
 from parity.errors import FingerprintSetError
 from parity.storage.outdir import write_text
+from parity.stages import STAGES
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"
