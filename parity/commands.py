@@ -19,6 +19,7 @@ from parity.replay import sides_at_once as overlap, spill
 
 from parity.sets import tap_set
 
+from parity.storage import files
 from parity.storage import outdir as output
 from parity.compare.causes import CauseContext
 from parity.config import Config, SideConfig, load_config
@@ -413,7 +414,7 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
     written: list[str] = []
     try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
         for name, text in texts.items():
-            output.write_text(os.path.join(out_dir, name), text)
+            files.write_text(os.path.join(out_dir, name), text)
             written.append(os.path.join(out_dir, name))
     except BaseException:
         for path in written:
@@ -422,7 +423,7 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
 
 
 def _write_json(path: str, data: Any) -> None:
-    output.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:

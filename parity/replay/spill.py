@@ -25,6 +25,8 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 
+from parity.storage.files import replacing
+
 SPILL_DIR = "_spill"
 
 
@@ -44,10 +46,8 @@ class SpillFn(beam.DoFn):
 
     def process(self, batch: Any) -> Iterator[str]:
         path = os.path.join(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "wb") as handle:
+        with replacing(path) as temporary, open(temporary, "wb") as handle:
             pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
         yield path
 
 

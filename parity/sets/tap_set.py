@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 from parity.encoding import canonical
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.errors import FingerprintSetError
+from parity.storage.files import replacing, write_text
 from parity.sets.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
                                     VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, map_array, read_set,
                                     read_values, write_quarantine_part)
@@ -187,8 +188,8 @@ def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps
     for table, sub in ((fp_table, "_parts"), (value_table, VALUES_DIR)):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
         path = os.path.join(folder, sub, f"{part}.parquet")
-        pq.write_table(table, f"{path}.{os.getpid()}.tmp", compression="zstd")
-        os.replace(f"{path}.{os.getpid()}.tmp", path)
+        with replacing(path) as temporary:
+            pq.write_table(table, temporary, compression="zstd")
 
 
 def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapArray:
@@ -201,11 +202,7 @@ def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapA
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, ensure_ascii=False)
-        handle.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def _read_taps(set_dir: str) -> list[dict[str, Any]]:
