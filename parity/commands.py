@@ -284,8 +284,8 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
         ls, rs = config.side(left.side), config.side(right.side)
         kwargs.update(
             left_seed=ls.seed.value if ls.seed else None, right_seed=rs.seed.value if rs.seed else None,
-            left_seed_hashes=tuple(sorted({o.hash for o in ls.seed.ops})) if ls.seed else (),
-            right_seed_hashes=tuple(sorted({o.hash for o in rs.seed.ops})) if rs.seed else ())
+            left_seed_hashes=tuple(sorted({op.hash for _, op in ls.seed.ops})) if ls.seed else (),
+            right_seed_hashes=tuple(sorted({op.hash for _, op in rs.seed.ops})) if rs.seed else ())
     accepted = set(CauseContext.__dataclass_fields__)  # type: ignore[attr-defined]
     return CauseContext(**{k: v for k, v in kwargs.items() if k in accepted})
 

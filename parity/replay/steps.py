@@ -8,6 +8,7 @@ per value.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import operator
 import os
@@ -22,7 +23,7 @@ from parity.encoding import canonical
 
 from parity.replay import spill
 from parity.capture import detect_format, read_file, reason_kind
-from parity.config import SideConfig
+from parity.config import Ref, SideConfig
 from parity.errors import InputError, ParityError, UserCodeError
 from parity.missing import MISSING
 from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, fingerprint_bytes, key_fingerprint_bytes
@@ -32,8 +33,8 @@ from parity.report.redaction import redact_entry
 from parity.stages import STAGES
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
-from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
-from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs, seed_outputs_many
+from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
+from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs, seed_outputs_many
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
 from parity.stages.transform import PythonTransform, SavedTransform
 
@@ -357,17 +358,12 @@ def _attached(kept: list[tuple], group_bytes: bytes, aggregates: dict, names: li
 
 
 def _seed_spec(side: SideConfig) -> SeedSpec | None:
+    """The side's seed with its function ops' references imported."""
     if side.seed is None:
         return None
-    ops = []
-    for op in side.seed.ops:
-        if op.op == "sample":
-            ops.append((op.name, SampleOp(op.rate, op.hash)))
-        elif op.op == "split":
-            ops.append((op.name, SplitOp(op.buckets, op.hash)))
-        else:
-            ops.append((op.name, FunctionOp(op.function.resolve())))  # type: ignore[union-attr]
-    return SeedSpec(side.seed.value, tuple(ops))
+    ops = tuple((name, FunctionOp(op.fn.resolve()) if isinstance(op, FunctionOp) and isinstance(op.fn, Ref)
+                 else op) for name, op in side.seed.ops)
+    return dataclasses.replace(side.seed, ops=ops)
 
 
 class ApplyStagesFn(beam.DoFn):
@@ -381,12 +377,13 @@ class ApplyStagesFn(beam.DoFn):
         side = self._side
         self._coder = None
         if side.coder is not None:
-            factory = side.coder.factory.resolve() if side.coder.factory else None
-            spec = CoderSpec(type=side.coder.type, factory=factory, options=dict(side.coder.options))
+            factory = side.coder.factory
+            spec = dataclasses.replace(side.coder, factory=factory.resolve()) if isinstance(factory, Ref) \
+                else side.coder
             try:
                 self._coder = build_coder(spec, side_field_types(side))
             except Exception as exc:
-                what = f"the factory '{side.coder.factory.text}'" if side.coder.factory else f"type {side.coder.type}"
+                what = f"the factory '{factory.text}'" if isinstance(factory, Ref) else f"type {side.coder.type}"
                 raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder ({what}): "
                                     f"{type(exc).__name__}: {exc}") from exc
         self._seed = _seed_spec(side)

@@ -27,7 +27,7 @@ import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import numpy as np
@@ -36,6 +36,9 @@ from apache_beam.coders import Coder
 
 from parity.encoding import canonical
 from parity.capture.schema import SCALAR_TYPES, FieldType, parse_type
+
+if TYPE_CHECKING:
+    from parity.config.model import Ref
 
 CODER_TYPES: tuple[str, ...] = ("json", "tfexample", "avro", "pickle", "arrow")
 
@@ -47,14 +50,16 @@ _Type = tuple[str, bool]
 
 @dataclass(frozen=True)
 class CoderSpec:
-    """Which coder a side uses: a built-in `type` with its `options`, or a `factory` returning a Beam Coder.
+    """Which coder a side uses (`coder:` in a config): a built-in `type` with its `options`, or a `factory`
+    returning a Beam Coder. A loaded config holds the factory's `Ref` (`module:attr`); the replay imports it
+    when it builds the stage.
 
     Raises:
         ValueError: neither or both of `type` and `factory`, an unknown type, or an option the type lacks.
     """
 
     type: str | None = None
-    factory: Callable[[], Coder] | None = None
+    factory: Callable[[], Coder] | Ref | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

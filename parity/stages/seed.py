@@ -42,9 +42,12 @@ import random
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
+
+if TYPE_CHECKING:
+    from parity.config.model import Ref
 
 SEED_HASHES: tuple[str, ...] = ("xxh3", "md5", "crc32", "python")
 
@@ -94,9 +97,17 @@ class SplitOp:
 
 @dataclass(frozen=True)
 class FunctionOp:
-    """A user function `fn(record, rng) -> value`, `rng` a `random.Random` seeded per record."""
+    """A user function `fn(record, rng) -> value`, `rng` a `random.Random` seeded per record.
 
-    fn: Callable[[dict[str, Any], random.Random], Any]
+    A loaded config holds the function's `Ref` (`module:attr`); the replay imports it when it builds the stage.
+    """
+
+    fn: Callable[[dict[str, Any], random.Random], Any] | Ref
+
+    @property
+    def hash(self) -> str:
+        """The draw's hash: `rng` is seeded from xxh3 whatever the config says."""
+        return "xxh3"
 
 
 SeedOp = SampleOp | SplitOp | FunctionOp
@@ -104,7 +115,7 @@ SeedOp = SampleOp | SplitOp | FunctionOp
 
 @dataclass(frozen=True)
 class SeedSpec:
-    """A side's seed: its `value` (None: unseeded) and its named ops, in output order."""
+    """A side's seed (`seed:` in a config): its `value` (None: unseeded) and its named ops, in output order."""
 
     value: int | str | None
     ops: tuple[tuple[str, SeedOp], ...]
