@@ -26,7 +26,8 @@ from parity.capture import detect_format, read_file, reason_kind
 from parity.config import Ref, SideConfig
 from parity.errors import InputError, ParityError, UserCodeError
 from parity.missing import MISSING
-from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, fingerprint_bytes, key_fingerprint_bytes
+from parity.encoding.fingerprint import (encode_fingerprints, feature_fingerprints, fingerprint_bytes,
+                                         key_fingerprint_bytes)
 from parity.sets.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
 from parity.replay.batch import RecBatch, key_text, side_field_types
 from parity.report.redaction import redact_entry
