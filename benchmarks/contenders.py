@@ -29,9 +29,10 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -362,6 +363,28 @@ def _json_default(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
+def c_xxh3_loop(build_dir: str) -> Callable[[bytes, Any, int, Any], None]:
+    """benchmarks/native/xxh3_loop.c compiled (once per source) with the system C compiler against the vendored
+    xxHash header, as a ctypes function `xxh3_many(buffer, offsets, n, out)`."""
+    import ctypes
+    import hashlib
+
+    source = os.path.join(REPO, "benchmarks", "native", "xxh3_loop.c")
+    header = os.path.join(REPO, "vendor", "xxhash", "xxhash.h")
+    with open(source, "rb") as handle:
+        tag = hashlib.sha256(handle.read()).hexdigest()[:12]
+    library = os.path.join(build_dir, f"xxh3_loop-{tag}.so")
+    if not os.path.exists(library):
+        os.makedirs(build_dir, exist_ok=True)
+        subprocess.run(["cc", "-O3", "-shared", "-fPIC", "-I", os.path.dirname(header), source, "-o",
+                        library + ".tmp"], check=True)
+        os.replace(library + ".tmp", library)
+    fn = ctypes.CDLL(library).xxh3_many
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    fn.restype = None
+    return fn
+
+
 def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) -> dict:
     """Records/s of parity's fingerprint kernels against plain xxh3 over pre-encoded bytes (same process,
     alternated, medians of `repeat` rounds)."""
@@ -402,6 +425,22 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
 
     def plain_record() -> None:
         [h64(b) for b in record_bytes]
+
+    # The C loop: the same bytes packed in one buffer with offsets (numpy), hashed by benchmarks/native/xxh3_loop.c
+    # in one thread; its fingerprints are checked against the kernels'.
+    import numpy as np
+
+    xxh3_many = c_xxh3_loop(os.path.join(os.path.dirname(os.path.abspath(schema_config)), "native-build"))
+    packed = b"".join(record_bytes)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in record_bytes], out=offsets[1:])
+    c_out = np.zeros(n, dtype=np.uint64)
+    xxh3_many(packed, offsets.ctypes.data, n, c_out.ctypes.data)
+    if c_out.tolist() != [h64(b) for b in record_bytes]:
+        raise AssertionError("the C loop's fingerprints differ from xxh3 of the records' canonical bytes")
+
+    def c_record() -> None:
+        xxh3_many(packed, offsets.ctypes.data, n, c_out.ctypes.data)
 
     def plain_json_record() -> None:
         [h64(b) for b in json_bytes]
@@ -454,23 +493,10 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
         for batch in arrow_batches:
             columnar.row_encodings(batch)
 
-    if columnar.packed_encodings(arrow_batches[0])[1].to_pylist() != columnar.row_encodings(arrow_batches[0])[1]:
-        raise AssertionError("the packed kernel's fingerprints differ from the row kernel's")
-
-    def arrow_packed() -> None:
-        # the same bytes and fingerprints as Arrow arrays on the encoder's buffers (no object per row), two
-        # threads where there are two cores
-        for batch in arrow_batches:
-            columnar.packed_encodings(batch)
-
-    def arrow_packed_one_thread() -> None:
-        for batch in arrow_batches:
-            columnar.packed_encodings(batch, threads=1)
-
     cases = {"plain_xxh3_record": plain_record, "plain_xxh3_json_record": plain_json_record,
+             "c_xxh3_record": c_record,
              "parity_fingerprints_record": parity_record,
-             "parity_arrow_batch_record": arrow_record, "parity_arrow_packed_record": arrow_packed,
-             "parity_arrow_packed_1t_record": arrow_packed_one_thread,
+             "parity_arrow_batch_record": arrow_record,
              "parity_encode_many_record": encode_many_record, "json_dumps_xxh3_record": json_record,
              "plain_xxh3_stages": plain_stages, "parity_writebatch_stages": parity_stages}
     # A warm-up run of each case sets how many runs one sample takes: at least 0.1 s, so that the fast loops
@@ -493,13 +519,11 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
             "seconds": {k: round(v, 6) for k, v in medians.items()},
             "records_per_second": {k: round(n / v) if v else None for k, v in medians.items()},
             "ratio_record": round(medians["plain_xxh3_record"] / medians["parity_fingerprints_record"], 4),
+            # against the C loop, one thread each: what the replay's two kernels cost over hashing alone
+            "ratio_c_record": round(medians["c_xxh3_record"] / medians["parity_fingerprints_record"], 4),
+            "ratio_c_arrow": round(medians["c_xxh3_record"] / medians["parity_arrow_batch_record"], 4),
             "ratio_stages": round(medians["plain_xxh3_stages"] / medians["parity_writebatch_stages"], 4),
             "ratio_arrow": round(medians["plain_xxh3_record"] / medians["parity_arrow_batch_record"], 4),
-            "ratio_arrow_packed": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_record"], 4),
-            "ratio_arrow_packed_json": round(medians["plain_xxh3_json_record"]
-                                             / medians["parity_arrow_packed_record"], 4),
-            "ratio_arrow_packed_1t": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_1t_record"], 4),
-            "packed_threads": columnar.DEFAULT_THREADS,
             "repeat": repeat}
 
 
