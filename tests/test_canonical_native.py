@@ -299,7 +299,7 @@ def test_feature_fingerprints_agree_with_the_python_definition(features):
 def test_pure_python_fallback_is_used_when_forced_and_still_gives_the_golden_bytes():
     script = (
         "import json, sys\n"
-        "from parity import canonical, fingerprint\n"
+        "from parity.encoding import canonical, fingerprint\n"
         "assert canonical._native is None and canonical.IMPLEMENTATION == 'python'\n"
         "assert canonical.encode.__module__ == 'parity.encoding.canonical'\n"
         "assert fingerprint.fingerprints is fingerprint._REFERENCE['fingerprints']\n"
@@ -323,9 +323,9 @@ def test_an_extension_built_for_another_encoding_version_is_not_used(monkeypatch
         ENCODING_VERSION = "parity.canonical/0"
         API_VERSION = 1
 
-    import parity
+    import parity.encoding
 
-    monkeypatch.setattr(parity, "_canonical", Stale)
+    monkeypatch.setattr(parity.encoding, "_canonical", Stale)
     monkeypatch.delenv("PARITY_PURE_PYTHON", raising=False)
     assert canonical._load_native() is None
 

@@ -31,7 +31,7 @@ def test_the_wheel_built_from_the_sdist_installs_a_working_parity_into_a_fresh_v
             "parity/report/templates/page.html.j2"} <= names
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    assert any(name.startswith("parity/_canonical") and name.endswith(".so") for name in names), \
+    assert any(name.startswith("parity/encoding/_canonical") and name.endswith(".so") for name in names), \
         "the wheel lacks the C encoder (a C compiler is on this machine)"
     assert "parity/cli.py" in names and "parity/capture/tfrecord.py" in names
     assert {f"parity/report/templates/{name}.html.j2" for name in ("page", "body", "macros")} <= names
