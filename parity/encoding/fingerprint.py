@@ -82,8 +82,11 @@ def feature_fingerprints(features: dict[str, Any]) -> tuple[bytes, list[tuple[st
     fingerprint(value))`` pairs, and ``combine`` of those fingerprints (the transform stage's fingerprint).
 
     Raises:
-        TypeError: a value has no canonical encoding, or the names do not sort.
+        TypeError: a name is not a str, or a value has no canonical encoding.
     """
+    for name in features:
+        if not isinstance(name, str):  # the C definition takes str names only, and hands anything else here
+            raise TypeError(f"feature names must be str, got {type(name).__name__} {name!r}")
     fps = {name: _xxh3_64(_encode(v)) for name, v in features.items()}
     return _encode(features), sorted(fps.items()), _xxh3_64(_encode(fps))
 
