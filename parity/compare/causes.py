@@ -1,4 +1,4 @@
-"""Cause classification: why a record's first divergent stage diverged (CONTRACT section 7).
+"""Cause classification: why a record's first divergent stage diverged (docs/contract.md, section 7).
 
 Pure functions over the two sides' decoded stage values (docs/design.md, "Stage values") and a
 `CauseContext` of run-level facts (seeds, seed hashes, environments, analyzers, noise replays). One

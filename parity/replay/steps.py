@@ -389,9 +389,9 @@ def _seed_spec(side: SideConfig) -> SeedSpec | None:
 class ApplyStagesFn(beam.DoFn):
     """Window, shard, coder and seed stages of a batch, with the side-wide results as side inputs."""
 
-    def __init__(self, side: SideConfig, consume_spill: bool = False):
+    def __init__(self, side: SideConfig, spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
         self._side = side
-        self._consume_spill = consume_spill  # remove each read spill file once loaded (spill.load)
+        self._spills = spills  # what becomes of each read batch's spill file once loaded
 
     def setup(self) -> None:
         side = self._side
@@ -410,7 +410,7 @@ class ApplyStagesFn(beam.DoFn):
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
         # since the runner materialises whatever reaches this step (parity.replay.spill).
-        batch: RecBatch = spill.load(path, self._consume_spill)
+        batch: RecBatch = self._spills.load(path)
         batch.expect(READ)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
@@ -599,13 +599,12 @@ class SavedInputsFn(beam.DoFn):
 class ApplyTransformFn(beam.DoFn):
     """The transform stage of a batch: a python function, an exported TFT graph, or a pass-through."""
 
-    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False, gated: bool = False,
-                 consume_spill: bool = False):
+    def __init__(self, side: SideConfig, saved_dir: str | None, spills: spill.SpillPolicy | None = None):
         self._side = side
+        # None for a gated `saved` transform (`parity.replay.gate`): the graph's folder comes as the side input
         self._saved_dir = saved_dir
-        self._spilled = spilled  # batches come as spill files (with TFT, while the analysis runs)
-        self._consume_spill = consume_spill  # each removed once loaded (spill.load)
-        self._gated = gated  # `saved`, the graph's folder known only when the side input arrives
+        self._spills = spills  # batches come as spill files, loaded under this policy (with TFT, while the
+        # analysis runs); None: batches come whole
 
     def setup(self) -> None:
         spec = self._side.transform
@@ -615,9 +614,9 @@ class ApplyTransformFn(beam.DoFn):
                                      self._side.capture.tfmd_text) if self._saved_dir else None
 
     def process(self, batch, *side_inputs):  # no hints: Beam checks *args hints
-        if self._spilled:
-            batch = spill.load(batch, self._consume_spill)
-        if self._gated and self._saved is None:
+        if self._spills is not None:
+            batch = self._spills.load(batch)
+        if self._saved is None and side_inputs:
             # the gated `saved` transform: the graph's folder arrives as a side input once it exists
             self._saved_dir = side_inputs[0]
             self._saved = SavedTransform(self._saved_dir, side_field_types(self._side), self._side.capture.tfmd_text)

@@ -394,7 +394,7 @@ def render_html(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str:
     """The report as one self-contained HTML5 page (inline CSS, no scripts, no external fetches).
 
     Args:
-        report: the parsed report.json (CONTRACT section 5 plus parity's additions).
+        report: the parsed report.json (docs/contract.md, section 5, plus parity's additions).
         out_dir: the output directory to name in the reproduce commands.
     """
     title = f"parity: {report.get('verdict', '')} {report.get('name') or ''}".strip()

@@ -1,7 +1,7 @@
 """`report.redact`: what parity writes into the out folder and prints when no raw value may leave (pure).
 
-Under redaction reports carry hashes and field names only (CONTRACT section 3). The same holds for the other
-text a run leaves: a quarantine entry keeps its location, its reason with the values taken out and no
+Under redaction reports carry hashes and field names only (docs/contract.md, section 3). The same holds for
+the other text a run leaves: a quarantine entry keeps its location, its reason with the values taken out and no
 preview; an error message names a record by its key fingerprint, not its key, and withholds what user code
 said (an exception's message can quote any value).
 """

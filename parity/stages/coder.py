@@ -1,7 +1,8 @@
 """The `coder` stage: record coders as Beam `Coder`s and the per-batch encode/decode round trip.
 
 Each built-in coder is a faithful model of what its format does to a record's values, so that a side whose
-production path goes through, say, tf.Example shows the float32 rounding it really suffers (catalogue C1-C8):
+production path goes through, say, tf.Example shows the float32 rounding it really suffers
+(docs/divergence-catalog.md, C1-C8):
 
 - `json`: `json.dumps(sort_keys=True, allow_nan=True)`. Bytes -> str (their UTF-8 text), numpy scalars ->
   Python scalars, tuples -> lists; with `int_as_double`, ints beyond 2^53 are rounded through float64.
@@ -170,8 +171,8 @@ class TFExampleRecordCoder(Coder):
 
     Encoding follows the declared field type when the field has one (as TFT's `ExampleProtoCoder` does),
     otherwise the value's Python type: ints and bools -> `int64_list`, floats -> `float_list` (float32: the
-    precision loss of catalogue C3), str (UTF-8) and bytes -> `bytes_list`, lists element-wise, None -> the
-    feature is absent. An empty list is a present feature with an empty list.
+    precision loss of docs/divergence-catalog.md, C3), str (UTF-8) and bytes -> `bytes_list`, lists
+    element-wise, None -> the feature is absent. An empty list is a present feature with an empty list.
 
     Decoding uses the field types: `string` -> str, `bytes` -> bytes, floats -> float, ints -> int,
     `bool` -> bool, absent -> None (for every typed field, as `tf.io.parse_example` with a schema does),

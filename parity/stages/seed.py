@@ -18,7 +18,7 @@ so that two sides with the same seed agree record by record, whatever the runner
 | `python` | `hash((seed, op_name, key_bytes)) & (2^64 - 1)` | 2^64 |
 
 `python` is salted per process unless `PYTHONHASHSEED` is fixed: two workers (or two runs) disagree. That
-is on purpose: it models catalogue R1, `hash(user_id) % n` in a Beam partition function.
+is on purpose: it models docs/divergence-catalog.md, R1, `hash(user_id) % n` in a Beam partition function.
 
 **sample** `{op: sample, rate: r}`: `u / range < r` -> bool.
 **split** `{op: split, buckets: {train: 8, eval: 2}}`: `u % total_weight` walks the cumulative weights in
@@ -27,7 +27,7 @@ the given bucket order -> the bucket's name.
 
 **Unseeded sides** (`seed.value` null): `sample` and `split` take `u` from `os.urandom` instead of the
 hash, and `function` gets `random.Random()` (seeded from `os.urandom`): outputs change on every call, on
-purpose, to model unseeded TF random ops and `random.random()` samplers (catalogue R4, R5).
+purpose, to model unseeded TF random ops and `random.random()` samplers (docs/divergence-catalog.md, R4, R5).
 
 Exceptions raised by a user function propagate unchanged; the caller attributes them.
 """
