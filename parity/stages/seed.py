@@ -121,42 +121,30 @@ class SeedSpec:
     ops: tuple[tuple[str, SeedOp], ...]
 
 
-def seed_outputs(spec: SeedSpec, record: dict[str, Any], key_bytes: bytes) -> dict[str, Any]:
-    """The output of each of `spec`'s ops for one record, keyed by op name.
+def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes],
+                      records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The output of each of `spec`'s ops for each record, keyed by op name (in op order), computed op by op
+    over the batch: each `sample` and `split` op's seed prefix is built once, not per record.
 
     Args:
         spec: the side's seed value and ops.
-        record: the record (after the coder stage); only function ops read it.
-        key_bytes: the canonical bytes of the record key.
+        key_bytes: the canonical bytes of each record's key.
+        records: the records (after the coder stage); only function ops read them (None: the spec has none).
 
     Raises:
-        Exception: whatever a user function raises, unchanged.
-    """
-    outputs: dict[str, Any] = {}
-    for name, op in spec.ops:
-        if isinstance(op, FunctionOp):
-            outputs[name] = op.fn(record, _rng(spec.value, name, key_bytes))
-            continue
-        u, size = _draw(op.hash, spec.value, name, key_bytes)
-        if isinstance(op, SampleOp):
-            outputs[name] = u / size < op.rate
-        else:
-            outputs[name] = _bucket(op.buckets, u)
-    return outputs
-
-
-def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes]) -> list[dict[str, Any]]:
-    """`seed_outputs` of many records of a spec without `function` ops (which read the record).
-
-    The same outputs, computed op by op over the batch: each op's seed prefix is built once, not per record.
-
-    Raises:
-        ValueError: the spec has a `function` op (call `seed_outputs` per record instead).
+        ValueError: the spec has a `function` op and no records were given.
+        Exception: whatever a user function raises, unchanged; the caller finds the record (one-record
+            batches) and names it.
     """
     outputs: list[dict[str, Any]] = [{} for _ in key_bytes]
     for name, op in spec.ops:
         if isinstance(op, FunctionOp):
-            raise ValueError(f"seed op {name!r} is a function: call seed_outputs per record")
+            if records is None:
+                raise ValueError(f"seed op {name!r} is a function: it reads the records, and none were given")
+            fn, value = op.fn, spec.value
+            for out, record, kb in zip(outputs, records, key_bytes):
+                out[name] = fn(record, _rng(value, name, kb))
+            continue
         if spec.value is None or op.hash == "python":
             draws = [_draw(op.hash, spec.value, name, kb) for kb in key_bytes]
         else:
@@ -171,7 +159,7 @@ def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes]) -> list[dict[str, 
             for out, (u, size) in zip(outputs, draws):
                 out[name] = u / size < rate
         else:
-            # `_bucket` of each draw: the first bucket whose running weight total exceeds u mod the total (a
+            # a bucket per draw: the first bucket whose running weight total exceeds u mod the total (a
             # SplitOp's weights are positive), found by bisection instead of summing the weights per record
             names = [bucket for bucket, _ in op.buckets]
             ends = list(itertools.accumulate(weight for _, weight in op.buckets))
@@ -212,15 +200,6 @@ def _rng(seed: int | str | None, op_name: str, key_bytes: bytes) -> random.Rando
 
 def _draw_bytes(seed: int | str, op_name: str, key_bytes: bytes) -> bytes:
     return repr((seed, op_name)).encode("utf-8") + b"\x00" + key_bytes
-
-
-def _bucket(buckets: tuple[tuple[str, int], ...], u: int) -> str:
-    point = u % sum(weight for _, weight in buckets)
-    for name, weight in buckets:
-        if point < weight:
-            return name
-        point -= weight
-    raise AssertionError("unreachable: point < total weight")
 
 
 def _check_hash(hash_name: str) -> None:
