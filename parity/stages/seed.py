@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import xxhash
+from parity.encoding.fingerprint import fingerprint_bytes
 
 if TYPE_CHECKING:
     from parity.config.model import Ref
@@ -150,7 +150,7 @@ def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes],
         else:
             prefix = _draw_bytes(spec.value, name, b"")
             if op.hash == "xxh3":
-                h64 = xxhash.xxh3_64_intdigest
+                h64 = fingerprint_bytes
                 draws = [(h64(prefix + kb), 1 << 64) for kb in key_bytes]
             else:
                 draws = [draw(op.hash, spec.value, name, kb) for kb in key_bytes]
@@ -180,7 +180,7 @@ def draw(hash_name: str, seed: int | str, op_name: str, key_bytes: bytes) -> tup
         return hash((seed, op_name, key_bytes)) & _MASK64, 1 << 64
     data = _draw_bytes(seed, op_name, key_bytes)
     if hash_name == "xxh3":
-        return xxhash.xxh3_64_intdigest(data), 1 << 64
+        return fingerprint_bytes(data), 1 << 64
     if hash_name == "md5":
         return int.from_bytes(hashlib.md5(data).digest()[:8], "big"), 1 << 64
     return zlib.crc32(data), 1 << 32
@@ -195,7 +195,7 @@ def _draw(hash_name: str, seed: int | str | None, op_name: str, key_bytes: bytes
 def _rng(seed: int | str | None, op_name: str, key_bytes: bytes) -> random.Random:
     if seed is None:
         return random.Random()  # seeded from os.urandom: unseeded on purpose
-    return random.Random(xxhash.xxh3_64_intdigest(_draw_bytes(seed, op_name, key_bytes)))
+    return random.Random(fingerprint_bytes(_draw_bytes(seed, op_name, key_bytes)))
 
 
 def _draw_bytes(seed: int | str, op_name: str, key_bytes: bytes) -> bytes:
