@@ -16,9 +16,10 @@ from parity.replay import job, sides_at_once as overlap
 
 from parity.sets import tap_set
 
+from parity.storage import files
 from parity.storage import outdir as output
 from parity.compare.causes import CauseContext
-from parity.config import STAGES, Config, SideConfig, load_config
+from parity.config import Config, SideConfig, load_config
 from parity.compare.diff import DiffStream
 from parity.errors import FingerprintSetError, RunnerError
 from parity.sets.fingerprint_set import FingerprintSet, read_set
@@ -27,6 +28,7 @@ from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
+from parity.stages import STAGES
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -158,8 +160,8 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
         ls, rs = config.side(left.side), config.side(right.side)
         kwargs.update(
             left_seed=ls.seed.value if ls.seed else None, right_seed=rs.seed.value if rs.seed else None,
-            left_seed_hashes=tuple(sorted({o.hash for o in ls.seed.ops})) if ls.seed else (),
-            right_seed_hashes=tuple(sorted({o.hash for o in rs.seed.ops})) if rs.seed else ())
+            left_seed_hashes=tuple(sorted({op.hash for _, op in ls.seed.ops})) if ls.seed else (),
+            right_seed_hashes=tuple(sorted({op.hash for _, op in rs.seed.ops})) if rs.seed else ())
     accepted = set(CauseContext.__dataclass_fields__)  # type: ignore[attr-defined]
     return CauseContext(**{k: v for k, v in kwargs.items() if k in accepted})
 
@@ -288,7 +290,7 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
     written: list[str] = []
     try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
         for name, text in texts.items():
-            output.write_text(os.path.join(out_dir, name), text)
+            files.write_text(os.path.join(out_dir, name), text)
             written.append(os.path.join(out_dir, name))
     except BaseException:
         for path in written:
@@ -297,7 +299,7 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
 
 
 def _write_json(path: str, data: Any) -> None:
-    output.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:

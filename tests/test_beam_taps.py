@@ -26,7 +26,8 @@ from parity.encoding import canonical
 from parity.sets import tap_set
 from parity.beam import TapStage, finalize, sampled
 from parity.cli import main
-from parity.config import STAGES, ToleranceSpec, load_config
+from parity.config import ToleranceSpec, load_config
+from parity.stages import STAGES
 from parity.compare.diff import compare
 from parity.sets.fingerprint_set import read_set
 

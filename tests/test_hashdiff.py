@@ -18,7 +18,8 @@ from parity.compare import diff, hashdiff
 from parity.encoding import canonical
 
 from parity.sets import fingerprint_set
-from parity.config import STAGES, ToleranceSpec
+from parity.config import ToleranceSpec
+from parity.stages import STAGES
 from parity.encoding.fingerprint import fingerprint, key_fingerprint
 from parity.sets.fingerprint_set import FP_SCHEMA, PartRows, finalize, read_set, write_part
 

@@ -23,6 +23,7 @@ from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph, ReplaySide, unwrap
 from parity.replay import spill
 from parity.replay.runners import make_options, make_runner, replay_gc
 from parity.sets.fingerprint_set import finalize
+from parity.storage import files
 from parity.storage import outdir as output
 
 
@@ -93,7 +94,7 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
     if graph_dir:
         analyzers.write(out_dir, analyzers.extract(graph_dir))
     timings = {"replay_seconds": round(time.monotonic() - started, 3)}
-    output.write_text(os.path.join(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
+    files.write_text(os.path.join(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
     return manifest

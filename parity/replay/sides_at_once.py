@@ -33,6 +33,7 @@ import time
 from typing import Any, Sequence
 
 from parity.console import signals
+from parity.storage import files
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, ParityError, RunnerError
 from parity.replay.gate import TransformGate
@@ -228,10 +229,7 @@ def child_main(argv: Sequence[str]) -> int:
         outcome: tuple[str, Any] = ("ok", manifest)
     except BaseException as exc:  # every error goes back to the parent, which raises it
         outcome = ("error", _portable(exc))
-    temporary = request["result"] + ".partial"
-    with open(temporary, "wb") as handle:
-        pickle.dump((*outcome, time.monotonic()), handle)
-    os.replace(temporary, request["result"])
+    files.write_bytes(request["result"], pickle.dumps((*outcome, time.monotonic())))
     return 0
 
 

@@ -12,9 +12,8 @@ rewrites the same file and a half-written one is never read.
 
 On the in-process runner, which never retries a bundle, each file is removed as soon as it is read
 (`SpillPolicy.CONSUME`): the page cache pages it held are reused by the files written next. Pages the kernel
-has not handed out lately cost far more to fill: on this project's virtual machines, writing 800 MB into
-fresh pages took 1.9 s, into just-freed ones 0.2-0.3 s, and a 1,000,000-record `parity check` writes about
-3.2 GB of spill files (both sides), which it held until the end.
+has not handed out lately cost far more to fill than just-freed ones, and a large check writes gigabytes of
+spill files, which it would otherwise hold until the end (benchmarks/RESULTS.md has the figures).
 """
 from __future__ import annotations
 
@@ -25,6 +24,8 @@ import shutil
 from typing import Any, Iterator
 
 import apache_beam as beam
+
+from parity.storage.files import replacing
 
 SPILL_DIR = "_spill"
 
@@ -45,10 +46,8 @@ class SpillFn(beam.DoFn):
 
     def process(self, batch: Any) -> Iterator[str]:
         path = os.path.join(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "wb") as handle:
+        with replacing(path) as temporary, open(temporary, "wb") as handle:
             pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
         yield path
 
 

@@ -21,8 +21,9 @@ import numpy as np
 
 from parity.encoding import canonical
 from parity.compare.causes import CauseContext, classify, explain
-from parity.config import STAGES, ToleranceSpec
+from parity.config import ToleranceSpec
 from parity.compare.diff import DiffOutcome, PairOutcome
+from parity.stages import STAGES
 
 FORMAT = "parity.report/1"
 HISTOGRAM_BINS = 20

@@ -11,9 +11,7 @@ import json
 import re
 from typing import Any
 
-import xxhash
-
-from parity.encoding import canonical
+from parity.encoding import fingerprint
 
 __all__ = ["REDACTED", "key_fingerprint", "redact_entry", "redact_message", "redact_reason"]
 
@@ -46,7 +44,7 @@ def redact_entry(entry: dict[str, Any]) -> dict[str, Any]:
 def key_fingerprint(key: Any) -> str:
     """How a redacted message names a record: the XXH3-128 of its key's canonical bytes, in hex (the
     `key_fp` of its fingerprint set rows)."""
-    return xxhash.xxh3_128_hexdigest(canonical.encode(key))
+    return fingerprint.key_fingerprint(key).hex()
 
 
 def redact_message(message: str) -> str:

@@ -28,7 +28,7 @@ import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import numpy as np
@@ -37,6 +37,9 @@ from apache_beam.coders import Coder
 
 from parity.encoding import canonical
 from parity.capture.schema import SCALAR_TYPES, FieldType, parse_type
+
+if TYPE_CHECKING:
+    from parity.config.model import Ref
 
 CODER_TYPES: tuple[str, ...] = ("json", "tfexample", "avro", "pickle", "arrow")
 
@@ -48,14 +51,16 @@ _Type = tuple[str, bool]
 
 @dataclass(frozen=True)
 class CoderSpec:
-    """Which coder a side uses: a built-in `type` with its `options`, or a `factory` returning a Beam Coder.
+    """Which coder a side uses (`coder:` in a config): a built-in `type` with its `options`, or a `factory`
+    returning a Beam Coder. A loaded config holds the factory's `Ref` (`module:attr`); the replay imports it
+    when it builds the stage.
 
     Raises:
         ValueError: neither or both of `type` and `factory`, an unknown type, or an option the type lacks.
     """
 
     type: str | None = None
-    factory: Callable[[], Coder] | None = None
+    factory: Callable[[], Coder] | Ref | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -342,13 +347,12 @@ class PickleRecordCoder(Coder):
         return pickle.loads(encoded)
 
     def roundtrip_many(self, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`decode(encode(v))` of each value, pickled as one list (one C call each way, half the time of a
-        call per record at 2,000 taxi records). Raises when any record fails.
+        """`decode(encode(v))` of each value, pickled as one list: one C call each way instead of one per
+        record. Raises when any record fails.
 
         Records of plain data (`canonical.plain`: exact dicts, lists and tuples of None, bool, int, float, str,
         bytes) come back as they are: pickle's round trip of them is the identity (the same types, equal
-        values, floats bit for bit), and checking costs a seventeenth of the round trip (0.18 against 3.1 ms
-        for 2,000 taxi records). Anything else (numpy scalars, datetimes, user classes) is pickled."""
+        values, floats bit for bit), and checking costs a small fraction of the round trip. Anything else (numpy scalars, datetimes, user classes) is pickled."""
         if canonical.plain(values):
             return list(values)
         return pickle.loads(pickle.dumps(values, protocol=4))
