@@ -11,9 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,7 +26,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 4
+#define API_VERSION 5
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -1109,112 +1107,6 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t i0, Py_ss
     return p;
 }
 
-/* Rows i0..i1-1 for write_rows, run by the helper thread (with its own copy of the slots, which write_rows
- * sets labels in). */
-typedef struct {
-    Slot *slots;
-    Py_ssize_t m, i0, i1;
-    unsigned char *out, *offs, *fps, *end;
-} RowsJob;
-
-static void rows_job(RowsJob *job) {
-    job->end = write_rows(job->slots, job->m, job->i0, job->i1, job->out, job->offs, job->fps);
-}
-
-/* The helper: one thread per process that writes the second half of a batch's rows while the caller writes
- * the first. It waits for a job spinning for 1 ms, then asleep, so that batches handed over one after the
- * other start at once: waking a sleeping thread costs about what half a batch of 2,000 rows takes here.
- * One caller at a time owns it (busy); another writes all its rows itself. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CPU_RELAX() __builtin_ia32_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
-#define HELPER_SPIN_NS 1000000 /* how long the helper spins for a job before it sleeps: 1 ms */
-
-static int64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    RowsJob *_Atomic job; /* handed over, not yet taken */
-    atomic_int done;      /* the job handed over is written */
-    atomic_int busy;      /* a caller owns the helper */
-    int running;          /* the thread exists in this process (guarded by busy) */
-} helper = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
-
-static void *helper_main(void *unused) {
-    for (;;) {
-        RowsJob *job = atomic_load(&helper.job);
-        for (int64_t until = now_ns() + HELPER_SPIN_NS; !job; job = atomic_load(&helper.job)) {
-            for (int k = 0; k < 64 && !job; k++) {
-                CPU_RELAX();
-                job = atomic_load(&helper.job);
-            }
-            if (job || now_ns() > until) break;
-        }
-        if (!job) {
-            pthread_mutex_lock(&helper.mu);
-            while (!(job = atomic_load(&helper.job))) pthread_cond_wait(&helper.wake, &helper.mu);
-            pthread_mutex_unlock(&helper.mu);
-        }
-        atomic_store(&helper.job, NULL);
-        rows_job(job);
-        atomic_store(&helper.done, 1);
-    }
-    return unused;
-}
-
-/* In a forked child: the helper thread is not there (and the lock may have been held when it forked). */
-static void helper_forget(void) {
-    pthread_mutex_init(&helper.mu, NULL);
-    pthread_cond_init(&helper.wake, NULL);
-    atomic_store(&helper.job, NULL);
-    atomic_store(&helper.busy, 0);
-    helper.running = 0;
-}
-
-/* Hands job to the helper (started the first time); 0 when another caller owns it or it cannot start. */
-static int helper_submit(RowsJob *job) {
-    int idle = 0;
-    if (!atomic_compare_exchange_strong(&helper.busy, &idle, 1)) return 0;
-    if (!helper.running) {
-        pthread_attr_t attr;
-        pthread_t thread;
-        int ok = pthread_attr_init(&attr) == 0;
-        if (ok) {
-            pthread_attr_setstacksize(&attr, 1 << 18);
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            ok = pthread_create(&thread, &attr, helper_main, NULL) == 0;
-            pthread_attr_destroy(&attr);
-        }
-        if (!ok) {
-            atomic_store(&helper.busy, 0);
-            return 0;
-        }
-        helper.running = 1;
-    }
-    atomic_store(&helper.done, 0);
-    pthread_mutex_lock(&helper.mu);
-    atomic_store(&helper.job, job);
-    pthread_cond_signal(&helper.wake);
-    pthread_mutex_unlock(&helper.mu);
-    return 1;
-}
-
-/* Waits for the job handed over (about as long as the caller's own half took) and frees the helper. */
-static void helper_wait(void) {
-    for (unsigned k = 0; !atomic_load(&helper.done); k++) {
-        if (k & 1023) CPU_RELAX();
-        else sched_yield();
-    }
-    atomic_store(&helper.busy, 0);
-}
-
 /* The bound of rows i0..i0+n-1 (names and heads: per_row bytes a row); -1 and an exception for offsets
  * outside the values. */
 static Py_ssize_t rows_bound(const Column *cols, Py_ssize_t m, Py_ssize_t per_row, Py_ssize_t i0, Py_ssize_t n) {
@@ -1227,37 +1119,12 @@ static Py_ssize_t rows_bound(const Column *cols, Py_ssize_t m, Py_ssize_t per_ro
     return bound;
 }
 
-/* Rows of a batch at least this long are written by two threads, a half each (with threads=2) */
-#define SPLIT_ROWS 512
-
-/* Writes rows 0..n-1 into out (room for bound_a + SLACK + the second half's bound + SLACK when split), with
- * the GIL released: the rows from `mid` on by the helper thread, at out + bound_a + SLACK, then moved to
- * follow the first half's. Returns the end. */
-static unsigned char *write_all_rows(Slot *slots, Slot *copy, Py_ssize_t m, Py_ssize_t n, Py_ssize_t mid,
-                                     Py_ssize_t bound_a, unsigned char *out, unsigned char *offs, unsigned char *fps) {
+/* Writes rows 0..n-1 into out (room for their bound + SLACK), the GIL released; returns the end. */
+static unsigned char *write_all_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsigned char *out,
+                                     unsigned char *offs, unsigned char *fps) {
     unsigned char *end;
-    if (mid >= n) {
-        Py_BEGIN_ALLOW_THREADS
-        end = write_rows(slots, m, 0, n, out, offs, fps);
-        Py_END_ALLOW_THREADS
-        return end;
-    }
-    unsigned char *second = out + bound_a + SLACK;
-    RowsJob job = {copy, m, mid, n, second, offs, fps, NULL};
     Py_BEGIN_ALLOW_THREADS
-    int handed = helper_submit(&job);
-    end = write_rows(slots, m, 0, mid, out, offs, fps);
-    if (handed) helper_wait();
-    else rows_job(&job); /* no helper: the second half after the first */
-    /* the second half follows the first; its offsets were from its own start */
-    int64_t shift = end - out, off;
-    memmove(end, second, (size_t)(job.end - second));
-    for (Py_ssize_t k = mid + 1; k <= n; k++) {
-        memcpy(&off, offs + 8 * k, 8);
-        off += shift;
-        memcpy(offs + 8 * k, &off, 8);
-    }
-    end += job.end - second;
+    end = write_rows(slots, m, 0, n, out, offs, fps);
     Py_END_ALLOW_THREADS
     return end;
 }
@@ -1269,33 +1136,27 @@ static int name_cmp(const void *pa, const void *pb) {
     return cmp_bytes((const char *)x->key, x->len, (const char *)y->key, y->len);
 }
 
-/* encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1)
- *     -> (list[bytes], list[int]), or with packed (data, offsets, fingerprints) as bytes, or None
+/* encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]), or None
  *
  * The canonical bytes and xxh3_64 of each row of an Arrow record batch (anything with
  * __arrow_c_array__ whose array is a struct), a row being the dict {name: value} of its cells (names: the
  * columns' names, as str, since a C name ends at a NUL) plus None for each name of null_names: the same
  * bytes as encode() of that dict. None when a column's type is not covered or two names are equal
- * (parity/columnar.py says which types are).
- *
- * Packed: the rows' bytes one after the other in `data`, row i at data[offsets[i]:offsets[i + 1]] (n + 1
- * int64 offsets) and its fingerprint at fingerprints[8 * i:8 * i + 8] (n uint64), native byte order: the
- * buffers of an Arrow large_binary and a uint64 array, with no Python object per row.
+ * (parity/encoding/columnar.py says which types are).
  *
  * The rows are written one after the other into one buffer sized from each column's end offsets, and each
- * is hashed as soon as it is written; with threads=2 (or more), a batch of SPLIT_ROWS rows or more is
- * written in two halves at once, the GIL released. */
+ * is hashed as soon as it is written, the GIL released. */
 static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     PyObject *batch, *column_names, *nulls;
-    int f32_as_f64, packed = 0, threads = 1;
-    if (!PyArg_ParseTuple(args, "OO!O!p|pi:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
-                          &nulls, &f32_as_f64, &packed, &threads)) return NULL;
+    int f32_as_f64;
+    if (!PyArg_ParseTuple(args, "OO!O!p:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
+                          &nulls, &f32_as_f64)) return NULL;
     PyObject *capsules = PyObject_CallMethod(batch, "__arrow_c_array__", NULL);
     if (!capsules) return NULL;
     PyObject *result = NULL, *name_bytes = NULL, *data = NULL, *offs = NULL, *fps = NULL;
     Column *cols = NULL;
     Name *names = NULL;
-    Slot *slots = NULL, *copy = NULL;
+    Slot *slots = NULL;
     Py_ssize_t m = 0, i, j;
     if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
         PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ did not return (schema, array) capsules");
@@ -1349,27 +1210,14 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         slot_init(&slots[j], &cols[names[j].column], names[j].key, names[j].len);
         per_row += names[j].len;
     }
-    Py_ssize_t mid = threads >= 2 && n >= SPLIT_ROWS ? n / 2 : n;
-    Py_ssize_t bound_a = rows_bound(cols, m, per_row, 0, mid);
-    Py_ssize_t bound_b = bound_a < 0 ? -1 : rows_bound(cols, m, per_row, mid, n - mid);
-    if (bound_b < 0) goto done;
-    if (mid < n) {
-        copy = PyMem_Malloc((size_t)(m + 1) * sizeof(Slot));
-        if (!copy) { PyErr_NoMemory(); goto done; }
-        memcpy(copy, slots, (size_t)(m + 1) * sizeof(Slot));
-    }
-    data = PyBytes_FromStringAndSize(NULL, bound_a + bound_b + 2 * SLACK);
+    Py_ssize_t bound = rows_bound(cols, m, per_row, 0, n);
+    if (bound < 0) goto done;
+    data = PyBytes_FromStringAndSize(NULL, bound + SLACK);
     offs = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
     fps = PyBytes_FromStringAndSize(NULL, 8 * n);
     if (!data || !offs || !fps) goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
-    unsigned char *end = write_all_rows(slots, copy, m, n, mid, bound_a, out, (unsigned char *)PyBytes_AS_STRING(offs),
-                                        (unsigned char *)PyBytes_AS_STRING(fps));
-    if (packed) {
-        if (_PyBytes_Resize(&data, end - out) < 0) goto done;
-        result = PyTuple_Pack(3, data, offs, fps);
-        goto done;
-    }
+    write_all_rows(slots, m, n, out, (unsigned char *)PyBytes_AS_STRING(offs), (unsigned char *)PyBytes_AS_STRING(fps));
     PyObject *rows = PyList_New(n), *fp_list = PyList_New(n);
     if (rows && fp_list) {
         const unsigned char *o = (const unsigned char *)PyBytes_AS_STRING(offs);
@@ -1396,7 +1244,6 @@ done:
     PyMem_Free(cols);
     PyMem_Free(names);
     PyMem_Free(slots);
-    PyMem_Free(copy);
     Py_XDECREF(name_bytes);
     Py_XDECREF(data);
     Py_XDECREF(offs);
@@ -1893,9 +1740,8 @@ static PyMethodDef methods[] = {
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
     {"encode_batch", py_encode_batch, METH_VARARGS,
-     "encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1) -> (list[bytes], "
-     "list[int]), with packed (data, offsets, fingerprints) buffers, or None: the rows of an Arrow record batch "
-     "as dicts."},
+     "encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]), or None: the rows "
+     "of an Arrow record batch as dicts."},
     {"plain", py_plain, METH_O,
      "plain(values) -> bool: every value built only of exact dict/list/tuple/None/bool/int/float/str/bytes."},
     {"wide_float", py_wide_float, METH_O,
@@ -1924,7 +1770,6 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__canonical(void) {
-    pthread_atfork(NULL, NULL, helper_forget);
 #ifdef XXH_DISPATCH_AVX2
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2");
