@@ -466,7 +466,7 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
 
     def parity_stages() -> None:
         # What a replay does to fingerprint a batch, without the Parquet write: the read encodes the records
-        # (canonical.encode_many), WriteBatchFn (parity/replay/steps.py) hashes key and input bytes, one
+        # (canonical.encode_many), WriteBatchFn (parity/replay/write_step.py) hashes key and input bytes, one
         # encode_fingerprints call per stage column, feature_fingerprints per transform value.
         for key_bytes, chunk, columns in stage_batches:
             [h128(b) for b in key_bytes]

@@ -7,28 +7,24 @@ import time
 from typing import Any, Sequence
 
 from parity.compare import analyzers
-
-from parity.console import progress, signals
-
-from parity.encoding import canonical
-
-from parity.replay import job, sides_at_once as overlap
-
-from parity.sets import tap_set
-
-from parity.storage import files
-from parity.storage import outdir as output
 from parity.compare.causes import CauseContext
-from parity.config import Config, SideConfig, load_config
 from parity.compare.diff import DiffStream
+from parity.config import Config, SideConfig, load_config
+from parity.console import progress, signals
+from parity.encoding import canonical
 from parity.errors import FingerprintSetError, RunnerError
-from parity.sets.fingerprint_set import FingerprintSet, read_set
+from parity.replay import job
+from parity.replay import sides_at_once as overlap
 from parity.replay.gate import TransformGate
 from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
+from parity.sets import tap_set
+from parity.sets.fingerprint_set import FingerprintSet, read_set
 from parity.stages import STAGES
+from parity.storage import files
+from parity.storage import outdir as output
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}

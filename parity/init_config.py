@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from parity.errors import ConfigError, InputError
 from parity.capture.infer_schema import CaptureSample, InferredField, infer
+from parity.errors import ConfigError, InputError
 
 __all__ = ["InitOptions", "init_config", "render_config"]
 

@@ -44,11 +44,11 @@ from parity.capture import reason_kind
 from parity.encoding import canonical
 from parity.encoding.fingerprint import (digest_hex, feature_fingerprints, fingerprint_bytes, key_fingerprint,
                                          key_fingerprint_int)
-from parity.stages import STAGES
 from parity.sets.fingerprint_set import write_quarantine_part
 from parity.sets.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, finalize_tap_set,
-                            key_sampled, sample_threshold, write_tap_meta, write_tap_part,
-                            write_worker_environment)
+                                 key_sampled, sample_threshold, write_tap_meta, write_tap_part,
+                                 write_worker_environment)
+from parity.stages import STAGES
 
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
 

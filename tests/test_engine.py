@@ -324,7 +324,7 @@ def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_
 
     from parity.config import load_config
     from parity.sets.fingerprint_set import STAGE_VALUES_DIR, read_set
-    from parity.replay.steps import WriteStageValuesFn
+    from parity.replay.transform_step import WriteStageValuesFn
     from parity.commands import replay
 
     config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))

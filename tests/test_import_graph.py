@@ -149,7 +149,7 @@ def test_the_graph_counts_imports_inside_functions_and_resolves_submodules():
 
 
 def _room(module: str) -> str:
-    """`parity.replay.steps` -> `replay`; the package's own modules are rooms of their own."""
+    """`parity.replay.read_step` -> `replay`; the package's own modules are rooms of their own."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "parity"
 

@@ -21,10 +21,10 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from parity.errors import InputError
-from parity.storage.outdir import is_parity_output
 from parity.capture.items import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, too_deep
 from parity.capture.schema import FieldType
+from parity.errors import InputError
+from parity.storage.outdir import is_parity_output
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
            "is_gzip", "list_capture_files", "read_file", "reason_kind", "sniff_format", "too_deep"]

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from parity.capture.items import Quarantined, ReadItem, open_error, preview
-from parity.errors import InputError
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
+from parity.errors import InputError
 
 _BOM = b"\xef\xbb\xbf"
 

@@ -22,10 +22,10 @@ from typing import IO, Any
 
 import orjson
 
-from parity.encoding import canonical
-from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_error,
-                                  preview, too_deep)
+from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_error, preview,
+                                  too_deep)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
+from parity.encoding import canonical
 
 _BOM = b"\xef\xbb\xbf"
 CHUNK = 1000  # lines whose records are coerced together

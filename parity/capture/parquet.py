@@ -37,10 +37,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parity.encoding import columnar
 from parity.capture.items import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
-from parity.errors import first_line
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
+from parity.encoding import columnar
+from parity.errors import first_line
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}

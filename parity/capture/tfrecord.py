@@ -31,8 +31,8 @@ from typing import IO, Any
 import google_crc32c
 
 from parity.capture.items import Quarantined, ReadItem, is_gzip, open_error, preview
-from parity.errors import InputError
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
+from parity.errors import InputError
 
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")

@@ -13,9 +13,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from parity.compare import hashdiff
-
-from parity.encoding import canonical, fields
 from parity.config import Tolerance, ToleranceSpec
+from parity.encoding import canonical, fields
 from parity.errors import FingerprintSetError
 from parity.missing import MISSING
 from parity.sets.fingerprint_set import FingerprintSet

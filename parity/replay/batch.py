@@ -15,9 +15,9 @@ from typing import Any
 import pyarrow as pa
 from apache_beam import coders as beam_coders
 
-from parity.encoding import canonical
-from parity.config import SideConfig, capture_field_types
 from parity.capture.schema import FieldType
+from parity.config import SideConfig, capture_field_types
+from parity.encoding import canonical
 
 
 def key_text(key: Any) -> str:

@@ -23,3 +23,11 @@ def first_failing(items: Sequence[Any], fn: Callable[[Any], Any],
         except catch as exc:
             return index, exc
     return None
+
+
+def raised(exc: BaseException) -> str:
+    """What user code did, for a message: `raised ValueError: ...`, or `called sys.exit(0)` (which must not end
+    parity with the user's exit code, nor read as Beam's bare "SystemExit: 0")."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r}); a function a config names must return or raise, not exit"
+    return f"raised {type(exc).__name__}: {exc}"

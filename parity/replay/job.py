@@ -17,10 +17,10 @@ from parity.compare import analyzers
 from parity.config import Config, SideConfig
 from parity.console import progress, signals
 from parity.errors import ParityError, RunnerError, UserCodeError
+from parity.replay import spill
 from parity.replay.environment import environment_manifest
 from parity.replay.gate import TransformGate
 from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph, ReplaySide, unwrap_pipeline_error
-from parity.replay import spill
 from parity.replay.runners import make_options, make_runner, replay_gc
 from parity.sets.fingerprint_set import finalize
 from parity.storage import files

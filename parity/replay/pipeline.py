@@ -18,19 +18,20 @@ from typing import Any, Iterable
 
 import apache_beam as beam
 
-from parity.encoding import canonical
-
-from parity.replay import spill
 from parity.config import Config, SideConfig
+from parity.encoding import canonical
 from parity.errors import (ConfigError, FingerprintSetError, InputError, ParityError, RunnerError, UserCodeError,
                            first_line)
+from parity.replay import spill
 from parity.replay.batch import RecBatch, side_field_types
 from parity.replay.gate import TransformGate
+from parity.replay.read_step import ReadBatchesFn
+from parity.replay.side_inputs import aggregate_partials, arrival_rows, concat_lists, merge_rows
+from parity.replay.stages_step import ApplyStagesFn
+from parity.replay.transform_step import ApplyTransformFn, SavedInputsFn, WriteStageValuesFn, with_arrow_inputs
+from parity.replay.write_step import WriteBatchFn
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
-from parity.replay.steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, SavedInputsFn, WriteBatchFn,
-                                   WriteStageValuesFn, aggregate_partials, arrival_rows, concat_lists, merge_rows,
-                                   with_arrow_inputs)
 from parity.stages.transform import RecordError, TFTInput
 
 BATCH_SIZE = 2000

@@ -32,11 +32,11 @@ import threading
 import time
 from typing import Any, Sequence
 
-from parity.console import signals
-from parity.storage import files
 from parity.config import Config, SideConfig
+from parity.console import signals
 from parity.errors import ConfigError, ParityError, RunnerError
 from parity.replay.gate import TransformGate
+from parity.storage import files
 
 # Below this many capture bytes on the second side, starting a second interpreter costs more than it saves.
 MIN_CAPTURE_BYTES = 16 << 20
@@ -191,7 +191,8 @@ def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: 
                 transform_from: str | None) -> str:
     """The child's `AwaitGraph` step in one call (`parity.replay.pipeline.await_graph` at `ParentsWord`): waits
     for the parent's word, then finds the first side's graph."""
-    from parity.replay.pipeline import FromSideGraph, await_graph as wait_then_find
+    from parity.replay.pipeline import FromSideGraph
+    from parity.replay.pipeline import await_graph as wait_then_find
 
     graph = FromSideGraph.of(config, side, out_dir, transform_from)
     assert graph is not None, f"side '{side.name}' applies no other side's graph"

@@ -19,10 +19,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from parity.encoding import canonical
 from parity.compare.causes import CauseContext, classify, explain
-from parity.config import ToleranceSpec
 from parity.compare.diff import DiffOutcome, PairOutcome
+from parity.config import ToleranceSpec
+from parity.encoding import canonical
 from parity.stages import STAGES
 
 FORMAT = "parity.report/1"

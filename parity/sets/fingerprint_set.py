@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError
-from parity.storage.files import replacing, write_text
 from parity.stages import STAGES
+from parity.storage.files import replacing, write_text
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"

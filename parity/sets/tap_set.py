@@ -48,11 +48,11 @@ import pyarrow.parquet as pq
 from parity.encoding import canonical
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.errors import FingerprintSetError
-from parity.storage.files import replacing, write_text
 from parity.sets.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
-                                    VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, map_array, read_set,
-                                    read_values, write_quarantine_part)
+                                         VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, map_array, read_set,
+                                         read_values, write_quarantine_part)
 from parity.stages import STAGES
+from parity.storage.files import replacing, write_text
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"

@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.coders import Coder
 
-from parity.encoding import canonical
 from parity.capture.schema import SCALAR_TYPES, FieldType, parse_type
+from parity.encoding import canonical
 
 if TYPE_CHECKING:
     from parity.config.model import Ref

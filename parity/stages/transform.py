@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from parity.errors import ConfigError, UserCodeError
 from parity.capture.schema import FieldType
 from parity.capture.tfmd import newest_execution
+from parity.errors import ConfigError, UserCodeError
 
 _TF_DTYPE = {"int64": "int64", "int32": "int64", "bool": "int64", "float64": "float32",
              "float32": "float32", "string": "string", "bytes": "string"}

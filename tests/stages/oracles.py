@@ -19,7 +19,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 from parity.config import MAX_WINDOWS_PER_RECORD, AggregateSpec
 from parity.encoding import canonical
 from parity.errors import UserCodeError
-from parity.replay import steps
+from parity.replay import culprit, read_step
 from parity.replay.batch import RecBatch, key_text
 from parity.stages import shard, window
 from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, _draw, _rng
@@ -128,7 +128,7 @@ def aggregate_add(aggregator: shard.Aggregator, group: tuple, record: dict, orde
         add_value(agg, state, record, order)
 
 
-def fill(read: steps.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, int]], locations: list[str],
+def fill(read: read_step.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, int]], locations: list[str],
          records: list[dict], quarantined: list[dict], read_encoded: list | None = None,
          read_fps: list | None = None) -> None:
     """`ReadBatchesFn._fill` record by record: each record checked alone, in order (its input bytes, their
@@ -140,17 +140,17 @@ def fill(read: steps.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, int]]
     single_key = key_fields[0] if key_fields and len(key_fields) == 1 else None
     lateness, arrival_unit, arrival_tz = read._lateness, read._arrival_unit, read._arrival_tz
     fps: list | None = None
-    if steps._reader_encoded(records, read_encoded, read_fps):
+    if read_step._reader_encoded(records, read_encoded, read_fps):
         encoded: list[bytes | str] = read_encoded  # type: ignore[assignment]
         fps = read_fps
     else:
-        encoded = [steps._encode_or_reason(record) for record in records]
+        encoded = [read_step._encode_or_reason(record) for record in records]
     for index, (rid, location, record, data) in enumerate(zip(rids, locations, records, encoded)):
         if isinstance(data, str):
-            quarantined.append(steps._quarantine_entry(location, data, repr(record)))
+            quarantined.append(read_step._quarantine_entry(location, data, repr(record)))
             continue
         if len(data) > max_bytes:
-            quarantined.append(steps._quarantine_entry(
+            quarantined.append(read_step._quarantine_entry(
                 location, f"record too large: {len(data)} bytes above capture.max_record_bytes {max_bytes}",
                 repr(record)))
             continue
@@ -158,12 +158,12 @@ def fill(read: steps.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, int]]
         if single_key is not None:
             key: Any = record.get(single_key)
             if key is None:
-                quarantined.append(steps._quarantine_entry(location, steps._missing_key(single_key), repr(record)))
+                quarantined.append(read_step._quarantine_entry(location, read_step._missing_key(single_key), repr(record)))
                 continue
         elif key_fields:
             missing = [f for f in key_fields if record.get(f) is None]
             if missing:
-                quarantined.append(steps._quarantine_entry(location, steps._missing_key(missing[0]), repr(record)))
+                quarantined.append(read_step._quarantine_entry(location, read_step._missing_key(missing[0]), repr(record)))
                 continue
             key = [record[f] for f in key_fields]
         else:
@@ -175,14 +175,14 @@ def fill(read: steps.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, int]]
                 try:
                     arrival = to_micros(record.get(lateness.arrival), arrival_unit, arrival_tz)
                 except TimestampError as exc:
-                    quarantined.append(steps._quarantine_entry(location, f"arrival time: field "
+                    quarantined.append(read_step._quarantine_entry(location, f"arrival time: field "
                                                                f"'{lateness.arrival}' {exc}", repr(record)))
                     continue
         except TimestampError as exc:
-            quarantined.append(steps._quarantine_entry(location, f"event time: {exc}", repr(record)))
+            quarantined.append(read_step._quarantine_entry(location, f"event time: {exc}", repr(record)))
             continue
         except (Exception, SystemExit) as exc:
-            raise UserCodeError(f"record {key_text(key)}: timestamp.function {steps.raised(exc)}") from exc
+            raise UserCodeError(f"record {key_text(key)}: timestamp.function {culprit.raised(exc)}") from exc
         batch.rids.append(rid)
         batch.locations.append(location)
         batch.records.append(record)

@@ -10,7 +10,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from parity.replay import steps as rs
+from parity.replay import read_step, side_inputs, stages_step
 from parity.config import load_config
 from parity.stages.timestamp import EventTime
 from parity.stages import shard as shard_stage
@@ -48,29 +48,29 @@ def _settled_batches(tmp_path, window: str) -> list:
                                      "fare": round(rnd.uniform(2, 60), 2), "zone": rnd.choice("abc")}) + "\n")
     (tmp_path / "parity.yaml").write_text(CONFIG.format(window=window), encoding="utf-8")
     side = load_config(str(tmp_path / "parity.yaml")).side("offline")
-    read = rs.ReadBatchesFn(side, 150, str(tmp_path / "out"))
+    read = read_step.ReadBatchesFn(side, 150, str(tmp_path / "out"))
     read.setup()
     batches = list(read.process((0, str(tmp_path / "capture.jsonl"), "capture.jsonl")))
     late = {}
     if side.window.lateness is not None:
-        rows = [row for batch in batches for row in rs.arrival_rows(batch)]
+        rows = [row for batch in batches for row in side_inputs.arrival_rows(batch)]
         late = window_stage.late_records(side.window.lateness, rows)
     merges = {}
     windowfn = window_stage.build_windowfn(side.window)
     if window_stage.is_merging(windowfn):
         per_key = collections.defaultdict(set)
         for batch in batches:
-            for key, windows in rs.merge_rows(batch, late):
+            for key, windows in side_inputs.merge_rows(batch, late):
                 per_key[key] |= windows
         merges = {key: window_stage.merge_windows(windowfn, windows) for key, windows in per_key.items()}
     partials = collections.defaultdict(list)
     for batch in batches:
-        for key, state in rs.aggregate_partials(batch, side, late, merges):
+        for key, state in side_inputs.aggregate_partials(batch, side, late, merges):
             partials[key].append(state)
     specs = side.shard.aggregates
     aggregates = {key: shard_stage.finish_group(specs, shard_stage.merge_group_states(specs, states))
                   for key, states in partials.items()}
-    stages = rs.ApplyStagesFn(side)
+    stages = stages_step.ApplyStagesFn(side)
     stages.setup()
     out = []
     for batch in batches:
@@ -84,7 +84,7 @@ def _settled_batches(tmp_path, window: str) -> list:
 @pytest.mark.parametrize("window", sorted(WINDOWS))
 def test_shared_values_settle_the_batch_the_per_record_path_settles(tmp_path, monkeypatch, window):
     shared = _settled_batches(tmp_path / "a", WINDOWS[window])
-    monkeypatch.setattr(rs.ApplyStagesFn, "_shared", lambda self, *args: None)  # every record on its own
+    monkeypatch.setattr(stages_step.ApplyStagesFn, "_shared", lambda self, *args: None)  # every record on its own
     alone = _settled_batches(tmp_path / "b", WINDOWS[window])
 
     assert len(shared) == len(alone) > 1
@@ -115,7 +115,7 @@ def _read_batches(tmp_path, lines: list[dict], timestamp: str = "{field: t, unit
     config = CONFIG.format(window=WINDOWS["fixed"]).replace("{field: t, unit: s}", timestamp, 1)
     config = config.replace("capture: {path: capture.jsonl,", "capture: {path: capture.jsonl, max_record_bytes: 200,")
     (tmp_path / "parity.yaml").write_text(config, encoding="utf-8")
-    read = rs.ReadBatchesFn(load_config(str(tmp_path / "parity.yaml")).side("offline"), 4, str(tmp_path / "out"))
+    read = read_step.ReadBatchesFn(load_config(str(tmp_path / "parity.yaml")).side("offline"), 4, str(tmp_path / "out"))
     read.setup()
     batches = list(read.process((0, str(tmp_path / "capture.jsonl"), "capture.jsonl")))
     quarantined = sorted((tmp_path / "out" / "_parts").glob("*.quarantine.jsonl"))
@@ -135,7 +135,7 @@ def test_a_read_batch_built_column_by_column_is_the_one_built_record_by_record(t
     monkeypatch.setattr(EventTime, "_exact_ints", lambda self, records: calls.append(exact_ints(self, records))
                         or calls[-1])
     fast = _read_batches(tmp_path / "a", lines, timestamp)
-    monkeypatch.setattr(rs.ReadBatchesFn, "_fill", oracles.fill)  # record by record
+    monkeypatch.setattr(read_step.ReadBatchesFn, "_fill", oracles.fill)  # record by record
     slow = _read_batches(tmp_path / "b", lines, timestamp)
 
     assert fast == slow
@@ -206,14 +206,14 @@ sides:
             for line in lines:
                 handle.write(json.dumps(line) + "\n")
         (folder / "parity.yaml").write_text(config, encoding="utf-8")
-        fn = rs.ReadBatchesFn(load_config(str(folder / "parity.yaml")).side("offline"), 8, str(folder / "out"))
+        fn = read_step.ReadBatchesFn(load_config(str(folder / "parity.yaml")).side("offline"), 8, str(folder / "out"))
         fn.setup()
         batches = list(fn.process((0, str(folder / "capture.jsonl"), "capture.jsonl")))
         quarantined = sorted((folder / "out" / "_parts").glob("*.quarantine.jsonl"))
         return [pickle.dumps(batch) for batch in batches], [path.read_text(encoding="utf-8") for path in quarantined]
 
     batched = read(tmp_path / "a")
-    monkeypatch.setattr(rs.ReadBatchesFn, "_fill", oracles.fill)
+    monkeypatch.setattr(read_step.ReadBatchesFn, "_fill", oracles.fill)
     one_by_one = read(tmp_path / "b")
     assert batched == one_by_one
     assert batched[1] and len(batched[0]) == 5  # some records were quarantined

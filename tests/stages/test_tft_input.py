@@ -202,7 +202,7 @@ def test_a_gated_saved_side_hands_on_arrow_only_once_the_graphs_raw_features_are
     from tensorflow_transform.tf_metadata import metadata_io
 
     from parity.replay.batch import RecBatch
-    from parity.replay.steps import SavedInputsFn
+    from parity.replay.transform_step import SavedInputsFn
 
     graph = tmp_path / "offline" / "tft_output"
     step = SavedInputsFn(TYPES, [str(graph), str(tmp_path / "offline")])

@@ -1,0 +1,184 @@
+"""The window, shard, coder and seed stages of a batch (`ApplyStagesFn`): thin adapters over the pure stage
+modules, once per batch, with the side's lateness, merges and aggregates as side inputs.
+
+Every element is a `RecBatch` (parity/replay/batch.py): the records of one batch, column by column.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator
+
+import apache_beam as beam
+
+from parity.config import Ref, SideConfig
+from parity.errors import UserCodeError
+from parity.missing import MISSING
+from parity.replay import spill
+from parity.replay.batch import READ, RecBatch, side_field_types
+from parity.replay.culprit import first_failing, raised
+from parity.replay.side_inputs import _attached, final_windows
+from parity.replay.write_step import _stage_fingerprints, check_value_sizes
+from parity.stages import STAGES
+from parity.stages import shard as shard_stage
+from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
+from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs_many
+
+DROPPED_LATE = {"dropped": "late"}
+
+
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
+
+
+# the stages ApplyStagesFn computes and settles (window to seed): the input stage's bytes come from the read,
+# the transform stage's values from ApplyTransformFn
+SETTLED_STAGES = STAGES[1:-1]
+
+
+def _seed_spec(side: SideConfig) -> SeedSpec | None:
+    """The side's seed with its function ops' references imported."""
+    if side.seed is None:
+        return None
+    ops = tuple((name, FunctionOp(op.fn.resolve()) if isinstance(op, FunctionOp) and isinstance(op.fn, Ref)
+                 else op) for name, op in side.seed.ops)
+    return dataclasses.replace(side.seed, ops=ops)
+
+
+class ApplyStagesFn(beam.DoFn):
+    """Window, shard, coder and seed stages of a batch, with the side-wide results as side inputs."""
+
+    def __init__(self, side: SideConfig, spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
+        self._side = side
+        self._spills = spills  # what becomes of each read batch's spill file once loaded
+
+    def setup(self) -> None:
+        side = self._side
+        self._coder = None
+        if side.coder is not None:
+            factory = side.coder.factory
+            spec = dataclasses.replace(side.coder, factory=factory.resolve()) if isinstance(factory, Ref) \
+                else side.coder
+            try:
+                self._coder = build_coder(spec, side_field_types(side))
+            except Exception as exc:
+                what = f"the factory '{factory.text}'" if isinstance(factory, Ref) else f"type {side.coder.type}"
+                raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder ({what}): "
+                                    f"{type(exc).__name__}: {exc}") from exc
+        self._seed = _seed_spec(side)
+
+    def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
+        # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
+        # since the runner materialises whatever reaches this step (parity.replay.spill).
+        batch: RecBatch = self._spills.load(path)
+        batch.expect(READ)
+        shard = self._side.shard
+        names = [a.name for a in shard.aggregates] if shard else []
+        count = len(batch)
+        window_values: list[Any] = [None] * count
+        shard_values: list[Any] = [DROPPED_LATE] * count
+        live: list[int] = []
+        live_records: list[dict] = []
+        shard_ids: dict[bytes, int] = {}
+        # what every on-time record of a (group, windows) shares: its windows, aggregates and shard value
+        shared: dict[tuple, tuple | None] = {}
+        for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
+                batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
+            expired = late.get(rid) if late else None
+            window_lists, attached, shard_value = self._record_values(
+                shared, expired, windows, group, group_bytes, merges, aggregates, names, shard_ids)
+            window_value: dict[str, Any] = {"timestamp_us": timestamp, "windows": window_lists}
+            window_values[i] = window_value
+            if expired:
+                if shard_value is None:  # late for each of its windows: dropped
+                    window_value["late"] = True
+                    continue
+                window_value["late_windows"] = [list(w) for w in expired]
+            record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
+            shard_values[i] = shard_value
+            live.append(i)
+            live_records.append(record)
+        coder_values: list[Any] = [DROPPED_LATE] * count
+        seed_values: list[Any] = [DROPPED_LATE] * count
+        transform_values: list[Any] = [DROPPED_LATE] * count
+        transform_inputs: list[dict | None] = [None] * count
+        decoded = roundtrip_batch(self._coder, live_records) if self._coder else live_records
+        passed: list[int] = []
+        for i, value in zip(live, decoded):
+            if isinstance(value, CoderFailure):
+                coder_values[i] = {"error": value.message}
+                seed_values[i] = transform_values[i] = {"error": "coder round trip failed"}
+                continue
+            coder_values[i] = value
+            transform_inputs[i] = value
+            passed.append(i)
+        self._seeds(batch, passed, transform_inputs, seed_values)
+        batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
+                        "seed": seed_values, "transform": transform_values}
+        batch.transform_inputs = transform_inputs
+        encoded = [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
+        # the seed stage's values come from user functions; the stages before it hold the record (whose size
+        # the read bounds) and parity's own values
+        check_value_sizes(batch, self._side, "seed", encoded[SETTLED_STAGES.index("seed")][0], batch.values["seed"])
+        batch.settle(SETTLED_STAGES, encoded)
+        yield batch
+
+    def _record_values(self, shared: dict, expired: list[tuple] | None, windows: list[tuple], group: Any,
+                       group_bytes: bytes, merges: dict, aggregates: dict, names: list[str],
+                       shard_ids: dict[bytes, int]) -> tuple[list[list], dict[str, Any], dict[str, Any] | None]:
+        """A record's window lists, the aggregates it carries and its shard value (None: it is late for each of
+        its windows). An on-time record's are those of its (group, windows), computed once per batch and kept
+        in `shared` (`_shared`), unless an aggregate is a mutable value that each record must own."""
+        if not expired:
+            key = (group_bytes, *windows)
+            common = shared.get(key, MISSING)
+            if common is MISSING:
+                common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
+                                                    shard_ids)
+            if common is not None:
+                return common
+        kept = final_windows(windows, expired, group_bytes, merges)
+        window_lists = [list(w) for w in (kept or windows)]
+        if expired and not kept:
+            return window_lists, {}, None
+        attached = _attached(kept, group_bytes, aggregates, names)
+        return window_lists, attached, self._shard_value(group, group_bytes, attached, shard_ids)
+
+    def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
+                names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
+        """The window lists, attached aggregates and shard value of every on-time record in these windows of this
+        group, or None when an aggregate is a mutable value (a list per sliding window), which each record must
+        get as its own object (`_record_values` then computes the same for the record alone)."""
+        kept = final_windows(windows, None, group_bytes, merges)
+        attached = _attached(kept, group_bytes, aggregates, names)
+        if not all(type(value) in _IMMUTABLE for value in attached.values()):
+            return None
+        return [list(w) for w in (kept or windows)], attached, self._shard_value(group, group_bytes, attached,
+                                                                              shard_ids)
+
+    def _shard_value(self, group: Any, group_bytes: bytes, attached: dict[str, Any],
+                     shard_ids: dict[bytes, int]) -> dict[str, Any]:
+        """The shard stage's value of a record of this group carrying `attached` (shard ids cached per batch)."""
+        shard_id = shard_ids.get(group_bytes)
+        if shard_id is None:
+            shard_id = shard_ids[group_bytes] = shard_stage.shard_id(self._side.shard, group, group_bytes)
+        return {"key": group, "shard": shard_id, "aggregates": attached}
+
+    def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
+        spec = self._seed
+        if spec is None:
+            for i in passed:
+                seed_values[i] = {}
+            return
+        keys = [batch.key_bytes[i] for i in passed]
+        records = [inputs[i] for i in passed]
+        try:
+            outputs = seed_outputs_many(spec, keys, records)
+        except (Exception, SystemExit):
+            found = first_failing(range(len(passed)), lambda n: seed_outputs_many(spec, [keys[n]], [records[n]]),
+                                  (Exception, SystemExit))
+            if found is None:
+                raise
+            n, exc = found
+            raise UserCodeError(f"record {batch.key_text(passed[n])}: a seed function of side '{self._side.name}' "
+                                f"{raised(exc)}") from exc
+        for i, values in zip(passed, outputs):
+            seed_values[i] = values

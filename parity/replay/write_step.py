@@ -1,0 +1,108 @@
+"""The last step of a replay: each batch's stage values encoded, fingerprinted and written as a fingerprint
+set part (`WriteBatchFn`), with the size bounds on user-made values.
+
+Every element is a `RecBatch` (parity/replay/batch.py): the records of one batch, column by column.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import apache_beam as beam
+import pyarrow as pa
+
+from parity.config import SideConfig
+from parity.encoding import canonical
+from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, key_fingerprint_bytes
+from parity.errors import UserCodeError
+from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
+from parity.replay.culprit import first_failing
+from parity.sets.fingerprint_set import write_part_columns
+
+
+def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
+    """Names the record, the stage and (for dict values) the field whose value cannot be fingerprinted."""
+    where = ""
+    if isinstance(value, dict):
+        names = list(value)
+        found = first_failing(names, lambda name: canonical.encode(value[name]), TypeError)
+        if found is not None:
+            where = f" field {names[found[0]]!r}"
+    return (f"record {key}: the {stage} stage value{where} cannot be fingerprinted: {exc}; return "
+            f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
+
+
+def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, data: list[bytes], values: list) -> None:
+    """Refuses, when it is written, a stage value whose canonical bytes pass `capture.max_record_bytes`,
+    naming the side, the record, the stage and (for a dict such as the transform's features) its largest
+    field: a set must be read back by `parity diff`, `show` and the reports, and a few values that large make
+    a batch's value part pass what one Arrow array holds. Raising the limit lets them through."""
+    limit = side.capture.max_record_bytes
+    if not data or max(map(len, data)) <= limit:
+        return
+    i = next(n for n, item in enumerate(data) if len(item) > limit)
+    value, where = values[i], ""
+    if isinstance(value, dict) and value:
+        sizes = {name: len(canonical.encode(item)) for name, item in value.items()}
+        name = max(sorted(sizes), key=sizes.__getitem__)
+        field = "feature" if stage == "transform" else "field"
+        where = f" (its largest {field}, {name!r}, is {sizes[name]:,} bytes)"
+    raise UserCodeError(f"side '{side.name}': record {batch.key_text(i)}: the {stage} stage value is {len(data[i]):,} "
+                f"canonical bytes{where}, above capture.max_record_bytes {limit:,}; return smaller values, or "
+                f"raise capture.max_record_bytes to keep values this large")
+
+
+def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list[bytes], list[int]]:
+    """The canonical bytes and fingerprints of one stage's values of a batch (one kernel call)."""
+    try:
+        return encode_fingerprints(values)
+    except TypeError:  # user code produced a value with no canonical encoding: name the record
+        found = first_failing(values, canonical.encode, TypeError)
+        if found is None:
+            raise
+        i, exc = found
+        raise UserCodeError(_unencodable(batch.key_text(i), stage, values[i], exc)) from exc
+
+
+class WriteBatchFn(beam.DoFn):
+    """Fingerprints every stage value of a batch and writes the batch's part of the fingerprint set."""
+
+    def __init__(self, out_dir: str, side: SideConfig | None = None):
+        self._out_dir = out_dir
+        self._side = side  # its capture.max_record_bytes bounds each stage value too
+
+    def process(self, batch: RecBatch) -> Iterator[str]:
+        count = len(batch)
+        hash128 = key_fingerprint_bytes
+        fp_columns: dict[str, list | pa.Array] = {
+            "key_fp": [hash128(b) for b in batch.key_bytes],
+            "key": [key_text(k) for k in batch.keys],
+            "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
+        value_columns: dict[str, list | pa.Array] = {"key_bytes": batch.key_bytes}
+        batch.expect(SETTLED, STAGED)
+        if batch.phase == SETTLED:  # else written already, with the stages' bytes (WriteStageValuesFn)
+            value_columns.update({"location": batch.locations, "input": batch.input_bytes, **batch.value_bytes})
+        for stage, fps in batch.value_fps.items():  # every stage before the transform, settled by ApplyStagesFn
+            fp_columns[f"{stage}_fp"] = fps
+        values = batch.values["transform"]
+        features_column: list[list] = [[] for _ in range(count)]
+        data = [b""] * count
+        fps: list[int] = [0] * count
+        plain = []
+        for i, (value, reached) in enumerate(zip(values, batch.transform_inputs)):
+            if reached is None:
+                plain.append(i)
+                continue
+            try:
+                data[i], features_column[i], fps[i] = feature_fingerprints(value)
+            except TypeError as exc:
+                raise UserCodeError(_unencodable(batch.key_text(i), "transform", value, exc)) from exc
+        if plain:
+            plain_data, plain_fps = _stage_fingerprints(batch, "transform", [values[i] for i in plain])
+            for i, item, fp in zip(plain, plain_data, plain_fps):
+                data[i], fps[i] = item, fp
+        if self._side is not None:
+            check_value_sizes(batch, self._side, "transform", data, values)
+        value_columns["transform"], fp_columns["transform_fp"] = data, fps
+        fp_columns["features"] = features_column
+        write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)
+        yield batch.part
