@@ -176,7 +176,7 @@ def _error_log(args: argparse.Namespace | None, kind: str) -> str | None:
 
 def _redacts(args: argparse.Namespace | None) -> bool:
     """Whether the command's config sets `report.redact` (then no raw value reaches the out folder or the
-    terminal: messages go through `parity.report.redaction.redact_message`, logs stay in the temporary folder)."""
+    terminal: messages go through `parity.sets.redaction.redact_message`, logs stay in the temporary folder)."""
     config = getattr(args, "config", None) if args is not None else None
     if not config or args.command not in ("check", "replay", "diff"):
         return False
@@ -237,7 +237,7 @@ def _report_failure(exc: BaseException, args: argparse.Namespace | None, debug: 
     except OSError:
         pass
     if _redacts(args):
-        from parity.report.redaction import redact_message
+        from parity.sets.redaction import redact_message
 
         message = redact_message(message)
         text = _frames_only(exc) if debug else text  # --debug's terminal copy; the log is not in the out folder

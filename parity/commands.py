@@ -21,6 +21,8 @@ from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
 from parity.sets import tap_set
+from parity.sets.analyzers import ANALYZERS_FILE
+from parity.sets.analyzers import read as read_analyzers
 from parity.sets.fingerprint_set import FingerprintSet, read_set
 from parity.stages import STAGES
 from parity.storage import files
@@ -137,7 +139,7 @@ def _remove_values(out_dir: str, config: Config) -> None:
         for side in config.sides:
             set_dir = os.path.join(out_dir, folder, side.name)
             if os.path.isfile(os.path.join(set_dir, "manifest.json")):
-                remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", analyzers.ANALYZERS_FILE))
+                remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", ANALYZERS_FILE))
 
 
 def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet,
@@ -220,7 +222,7 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
     tolerance = config.tolerance if config else ToleranceSpec()
     report_spec = config.report if config else ReportSpec()
     outcome = DiffStream(left, right, tolerance, keep_unpaired=report_spec.examples)  # read once, by build_report
-    analyzer_entries = analyzers.compare(analyzers.read(left.path), analyzers.read(right.path))
+    analyzer_entries = analyzers.compare(read_analyzers(left.path), read_analyzers(right.path))
     report = build_report(
         name=config.name if config else left.manifest.get("config_name", ""),
         sides=(left.side, right.side), outcome=outcome,

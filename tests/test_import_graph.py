@@ -167,3 +167,18 @@ def test_only_the_package_api_and_the_cli_import_the_commands_and_only_main_impo
     importers = {target: sorted(m for m, targets in graph.items() if target in targets)
                  for target in ("parity.commands", "parity.cli")}
     assert importers == {"parity.commands": ["parity", "parity.cli"], "parity.cli": ["parity.__main__"]}
+
+
+# The rooms from the bottom up (docs/design.md, "The rooms"): each imports only rooms before it, never one after.
+ROOMS = ("errors", "missing", "version", "encoding", "storage", "console", "capture", "stages", "config", "sets",
+         "replay", "compare", "report", "commands", "init_config", "cli", "taps", "beam", "parity", "testing",
+         "__main__")
+
+
+def test_each_room_imports_only_the_rooms_below_it():
+    graph = import_graph()
+    rank = {room: index for index, room in enumerate(ROOMS)}
+    assert {_room(module) for module in graph} <= set(ROOMS), "a new room: place it in ROOMS and docs/design.md"
+    upward = sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                    if rank[_room(target)] > rank[_room(module)])
+    assert not upward, "\n".join(upward)

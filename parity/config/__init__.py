@@ -6,10 +6,10 @@ stages' own (`parity.stages.STAGES`, `parity.stages.coder.CODER_TYPES`, `parity.
 """
 from parity.config.document import MAX_CONFIG_BYTES, MAX_CONFIG_NODES
 from parity.config.load import load_config
-from parity.config.model import (AGGREGATE_COMBINES, AGGREGATE_OPS, FORMATS, MAX_SCHEMA_FIELDS, MAX_WINDOWS_PER_RECORD,
-                                 SEED_OPS, SHARD_HASHES, TIME_UNITS, WINDOW_TYPES, AggregateSpec, CaptureSpec, Config,
-                                 LatenessSpec, Ref, ReportSpec, ShardSpec, SideConfig, TimestampSpec, Tolerance,
-                                 ToleranceSpec, TransformSpec, WindowSpec, aggregate_type, capture_field_types)
+from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, SEED_OPS, CaptureSpec, Config, Ref, ReportSpec, SideConfig,
+                                 Tolerance, ToleranceSpec, TransformSpec, aggregate_type, capture_field_types)
+from parity.stages.specs import (AGGREGATE_COMBINES, AGGREGATE_OPS, MAX_WINDOWS_PER_RECORD, SHARD_HASHES, TIME_UNITS,
+                                 WINDOW_TYPES, AggregateSpec, LatenessSpec, ShardSpec, TimestampSpec, WindowSpec)
 
 __all__ = [
     "AGGREGATE_COMBINES", "AGGREGATE_OPS", "FORMATS", "MAX_CONFIG_BYTES", "MAX_CONFIG_NODES", "MAX_SCHEMA_FIELDS",

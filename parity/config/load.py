@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from parity.capture.schema import parse_schema, parse_type
 from parity.config.document import read_document
-from parity.config.model import (AGGREGATE_COMBINES, AGGREGATE_OPS, FORMATS, MAX_SCHEMA_FIELDS, MAX_WINDOWS_PER_RECORD,
-                                 SEED_OPS, SHARD_HASHES, TIME_UNITS, WINDOW_TYPES, AggregateSpec, CaptureSpec, Config,
-                                 LatenessSpec, ReportSpec, ShardSpec, SideConfig, TimestampSpec, Tolerance,
-                                 ToleranceSpec, TransformSpec, WindowSpec)
+from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, SEED_OPS, CaptureSpec, Config, ReportSpec, SideConfig,
+                                 Tolerance, ToleranceSpec, TransformSpec)
 from parity.config.validate import Ctx, _show
 from parity.errors import ConfigError
 from parity.stages.seed import SEED_HASHES, FunctionOp, SampleOp, SeedOp, SeedSpec, SplitOp
+from parity.stages.specs import (AGGREGATE_COMBINES, AGGREGATE_OPS, MAX_WINDOWS_PER_RECORD, SHARD_HASHES, TIME_UNITS,
+                                 WINDOW_TYPES, AggregateSpec, LatenessSpec, ShardSpec, TimestampSpec, WindowSpec)
 
 if TYPE_CHECKING:
     from parity.stages.coder import CoderSpec

@@ -16,16 +16,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 from parity.capture.schema import FieldType, parse_type
 from parity.errors import ConfigError, UserCodeError
 from parity.stages.seed import SeedSpec
+from parity.stages.specs import AggregateSpec, ShardSpec, TimestampSpec, WindowSpec
 
 if TYPE_CHECKING:  # the coder stage imports Beam: a config loads without it unless it has a coder
     from parity.stages.coder import CoderSpec
 
 FORMATS = ("jsonl", "tfrecord", "parquet", "csv")
-TIME_UNITS = ("s", "ms", "us", "ns", "iso8601")
-WINDOW_TYPES = ("fixed", "sliding", "session", "global")
-SHARD_HASHES = ("xxh3", "crc32", "md5", "python")
-AGGREGATE_OPS = ("count", "sum", "mean", "min", "max", "distinct_count")
-AGGREGATE_COMBINES = ("exact", "sequential")
 SEED_OPS = ("sample", "split")
 
 REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -34,7 +30,6 @@ FILE_REF = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 
 # Bounds on what a config may make parity hold or do (the file's own bounds: parity.config.document).
 MAX_SCHEMA_FIELDS = 10_000            # fields of an inline capture.schema
-MAX_WINDOWS_PER_RECORD = 10_000       # windows a sliding window puts one record in (size / period)
 
 
 @dataclass(frozen=True)
@@ -113,49 +108,6 @@ class CaptureSpec:
     @property
     def schema_dict(self) -> dict[str, FieldType] | None:
         return dict(self.schema) if self.schema is not None else None
-
-
-@dataclass(frozen=True)
-class TimestampSpec:
-    field: str | None
-    unit: str
-    tz: str
-    function: Ref | None
-
-
-@dataclass(frozen=True)
-class LatenessSpec:
-    arrival: str
-    out_of_orderness_us: int
-    allowed_us: int
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    type: str  # fixed | sliding | session | global | windowfn
-    size_us: int = 0
-    period_us: int = 0
-    offset_us: int = 0
-    gap_us: int = 0
-    windowfn: Ref | None = None
-    lateness: LatenessSpec | None = None
-
-
-@dataclass(frozen=True)
-class AggregateSpec:
-    name: str
-    op: str
-    field: str | None
-    combine: str = "exact"  # exact | sequential (float sum/mean in event-time order, like a streaming combiner)
-
-
-@dataclass(frozen=True)
-class ShardSpec:
-    key_fields: tuple[str, ...] | None
-    key_function: Ref | None
-    count: int
-    hash: str
-    aggregates: tuple[AggregateSpec, ...]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from typing import Any, Sequence
 
 import apache_beam as beam
 
-from parity.compare import analyzers
 from parity.config import Config, SideConfig
 from parity.console import progress, signals
 from parity.errors import ParityError, RunnerError, UserCodeError
@@ -22,6 +21,7 @@ from parity.replay.environment import environment_manifest
 from parity.replay.gate import TransformGate
 from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph, ReplaySide, unwrap_pipeline_error
 from parity.replay.runners import make_options, make_runner, replay_gc
+from parity.sets import analyzers
 from parity.sets.fingerprint_set import finalize
 from parity.storage import files
 from parity.storage import outdir as output

@@ -19,8 +19,8 @@ from parity.encoding.fingerprint import encode_fingerprints, fingerprint_bytes
 from parity.errors import UserCodeError
 from parity.replay.batch import RecBatch, key_text
 from parity.replay.culprit import first_failing, raised
-from parity.report.redaction import redact_entry
 from parity.sets.fingerprint_set import write_quarantine_part
+from parity.sets.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
@@ -46,7 +46,7 @@ class ReadBatchesFn(beam.DoFn):
     def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False,
                  redact: bool = False):
         self._side = side
-        self._redact = redact  # report.redact: quarantine entries without previews or values (parity.report.redaction)
+        self._redact = redact  # report.redact: quarantine entries without previews or values (parity.sets.redaction)
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir

@@ -324,7 +324,7 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
     if len(environments) > 1:
         manifest["worker_environments"] = environments
     if transform_graph is not None:
-        from parity.compare import analyzers
+        from parity.sets import analyzers
 
         analyzers.write(set_dir, analyzers.extract(transform_graph))
     if not keep_parts:

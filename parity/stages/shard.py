@@ -14,8 +14,8 @@ import zlib
 from fractions import Fraction
 from typing import Any, Callable
 
-from parity.config import AggregateSpec, ShardSpec
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
+from parity.stages.specs import AggregateSpec, ShardSpec
 
 _SCALE = 1074
 

@@ -10,7 +10,7 @@ import datetime as _dt
 import zoneinfo
 from typing import Any, Callable
 
-from parity.config import TimestampSpec
+from parity.stages.specs import TimestampSpec
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _FACTOR = {"s": 1_000_000, "ms": 1_000, "us": 1}

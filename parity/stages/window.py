@@ -11,8 +11,8 @@ from typing import Any, Iterable, Sequence
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
 
-from parity.config import MAX_WINDOWS_PER_RECORD, LatenessSpec, WindowSpec
 from parity.errors import UserCodeError
+from parity.stages.specs import MAX_WINDOWS_PER_RECORD, LatenessSpec, WindowSpec
 
 Window = tuple
 GLOBAL: Window = ("global",)

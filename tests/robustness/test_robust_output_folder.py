@@ -230,7 +230,7 @@ def test_an_interrupted_check_leaves_no_report_of_an_earlier_run(tmp_path, capsy
 def test_the_outputs_a_claim_removes_name_every_file_and_folder_a_replay_and_a_check_write():
     """`parity.storage.outdir` names them as literals (it is imported by the capture listing, which must not import
     Beam or Arrow): they must stay the names the writers use."""
-    from parity.compare import analyzers
+    from parity.sets import analyzers
     from parity.replay import spill
     from parity.storage import outdir as output
     from parity.sets.fingerprint_set import (FINGERPRINTS, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,

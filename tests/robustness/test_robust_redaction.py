@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from parity.report.redaction import key_fingerprint, redact_message, redact_reason
+from parity.sets.redaction import key_fingerprint, redact_message, redact_reason
 from robust_helpers import REPO, check, file_bytes, good_records, jsonl_lines, make_project
 
 SECRETS = ("4111111111111111", "hunter2", "notanumber", "yesterday")
