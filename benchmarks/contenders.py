@@ -29,9 +29,10 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -46,8 +47,8 @@ def _warm_imports(tft: bool) -> None:
     import apache_beam  # noqa: F401
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: F401
 
-    import parity.run  # noqa: F401
-    import parity.replay  # noqa: F401
+    import parity.commands  # noqa: F401
+    import parity.replay.pipeline  # noqa: F401
 
     if tft:
         import tensorflow  # noqa: F401
@@ -123,7 +124,7 @@ def _offline_tft(config_path: str, files: list[str], work: str, graph_ready: Any
     from tensorflow_transform.tf_metadata import metadata_io
 
     from parity.config import capture_field_types, load_config
-    from parity.replay import TFT_BATCH_SIZE
+    from parity.replay.pipeline import TFT_BATCH_SIZE
     from parity.stages.transform import TFTInput
 
     config = load_config(config_path)
@@ -190,7 +191,7 @@ def floor_tft_concurrent(config_path: str, files: list[str], work: str,
     """The offline side here while `floor_production` serves the production side in a child process."""
     import subprocess
 
-    from parity.runners import replay_gc
+    from parity.replay.runners import replay_gc
 
     started = time.monotonic()
     child_result = os.path.join(work, "production.result.json")
@@ -226,7 +227,7 @@ def floor_production(config_path: str, files: list[str], work: str) -> dict:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from parity.config import capture_field_types, load_config
-    from parity.runners import replay_gc
+    from parity.replay.runners import replay_gc
     from parity.stages.transform import SavedTransform, TFTInput
 
     config = load_config(config_path)
@@ -327,7 +328,7 @@ def _stage_values(records: list[dict]) -> list[dict[str, Any]]:
     sys.path.insert(0, os.path.join(REPO, "pipelines", "taxi"))
     from python_features import python_features
 
-    from parity import canonical
+    from parity.encoding import canonical
 
     out = []
     for r in records:
@@ -362,14 +363,36 @@ def _json_default(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
+def c_xxh3_loop(build_dir: str) -> Callable[[bytes, Any, int, Any], None]:
+    """benchmarks/native/xxh3_loop.c compiled (once per source) with the system C compiler against the vendored
+    xxHash header, as a ctypes function `xxh3_many(buffer, offsets, n, out)`."""
+    import ctypes
+    import hashlib
+
+    source = os.path.join(REPO, "benchmarks", "native", "xxh3_loop.c")
+    header = os.path.join(REPO, "vendor", "xxhash", "xxhash.h")
+    with open(source, "rb") as handle:
+        tag = hashlib.sha256(handle.read()).hexdigest()[:12]
+    library = os.path.join(build_dir, f"xxh3_loop-{tag}.so")
+    if not os.path.exists(library):
+        os.makedirs(build_dir, exist_ok=True)
+        subprocess.run(["cc", "-O3", "-shared", "-fPIC", "-I", os.path.dirname(header), source, "-o",
+                        library + ".tmp"], check=True)
+        os.replace(library + ".tmp", library)
+    fn = ctypes.CDLL(library).xxh3_many
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    fn.restype = None
+    return fn
+
+
 def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) -> dict:
     """Records/s of parity's fingerprint kernels against plain xxh3 over pre-encoded bytes (same process,
     alternated, medians of `repeat` rounds)."""
     import xxhash
 
-    from parity import canonical
+    from parity.encoding import canonical
     from parity.config import STAGES, load_config
-    from parity.fingerprint import encode_fingerprints, feature_fingerprints, fingerprints
+    from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, fingerprints
 
     schema = load_config(schema_config).sides[0].capture.schema_dict
     records: list[dict] = []
@@ -402,6 +425,22 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
     def plain_record() -> None:
         [h64(b) for b in record_bytes]
 
+    # The C loop: the same bytes packed in one buffer with offsets (numpy), hashed by benchmarks/native/xxh3_loop.c
+    # in one thread; its fingerprints are checked against the kernels'.
+    import numpy as np
+
+    xxh3_many = c_xxh3_loop(os.path.join(os.path.dirname(os.path.abspath(schema_config)), "native-build"))
+    packed = b"".join(record_bytes)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in record_bytes], out=offsets[1:])
+    c_out = np.zeros(n, dtype=np.uint64)
+    xxh3_many(packed, offsets.ctypes.data, n, c_out.ctypes.data)
+    if c_out.tolist() != [h64(b) for b in record_bytes]:
+        raise AssertionError("the C loop's fingerprints differ from xxh3 of the records' canonical bytes")
+
+    def c_record() -> None:
+        xxh3_many(packed, offsets.ctypes.data, n, c_out.ctypes.data)
+
     def plain_json_record() -> None:
         [h64(b) for b in json_bytes]
 
@@ -426,7 +465,7 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
 
     def parity_stages() -> None:
         # What a replay does to fingerprint a batch, without the Parquet write: the read encodes the records
-        # (canonical.encode_many), WriteBatchFn (parity/replay_steps.py) hashes key and input bytes, one
+        # (canonical.encode_many), WriteBatchFn (parity/replay/steps.py) hashes key and input bytes, one
         # encode_fingerprints call per stage column, feature_fingerprints per transform value.
         for key_bytes, chunk, columns in stage_batches:
             [h128(b) for b in key_bytes]
@@ -438,11 +477,11 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
                     encode_fingerprints(values)
 
     # The same records as Arrow record batches of BATCH_SIZE rows (built outside the timed loop, as the
-    # Parquet reader gets them from the file): parity.columnar encodes and hashes each batch's rows from
+    # Parquet reader gets them from the file): parity.encoding.columnar encodes and hashes each batch's rows from
     # its columns, which is what the read step uses for a Parquet capture (parity/capture/parquet.py).
     import pyarrow as pa
 
-    from parity import columnar
+    from parity.encoding import columnar
 
     arrow_batches = [pa.RecordBatch.from_pylist(records[start:start + BATCH_SIZE])
                      for start in range(0, n, BATCH_SIZE)]
@@ -453,23 +492,10 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
         for batch in arrow_batches:
             columnar.row_encodings(batch)
 
-    if columnar.packed_encodings(arrow_batches[0])[1].to_pylist() != columnar.row_encodings(arrow_batches[0])[1]:
-        raise AssertionError("the packed kernel's fingerprints differ from the row kernel's")
-
-    def arrow_packed() -> None:
-        # the same bytes and fingerprints as Arrow arrays on the encoder's buffers (no object per row), two
-        # threads where there are two cores
-        for batch in arrow_batches:
-            columnar.packed_encodings(batch)
-
-    def arrow_packed_one_thread() -> None:
-        for batch in arrow_batches:
-            columnar.packed_encodings(batch, threads=1)
-
     cases = {"plain_xxh3_record": plain_record, "plain_xxh3_json_record": plain_json_record,
+             "c_xxh3_record": c_record,
              "parity_fingerprints_record": parity_record,
-             "parity_arrow_batch_record": arrow_record, "parity_arrow_packed_record": arrow_packed,
-             "parity_arrow_packed_1t_record": arrow_packed_one_thread,
+             "parity_arrow_batch_record": arrow_record,
              "parity_encode_many_record": encode_many_record, "json_dumps_xxh3_record": json_record,
              "plain_xxh3_stages": plain_stages, "parity_writebatch_stages": parity_stages}
     # A warm-up run of each case sets how many runs one sample takes: at least 0.1 s, so that the fast loops
@@ -492,13 +518,11 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
             "seconds": {k: round(v, 6) for k, v in medians.items()},
             "records_per_second": {k: round(n / v) if v else None for k, v in medians.items()},
             "ratio_record": round(medians["plain_xxh3_record"] / medians["parity_fingerprints_record"], 4),
+            # against the C loop, one thread each: what the replay's two kernels cost over hashing alone
+            "ratio_c_record": round(medians["c_xxh3_record"] / medians["parity_fingerprints_record"], 4),
+            "ratio_c_arrow": round(medians["c_xxh3_record"] / medians["parity_arrow_batch_record"], 4),
             "ratio_stages": round(medians["plain_xxh3_stages"] / medians["parity_writebatch_stages"], 4),
             "ratio_arrow": round(medians["plain_xxh3_record"] / medians["parity_arrow_batch_record"], 4),
-            "ratio_arrow_packed": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_record"], 4),
-            "ratio_arrow_packed_json": round(medians["plain_xxh3_json_record"]
-                                             / medians["parity_arrow_packed_record"], 4),
-            "ratio_arrow_packed_1t": round(medians["plain_xxh3_record"] / medians["parity_arrow_packed_1t_record"], 4),
-            "packed_threads": columnar.DEFAULT_THREADS,
             "repeat": repeat}
 
 
@@ -513,8 +537,8 @@ def export_examples(parity_out: str, dest: str) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from parity import canonical
-    from parity.fingerprint_set import read_values
+    from parity.encoding import canonical
+    from parity.sets.fingerprint_set import read_values
 
     counts = {}
     os.makedirs(dest, exist_ok=True)

@@ -102,7 +102,7 @@ class SideStages:
         if el.get("dropped"):
             return el
         if self._coder is None:
-            from parity.records import side_field_types
+            from parity.replay.batch import side_field_types
             from parity.stages.coder import CoderSpec, build_coder
 
             self._coder = build_coder(CoderSpec(type=self.side.coder.type), side_field_types(self.side))
@@ -205,7 +205,7 @@ def _transform(pipeline: Any, side: Any, live: Any, types: dict, work: str, writ
         import tensorflow_transform.beam as tft_beam
         from tensorflow_transform.tf_metadata import metadata_io
 
-        from parity.replay import TFT_BATCH_SIZE
+        from parity.replay.pipeline import TFT_BATCH_SIZE
         from parity.stages.transform import TFTInput
 
         preprocessing_fn = spec.ref.resolve()
@@ -284,7 +284,7 @@ def run(config_path: str, files: list[str], work: str, production_files: list[st
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from parity.config import load_config
-    from parity.records import side_field_types
+    from parity.replay.batch import side_field_types
 
     config = load_config(config_path)
     order = sorted(config.sides, key=lambda s: 1 if s.transform and s.transform.from_side else 0)

@@ -6,7 +6,7 @@ encoder, side by side in one process.
 Writes the taxi fixture's records (`fixtures/taxi/generate.py`, through benchmarks/run.py's capture cache)
 as one Parquet file, read back with the taxi schema, then times, alternated, medians of `--repeat`:
 
-    columns  `read_file` (the Parquet reader with `parity.columnar`: each batch's bytes and fingerprints from
+    columns  `read_file` (the Parquet reader with `parity.encoding.columnar`: each batch's bytes and fingerprints from
              its columns), as the replay's read step gets them
     dicts    the same `read_file` with the columnar encoder switched off, then `encode_fingerprints` of the
              records: the read step's path for every other capture (and before the columnar encoder)
@@ -41,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, os.path.join(REPO, "benchmarks"))
     from run import ensure_capture
-    from parity import columnar
+    from parity.encoding import columnar
     from parity.capture import read_file
     from parity.config import load_config
-    from parity.fingerprint import encode_fingerprints
+    from parity.encoding.fingerprint import encode_fingerprints
 
     work = args.work or tempfile.mkdtemp(prefix="parity-parquet-input-")
     files = ensure_capture(args.records, 7, work)

@@ -11,7 +11,8 @@ process, alternating contenders round by round (`--repeat`) so they share the ma
 reported. Peak memory is the larger of the contender process's peak RSS (`os.wait4` rusage) and the sum of
 its and its descendants' RSS, sampled twice a second.
 
-Writes `benchmarks/results/<records>[-python].md` and `.json`. See benchmarks/README.md.
+Writes `benchmarks/results/<records>[-python][-<variant>].md` and `.json` (the newest run of that size and variant)
+and appends the run to `benchmarks/results/history.md` and `history.jsonl`. See benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -424,7 +425,6 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
                     rps.setdefault(k, []).append(v)
             row["kernel_records"] = ok[0]["records"]
             row["hashes_per_record_stages"] = ok[0]["hashes_per_record_stages"]
-            row["packed_threads"] = ok[0].get("packed_threads")
             row["kernel_records_per_s"] = {k: round(statistics.median(v)) for k, v in rps.items()}
             for ratio in _KERNEL_RATIOS:
                 if all(ratio in e for e in ok):
@@ -518,9 +518,8 @@ _KERNEL_RATIOS = {
     "ratio_record": "kernel_vs_plain_xxh3_record",
     "ratio_stages": "kernel_vs_plain_xxh3_stages",
     "ratio_arrow": "kernel_vs_plain_xxh3_arrow",
-    "ratio_arrow_packed": "kernel_vs_plain_xxh3_arrow_packed",
-    "ratio_arrow_packed_json": "kernel_vs_plain_xxh3_json_arrow_packed",
-    "ratio_arrow_packed_1t": "kernel_vs_plain_xxh3_arrow_packed_one_thread",
+    "ratio_c_record": "kernel_vs_c_xxh3_record",
+    "ratio_c_arrow": "kernel_vs_c_xxh3_arrow",
 }
 
 
@@ -587,17 +586,15 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
         TARGETS["kernel_vs_plain_xxh3"], True)
     add("kernel records/s / plain xxh3 loop (WriteBatchFn stages)", ratios.get("kernel_vs_plain_xxh3_stages"),
         TARGETS["kernel_vs_plain_xxh3"], True)
-    add("kernel records/s / plain xxh3 loop (Arrow record batches, parity.columnar)",
+    add("kernel records/s / plain xxh3 loop (Arrow record batches, parity.encoding.columnar)",
         ratios.get("kernel_vs_plain_xxh3_arrow"), TARGETS["kernel_vs_plain_xxh3"], True,
         "a bytes object and an int per row, as the replay's read step takes them")
-    add("kernel records/s / plain xxh3 loop (Arrow record batches to Arrow arrays, packed_encodings)",
-        ratios.get("kernel_vs_plain_xxh3_arrow_packed"), TARGETS["kernel_vs_plain_xxh3"], True,
-        "the fingerprints as a uint64 array: no object per row; two threads on two cores")
-    add("kernel records/s / plain xxh3 loop (Arrow arrays, packed_encodings, one thread)",
-        ratios.get("kernel_vs_plain_xxh3_arrow_packed_one_thread"), TARGETS["kernel_vs_plain_xxh3"], True)
-    add("kernel records/s / plain xxh3 loop over the records' JSON (Arrow arrays, packed_encodings)",
-        ratios.get("kernel_vs_plain_xxh3_json_arrow_packed"), TARGETS["kernel_vs_plain_xxh3"], True,
-        "the baseline of earlier runs: longer bytes than the canonical ones")
+    add("kernel records/s / C xxh3 loop, one thread each (record dicts: the JSONL, CSV and TFRecord read path)",
+        ratios.get("kernel_vs_c_xxh3_record"), TARGETS["kernel_vs_plain_xxh3"], True,
+        "the C loop hashes bytes encoded beforehand; the kernel encodes them too")
+    add("kernel records/s / C xxh3 loop, one thread each (Arrow record batches: the Parquet read path)",
+        ratios.get("kernel_vs_c_xxh3_arrow"), TARGETS["kernel_vs_plain_xxh3"], True,
+        "the C loop hashes bytes encoded beforehand; the kernel encodes them too")
     rss = rows.get("parity", {}).get("peak_rss_mib")
     if rss:
         limit = TARGETS["peak_rss_gib_python_10m"] if args.transform == "python" else \
@@ -659,12 +656,11 @@ def render_markdown(result: dict[str, Any]) -> str:
                   "| loop | records/s | vs plain xxh3 |", "|---|---|---|"]
         labels = {"plain_xxh3_record": "plain `xxh3_64_intdigest` over the records' pre-encoded canonical bytes",
                   "plain_xxh3_json_record": "plain `xxh3_64_intdigest` over the records' pre-encoded sorted JSON",
-                  "parity_fingerprints_record": "`parity.fingerprint.fingerprints(records)`",
-                  "parity_arrow_batch_record": "`parity.columnar.row_encodings(batch)`: bytes + xxh3 of Arrow "
+                  "parity_fingerprints_record": "`parity.encoding.fingerprint.fingerprints(records)`",
+                  "parity_arrow_batch_record": "`parity.encoding.columnar.row_encodings(batch)`: bytes + xxh3 of Arrow "
                                                "record batches' rows (the Parquet read path)",
-                  "parity_arrow_packed_record": "`parity.columnar.packed_encodings(batch)`: the same, as Arrow "
-                                                "arrays (no object per row; two threads on two cores)",
-                  "parity_arrow_packed_1t_record": "`packed_encodings(batch, threads=1)`: the same, one thread",
+                  "c_xxh3_record": "C loop (benchmarks/native/xxh3_loop.c, one thread) over the same canonical "
+                                   "bytes in one buffer",
                   "parity_encode_many_record": "`canonical.encode_many` + xxh3",
                   "json_dumps_xxh3_record": "`json.dumps(sort_keys)` + xxh3 in the loop (naive's kernel)",
                   "plain_xxh3_stages": f"plain xxh3 over pre-encoded stage bytes "
@@ -754,7 +750,19 @@ def write_results(result: dict[str, Any], results_dir: str) -> tuple[str, str]:
         handle.write("\n")
     with open(md, "w", encoding="utf-8") as handle:
         handle.write(render_markdown(result))
+    append_history(result, results_dir, os.path.basename(js))
     return md, js
+
+
+def append_history(result: dict[str, Any], results_dir: str, name: str) -> None:
+    """Every run also goes into the folder's two history files, so that earlier runs stay readable without one
+    committed file per run: `history.md` (the tables, a section per run) and `history.jsonl` (a line per run)."""
+    stamp = result.get("machine", {}).get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(os.path.join(results_dir, "history.md"), "a", encoding="utf-8") as handle:
+        table = render_markdown(result).strip().replace("\n# ", "\n### ")
+        handle.write(f"\n## {name.removesuffix('.json')} ({stamp})\n\n{table.removeprefix('# ')}\n")
+    with open(os.path.join(results_dir, "history.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"file": name, "result": result}, separators=(",", ":")) + "\n")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

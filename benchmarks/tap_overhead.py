@@ -52,7 +52,7 @@ def _capture(records: int, work: str) -> str:
 
 
 def _tft_output(work: str) -> str:
-    from parity import run
+    from parity import commands as run
     from parity.config import load_config
 
     out = os.path.join(work, "offline")

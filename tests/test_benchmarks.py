@@ -58,9 +58,9 @@ def _check(data: dict, markdown: str, transform: str) -> None:
     ratios = data["ratios"]
     for key in ("parity_over_floor", "naive_over_floor", "fingerprint_diff_speedup_vs_naive",
                 "kernel_vs_plain_xxh3_record", "kernel_vs_plain_xxh3_stages", "kernel_vs_plain_xxh3_arrow",
-                "kernel_vs_plain_xxh3_arrow_packed"):
+                "kernel_vs_c_xxh3_record", "kernel_vs_c_xxh3_arrow"):
         assert key in ratios, key
-    assert "`parity.columnar.row_encodings(batch)`" in markdown
+    assert "`parity.encoding.columnar.row_encodings(batch)`" in markdown
     assert ratios["parity_over_floor"] > 0
     assert "## issue-5 targets" in markdown
     # Both comparers saw the planted bug (production drops late trips) on the same records.
@@ -93,10 +93,10 @@ def test_targets_and_markdown_from_synthetic_runs(tmp_path):
         "tfdv": [{"skipped": "no interpreter"}],
         "kernel": [{"wall_s": 1.0, "process_s": 2.0, "peak_rss_mib": 100.0, "records": 10,
                     "hashes_per_record_stages": 21, "ratio_record": 0.5, "ratio_stages": 0.25, "ratio_arrow": 0.7,
-                    "ratio_arrow_packed": 1.5,
+                    "ratio_c_record": 0.2, "ratio_c_arrow": 1.5,
                     "records_per_second": {"plain_xxh3_record": 100, "parity_fingerprints_record": 50,
                                            "parity_arrow_batch_record": 70,
-                                           "parity_arrow_packed_record": 150,
+                                           "c_xxh3_record": 105,
                                            "parity_encode_many_record": 60, "json_dumps_xxh3_record": 10,
                                            "plain_xxh3_stages": 40, "parity_writebatch_stages": 10}}],
     }
@@ -107,8 +107,10 @@ def test_targets_and_markdown_from_synthetic_runs(tmp_path):
     assert targets["parity / floor wall time"]["met"] is True
     assert targets["(naive - floor) / (parity - floor)"]["met"] is True
     assert targets["kernel records/s / plain xxh3 loop (one hash per record)"]["met"] is False
-    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches, parity.columnar)"]["met"] is False
-    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches to Arrow arrays, packed_encodings)"][
+    assert targets["kernel records/s / plain xxh3 loop (Arrow record batches, parity.encoding.columnar)"]["met"] is False
+    assert targets["kernel records/s / C xxh3 loop, one thread each (record dicts: the JSONL, CSV and TFRecord "
+                   "read path)"]["met"] is False
+    assert targets["kernel records/s / C xxh3 loop, one thread each (Arrow record batches: the Parquet read path)"][
         "met"] is True
     assert targets["parity peak RSS (GiB)"]["met"] is True
     markdown = run.render_markdown(result)
@@ -187,6 +189,10 @@ def test_every_sweep_level_runs_in_one_command(tmp_path):
         markdown = (results / f"300-python-{variant}.md").read_text(encoding="utf-8")
         assert "## every round" in markdown and "diff " in markdown  # the replay and the diff apart
     assert diverged["fixed"] == 0 < diverged["diverged25"] < diverged["diverged100"] == 300
+    history = (results / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["file"] for line in history] == [
+        f"300-python-{variant}.json" for variant in ("fixed", "diverged25", "diverged100")]
+    assert (results / "history.md").read_text(encoding="utf-8").count("\n## 300-python-") == 3
 
 
 def test_the_concurrent_floor_serves_production_from_spilled_batches_once_the_offline_graph_is_ready(tmp_path):

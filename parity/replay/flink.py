@@ -33,7 +33,7 @@ JVM_OPTIONS = (
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--add-opens=java.base/java.util=ALL-UNNAMED",
 )
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # parity/replay/ -> the repo
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # parity/replay/flink.py
 _JARS = os.path.join(_REPO_ROOT, "vendor", "jars")
 _FETCH_HINT = "run `make setup` (or scripts/fetch_flink_jar.sh) to fetch it through Maven, or set PARITY_FLINK_JAR"
 
