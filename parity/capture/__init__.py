@@ -15,19 +15,21 @@ Locations name the file as the caller displays it (`display_path`) and the recor
 from __future__ import annotations
 
 import glob
+import gzip
 import importlib
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import IO, Any, Union
 
 from parity.errors import InputError
+from parity.storage import urls
 from parity.storage.outdir import is_parity_output
 from parity.capture.schema import FieldType
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
-           "is_gzip", "list_capture_files", "read_file", "reason_kind", "sniff_format", "too_deep"]
+           "is_gzip", "list_capture_files", "open_capture", "read_file", "reason_kind", "sniff_format", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
@@ -107,6 +109,8 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     Raises:
         InputError: nothing matches; the message names the pattern.
     """
+    if urls.is_url(pattern):
+        return _list_url(pattern)
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
     if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
         return [full]
@@ -130,6 +134,20 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
                          f"capture.path (a relative path starts at the config file's folder, {base_dir})")
     raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
                      f"(a relative path starts at the config file's folder, {base_dir})")
+
+
+def _list_url(pattern: str) -> list[str]:
+    """`list_capture_files` for a URL (`s3://bucket/capture/*.jsonl`), through Beam's FileSystems."""
+    try:
+        if urls.isfile(pattern):
+            return [pattern]
+        files = urls.match(pattern) if any(char in pattern for char in "*?[") else urls.list_folder(pattern)
+    except OSError as exc:
+        raise InputError(f"capture path {pattern!r} cannot be listed: {exc}") from exc
+    if files:
+        return files
+    raise InputError(f"capture path {pattern!r} matches no file; check capture.path and the storage options "
+                     f"(e.g. -- --s3_endpoint_url=...)")
 
 
 def _fixed_folder(pattern: str) -> str:
@@ -165,22 +183,43 @@ GZIP_MAGIC = b"\x1f\x8b"
 def is_gzip(path: str) -> bool:
     """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
     try:
-        with open(path, "rb") as handle:
+        with urls.open_read(path) as handle:
             return handle.read(2) == GZIP_MAGIC
     except OSError:
         return False
+
+
+class _GzipFile(gzip.GzipFile):
+    """A gzip stream over an open file that closes the file too."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def open_capture(path: str) -> IO[bytes]:
+    """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
+    URL Beam's FileSystems read (`s3://...`)."""
+    if not urls.is_url(path):
+        return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    return _GzipFile(urls.open_read(path)) if is_gzip(path) else urls.open_read(path)
 
 
 def sniff_format(path: str) -> str | None:
     """The binary format a file's first bytes show (gzip-compressed or not), or None: a TFRecord's first record
     header (its length's masked CRC-32C checks) or Parquet's `PAR1`. ExampleGen names its shards
     `data_tfrecord-00000-of-00012.gz`, an extension that says nothing of the records."""
-    import gzip
     import struct
     import zlib
 
     try:
-        with (gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")) as handle:
+        with open_capture(path) as handle:
             head = handle.read(16)
     except (OSError, EOFError, zlib.error):
         return None
@@ -223,7 +262,7 @@ def read_file(
             f"{display_path}: reading {_NEEDS_SCHEMA[fmt]} captures needs field types; add `capture.schema` "
             "(e.g. {trip_id: int64, fare: float64, zone: string})"
         )
-    if not os.path.isfile(path):  # checked here, so that the error comes before the first batch is asked for
+    if not urls.isfile(path):  # checked here, so that the error comes before the first batch is asked for
         raise InputError(f"cannot read capture file {path}: not an existing file")
     reader = importlib.import_module(f"parity.capture.{fmt}")
     items = reader.read(path, schema, display_path, batch_size)

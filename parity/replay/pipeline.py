@@ -29,6 +29,7 @@ from parity.replay.steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn,
                                    WriteStageValuesFn, aggregate_partials, arrival_rows, concat_lists, merge_rows,
                                    with_arrow_inputs)
 from parity.stages.transform import RecordError, TFTInput
+from parity.storage import urls
 
 BATCH_SIZE = 2000
 TFT_OUTPUT = "tft_output"
@@ -282,7 +283,8 @@ def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str
     from parity.capture import list_capture_files
 
     files = list_capture_files(side.capture.path, config.base_dir)
-    return [(index, path, os.path.relpath(path, config.base_dir)) for index, path in enumerate(files)]
+    return [(index, path, path if urls.is_url(path) else os.path.relpath(path, config.base_dir))
+            for index, path in enumerate(files)]
 
 
 def unwrap_pipeline_error(exc: BaseException) -> ParityError | None:

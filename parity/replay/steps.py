@@ -31,6 +31,7 @@ from parity.replay.batch import RecBatch, key_text, side_field_types
 from parity.report.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
+from parity.storage import urls
 from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
 from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs, seed_outputs_many
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
@@ -66,8 +67,10 @@ class ReadBatchesFn(beam.DoFn):
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
+        self._storage = urls.options()  # the run's storage options, for a worker that reads a URL
 
     def setup(self) -> None:
+        urls.configure(self._storage)
         side = self._side
         self._event_time = EventTime(side.timestamp)
         self._windowfn = window_stage.build_windowfn(side.window)

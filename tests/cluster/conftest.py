@@ -67,16 +67,26 @@ def testbed_dir():
 
 
 @pytest.fixture(scope="session")
-def testbed(testbed_dir, record_testsuite_property):
+def s3_server(testbed_dir):
+    """moto's S3 server alone (a few seconds), with the bucket `parity`: for tests of paths without Flink."""
+    try:
+        server = bed.start_s3(testbed_dir)
+    except Exception as exc:
+        pytest.fail(f"the S3 server of the test bed could not start: {exc}", pytrace=False)
+    server.client().create_bucket(Bucket="parity")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def testbed(testbed_dir, s3_server, record_testsuite_property):
     from parity.replay.flink import JobServer, job_server_jar
 
     started = time.monotonic()
     stops = []
     try:
         jar = job_server_jar()  # before anything starts: a missing jar fails at once
-        s3 = bed.start_s3(testbed_dir)
-        stops.append(s3.stop)
-        s3.client().create_bucket(Bucket="parity")
+        s3 = s3_server
         pool = bed.start_worker_pool(os.path.join(testbed_dir, "worker"))
         stops.append(pool.stop)
         flink = bed.start_flink(os.path.join(testbed_dir, "flink"))
