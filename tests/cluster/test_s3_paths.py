@@ -80,3 +80,38 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
     parity.check(on_s3, out_dir=str(tmp_path / "out-s3"), pipeline_options=s3.options)
     disk, remote = ((tmp_path / run / "report.json").read_bytes() for run in ("out-disk", "out-s3"))
     assert remote == disk
+
+
+def test_on_the_cluster_the_workers_read_an_s3_capture_and_the_report_is_the_direct_runners(
+        testbed, tmp_path, monkeypatch):
+    """The EXTERNAL worker pool (another user) reads the capture from S3 with the run's S3 options, which a pool's
+    harness does not get from Beam: parity hands them over. The out folder is still a local one the worker may
+    write (a shared disk), until --out accepts URLs; the client's own copy of the capture stays closed to it."""
+    import pwd
+
+    monkeypatch.setenv("PARITY_PROGRESS", "off")
+    urls.configure(testbed.s3.options)
+    data = open(TRIPS, "rb").read()
+    urls.write_bytes("s3://parity/cluster-capture/trips.jsonl", data)
+    local = tmp_path / "client"
+    local.mkdir(mode=0o700)
+    (local / "trips.jsonl").write_bytes(data)
+    on_disk = _config(tmp_path / "disk", str(local / "trips.jsonl"))
+    shared = os.path.join(os.path.dirname(testbed.pool.home), "shared")  # the worker's side of the machine
+    os.makedirs(shared, exist_ok=True)
+    worker = pwd.getpwnam(testbed.pool.user)
+    on_s3 = _config(os.path.join(shared, "config"), "s3://parity/cluster-capture/trips.jsonl")
+    out = os.path.join(shared, "out")
+    os.makedirs(out)
+    for folder in (shared, out):
+        os.chown(folder, worker.pw_uid, worker.pw_gid)
+        os.chmod(folder, 0o777)
+
+    parity.check(on_disk, out_dir=str(tmp_path / "out-disk"))
+    umask = os.umask(0)  # the folders the client makes under the shared out folder are the worker's to write too
+    try:
+        parity.check(on_s3, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
+    finally:
+        os.umask(umask)
+    cluster = open(os.path.join(out, "report.json"), "rb").read()
+    assert cluster == (tmp_path / "out-disk" / "report.json").read_bytes()
