@@ -63,7 +63,8 @@ def testbed_dir():
     base = tempfile.mkdtemp(prefix="parity-testbed-")
     os.chmod(base, 0o755)
     yield base
-    shutil.rmtree(base, ignore_errors=True)
+    if os.environ.get("PARITY_TESTBED_KEEP") != "1":  # 1: keep the logs (Flink's, the pool's, moto's) to read
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -82,36 +82,48 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
     assert remote == disk
 
 
-def test_on_the_cluster_the_workers_read_an_s3_capture_and_the_report_is_the_direct_runners(
-        testbed, tmp_path, monkeypatch):
-    """The EXTERNAL worker pool (another user) reads the capture from S3 with the run's S3 options, which a pool's
-    harness does not get from Beam: parity hands them over. The out folder is still a local one the worker may
-    write (a shared disk), until --out accepts URLs; the client's own copy of the capture stays closed to it."""
+def cluster_check(testbed, name: str) -> bytes:
+    """`parity check` of window_late_dropped on the test bed: the capture on S3, the Python work in the EXTERNAL
+    worker pool (another user) at parallelism 2; returns report.json. The out folder is a local one the
+    worker may write (a shared disk), until --out accepts URLs."""
     import pwd
 
-    monkeypatch.setenv("PARITY_PROGRESS", "off")
     urls.configure(testbed.s3.options)
-    data = open(TRIPS, "rb").read()
-    urls.write_bytes("s3://parity/cluster-capture/trips.jsonl", data)
-    local = tmp_path / "client"
-    local.mkdir(mode=0o700)
-    (local / "trips.jsonl").write_bytes(data)
-    on_disk = _config(tmp_path / "disk", str(local / "trips.jsonl"))
-    shared = os.path.join(os.path.dirname(testbed.pool.home), "shared")  # the worker's side of the machine
-    os.makedirs(shared, exist_ok=True)
+    url = "s3://parity/cluster-capture/trips.jsonl"
+    if not urls.isfile(url):
+        urls.write_bytes(url, open(TRIPS, "rb").read())
+    shared = os.path.join(os.path.dirname(testbed.pool.home), "shared", name)  # the worker's side of the machine
+    os.makedirs(shared)
     worker = pwd.getpwnam(testbed.pool.user)
-    on_s3 = _config(os.path.join(shared, "config"), "s3://parity/cluster-capture/trips.jsonl")
+    config = _config(os.path.join(shared, "config"), url)
     out = os.path.join(shared, "out")
     os.makedirs(out)
-    for folder in (shared, out):
+    for folder in (os.path.dirname(shared), shared, out):
         os.chown(folder, worker.pw_uid, worker.pw_gid)
         os.chmod(folder, 0o777)
-
-    parity.check(on_disk, out_dir=str(tmp_path / "out-disk"))
     umask = os.umask(0)  # the folders the client makes under the shared out folder are the worker's to write too
     try:
-        parity.check(on_s3, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
+        parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
     finally:
         os.umask(umask)
-    cluster = open(os.path.join(out, "report.json"), "rb").read()
-    assert cluster == (tmp_path / "out-disk" / "report.json").read_bytes()
+    with open(os.path.join(out, "report.json"), "rb") as handle:
+        return handle.read()
+
+
+@pytest.fixture(scope="session")
+def direct_report(tmp_path_factory) -> bytes:
+    """The DirectRunner's report.json for window_late_dropped, the capture on the client's own disk."""
+    folder = tmp_path_factory.mktemp("direct")
+    local = folder / "client"
+    local.mkdir(mode=0o700)
+    (local / "trips.jsonl").write_bytes(open(TRIPS, "rb").read())
+    parity.check(_config(folder / "config", str(local / "trips.jsonl")), out_dir=str(folder / "out"))
+    return (folder / "out" / "report.json").read_bytes()
+
+
+def test_on_the_cluster_the_workers_read_an_s3_capture_and_the_report_is_the_direct_runners(
+        testbed, direct_report, monkeypatch):
+    """The EXTERNAL worker pool (another user) reads the capture from S3 with the run's S3 options, which a pool's
+    harness does not get from Beam: parity hands them over."""
+    monkeypatch.setenv("PARITY_PROGRESS", "off")
+    assert cluster_check(testbed, "undisturbed") == direct_report

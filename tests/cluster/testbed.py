@@ -166,6 +166,11 @@ def _open_for(entry: pwd.struct_passwd, paths: list[str]) -> list[str]:
     return changed
 
 
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(child) for child in out.stdout.split()]
+
+
 @dataclass(frozen=True)
 class WorkerPool:
     """Beam's SDK worker pool (`worker_pool_main`) as `user`: `--environment_config` for EXTERNAL jobs."""
@@ -184,9 +189,9 @@ class WorkerPool:
         return ["--environment_type=EXTERNAL", f"--environment_config={self.address}"]
 
     def children(self) -> list[int]:
-        """The pids of the SDK harnesses the pool runs now (its child processes)."""
-        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.process.pid)], capture_output=True, text=True)
-        return [int(pid) for pid in out.stdout.split()]
+        """The pids of the SDK harnesses the pool runs now: the child processes of the pool, which is itself
+        the child of `runuser` (the process this module started)."""
+        return [harness for pool in _children(self.process.pid) for harness in _children(pool)]
 
     def stop(self) -> None:
         _stop(self.process)
@@ -247,6 +252,18 @@ class FlinkCluster:
 
         with urllib.request.urlopen(f"http://{self.master}/overview", timeout=10) as response:
             return json.load(response)
+
+    def get(self, path: str) -> dict:
+        import json
+
+        with urllib.request.urlopen(f"http://{self.master}{path}", timeout=10) as response:
+            return json.load(response)
+
+    def failures(self) -> int:
+        """How many task failures Flink recorded (and recovered from, or not) over all jobs so far."""
+        jobs = self.get("/jobs/overview")["jobs"]
+        return sum(len(self.get(f"/jobs/{job['jid']}/exceptions").get("exceptionHistory", {}).get("entries", []))
+                   for job in jobs)
 
     def taskmanager_pids(self) -> list[int]:
         """The TaskManagers' pids, from the pid file flink-daemon.sh keeps in the run folder."""
