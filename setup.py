@@ -12,10 +12,10 @@ from setuptools import Extension, find_packages, setup
 _README = Path(__file__).resolve().parent / "README.md"
 
 # The C canonical encoder (docs/canonical-encoding.md, "Implementations"). Optional: without a C compiler the
-# install still works and parity.canonical uses its pure Python encoder, which gives the same bytes, slower.
+# install still works and parity.encoding.canonical uses its pure Python encoder, which gives the same bytes, slower.
 _CANONICAL_EXT = Extension(
-    "parity._canonical",
-    sources=["parity/_canonical.c"],
+    "parity.encoding._canonical",
+    sources=["parity/encoding/_canonical.c"],
     depends=["vendor/xxhash/xxhash.h"],
     include_dirs=["vendor/xxhash"],
     extra_compile_args=["-O3"],

@@ -391,7 +391,8 @@ def kernel(files: list[str], schema_config: str, max_records: int, repeat: int) 
     import xxhash
 
     from parity.encoding import canonical
-    from parity.config import STAGES, load_config
+    from parity.config import load_config
+    from parity.stages import STAGES
     from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, fingerprints
 
     schema = load_config(schema_config).sides[0].capture.schema_dict

@@ -118,12 +118,12 @@ class SideStages:
 
         key = json.dumps([el["id"]]).encode()
         value = {}
-        for op in self.seed.ops:
-            u = xxhash.xxh3_64_intdigest(repr((self.seed.value, op.name)).encode() + b"\x00" + key)
+        for op_name, op in self.seed.ops:
+            u = xxhash.xxh3_64_intdigest(repr((self.seed.value, op_name)).encode() + b"\x00" + key)
             point = u % sum(w for _, w in op.buckets)
             for name, weight in op.buckets:
                 if point < weight:
-                    value[op.name] = name
+                    value[op_name] = name
                     break
                 point -= weight
         el["fps"]["seed"] = fp(value)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from parity.errors import ConfigError, InputError, ParityError, UserCodeError
+from parity.version import __version__
 
 if TYPE_CHECKING:
     from parity.report.result import Report
 
-__version__ = "0.1.0"
 __all__ = ["check", "ConfigError", "InputError", "ParityError", "Report", "UserCodeError", "__version__"]
 
 

@@ -123,17 +123,6 @@ def _summary(report: dict, out_dir: str) -> str:
 _VERBOSE_FLAGS = ("-v", "--verbose")
 
 
-def _quiet_libraries() -> None:
-    """At the default verbosity the libraries say nothing on the terminal (what they still say goes to the
-    run's libraries.log, `_diverted`); a DoFn's exception is logged by Beam as it unwinds, and parity reports
-    it once itself."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import logging
-
-    logging.getLogger("absl").setLevel(logging.ERROR)
-    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
-
-
 def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
     """`_run` with the libraries' output (TensorFlow's C++ and absl lines, Python logging, Beam's notices) in
     a log file that ends up as libraries.log in the out folder (if the run made one), off the terminal."""
@@ -272,7 +261,9 @@ def _main(argv: Sequence[str] | None) -> int:
     verbose = any(flag in own for flag in _VERBOSE_FLAGS)
     own = [arg for arg in own if arg not in _VERBOSE_FLAGS]
     if not verbose:
-        _quiet_libraries()
+        from parity.console import terminal
+
+        terminal.quiet_libraries()
     from parity.console import progress, signals
 
     progress.enable_for_cli()

@@ -3,11 +3,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from typing import Any, Sequence
-
-import apache_beam as beam
 
 from parity.compare import analyzers
 
@@ -15,22 +12,23 @@ from parity.console import progress, signals
 
 from parity.encoding import canonical
 
-from parity.replay.pipeline import sides_at_once as overlap, spill
+from parity.replay import job, sides_at_once as overlap
 
 from parity.sets import tap_set
 
+from parity.storage import files
 from parity.storage import outdir as output
 from parity.compare.causes import CauseContext
-from parity.config import STAGES, Config, SideConfig, load_config
+from parity.config import Config, SideConfig, load_config
 from parity.compare.diff import DiffStream
-from parity.replay.environment import environment_manifest
-from parity.errors import ConfigError, FingerprintSetError, ParityError, RunnerError, UserCodeError
-from parity.sets.fingerprint_set import FingerprintSet, finalize, read_set
-from parity.replay.pipeline import TFT_OUTPUT, ReplaySide, saved_graph_dir, unwrap_pipeline_error
+from parity.errors import FingerprintSetError, RunnerError
+from parity.sets.fingerprint_set import FingerprintSet, read_set
+from parity.replay.gate import TransformGate
+from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
-from parity.replay.runners import make_options, make_runner, replay_gc
+from parity.stages import STAGES
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -38,139 +36,18 @@ OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html",
 
 def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "DirectRunner",
            beam_args: Sequence[str] | None = None, transform_from: str | None = None,
-           reorder: bool = False, gated: bool = False, force: bool = False) -> dict[str, Any]:
-    """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest.
+           reorder: bool = False, force: bool = False, gate: TransformGate | None = None) -> dict[str, Any]:
+    """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest
+    (`parity.replay.job.replay_side`).
 
-    `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, an earlier set's files removed, and refused
-    when it is another's folder unless `force`.
-
-    `gated` (the second side of `parity check` replaying in a child process, `parity.replay.sides_at_once`): a `saved:
-    {from_side}` transform does not need the other side's graph until every batch is staged, and waits there.
+    `transform_from` (`parity replay --transform-from DIR`): the folder of the other side's replay whose graph
+    a `saved: {from_side}` transform applies, when it is not the sibling of `out_dir`. `gate`: the other side
+    replays at once (`parity.replay.gate`).
     """
     side = config.side(side_name)
-    _check_windowfn(config, side)
-    with output.claim(out_dir, output.SET_OUTPUTS, force=force):
-        return _replay_claimed(config, side, out_dir, runner=runner, beam_args=beam_args,
-                               transform_from=transform_from, reorder=reorder, gated=gated)
-
-
-def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: str,
-                    beam_args: Sequence[str] | None, transform_from: str | None, reorder: bool,
-                    gated: bool) -> dict[str, Any]:
-    gated = gated and side.transform is not None and side.transform.from_side is not None  # saved: {from_side}
-    saved_dir = None if gated else saved_graph_dir(config, side, out_dir, transform_from)
-    progress.event("replay_start", side=side.name, runner=runner)
-    started = time.monotonic()
-    with replay_gc():  # from the pipeline's construction on: TFT traces the preprocessing function there
-        pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
-        _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, saved_dir, reorder=reorder,
-                                                            gated=gated, transform_from=transform_from,
-                                                            consume_spills=runner == "DirectRunner")
-        try:
-            pipeline.run().wait_until_finish()
-        except ParityError as exc:  # raised in a step: Beam appended its " [while running ...]" to the message
-            raise unwrap_pipeline_error(exc) from exc  # type: ignore[misc]
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            signals.raise_if_interrupted(exc)  # Beam turns a KeyboardInterrupt in a step into a RuntimeError
-            error = unwrap_pipeline_error(exc)
-            if error is not None:
-                raise error from exc
-            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-            last = next((line for line in reversed(lines) if not line.startswith("[while running")), "")
-            step = re.search(r"\[while running '(?:Replay\[[^\]]*\]/)?([^']*)'\]", str(exc))
-            last = last.split(" [while running", 1)[0]  # Beam's suffix: the step is named below instead
-            op_error = _tensorflow_error(exc) if side.transform and side.transform.kind == "tft" else None
-            if op_error is not None:
-                raise UserCodeError(f"{config.path}: sides.{side.name}.transform.tft: preprocessing_fn "
-                                    f"'{side.transform.ref.text}' failed while TFT ran it on the replayed "  # type: ignore[union-attr]
-                                    f"records: {op_error}") from exc
-            where = f" in its step {step.group(1)}" if step else ""
-            raise RunnerError(f"the replay of side '{side.name}' failed on {runner}{where}: {type(exc).__name__}: "
-                              f"{last}") from exc  # a worker's traceback text ends with the real error
-        finally:
-            spill.remove(out_dir)
-    key = list(side.capture.key) if side.capture.key else "input"
-    manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
-                                  "environment": environment_manifest(), "runner": runner})
-    _check_quarantine_share(side, out_dir, manifest)
-    if gated:
-        saved_dir = saved_graph_dir(config, side, out_dir, transform_from)
-    graph_dir = os.path.join(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
-        side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
-    if graph_dir:
-        analyzers.write(out_dir, analyzers.extract(graph_dir))
-    _write_json(os.path.join(out_dir, output.TIMINGS), {"replay_seconds": round(time.monotonic() - started, 3)})
-    progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
-                   quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
-    return manifest
-
-
-def _tensorflow_error(exc: BaseException) -> str | None:
-    """`Type: message` of the TensorFlow op error a failed job's error came from (the user's graph, not the
-    runner), the deepest in its chain; or, from a worker process, from its traceback text; None otherwise."""
-    import re
-
-    found = None
-    seen = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if type(current).__module__.startswith("tensorflow"):
-            found = f"{type(current).__name__}: {_op_message(current)}"
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    if found is None:
-        match = re.search(r"tensorflow\.python\.framework\.errors_impl\.(\w+): ([^\n]*)", str(exc))
-        if match:
-            found = f"{match.group(1)}: {match.group(2).strip()}"
-    return found[:500] if found else None
-
-
-def _op_message(exc: BaseException) -> str:
-    """An op error's own message: its first line, or for a graph execution error the line that says what
-    failed (TensorFlow puts the node's traceback between the two)."""
-    lines = [line.strip() for line in str(getattr(exc, "message", exc)).splitlines() if line.strip()]
-    if lines and lines[0].rstrip(":") == "Graph execution error":
-        said = [line for line in lines[1:] if not line.startswith(("Detected at node", "File ", "[[", "<stack"))
-                and not line.endswith(("(most recent call last):", ":"))]
-        if said:
-            return said[0]
-    return lines[0] if lines else "(no message)"
-
-
-def _check_windowfn(config: Config, side: SideConfig) -> None:
-    """Calls a side's `window.windowfn` factory once before the job, so that a factory that raises or returns
-    something else stops the run naming the config, the side and the field (not from inside a Beam worker)."""
-    from parity.stages.window import build_windowfn
-
-    if side.window is None or side.window.windowfn is None:
-        return
-    try:
-        build_windowfn(side.window)
-    except ParityError as exc:
-        message = str(exc).removeprefix("window.windowfn ")
-        raise type(exc)(f"{config.path}: sides.{side.name}.window.windowfn: {message}; window.windowfn must name "
-                        f"a function taking no arguments that returns an apache_beam WindowFn") from exc
-
-
-def _check_quarantine_share(side: SideConfig, out_dir: str, manifest: dict[str, Any]) -> None:
-    """Stops the run (exit 2) when too much of a side's capture could not be read."""
-    from parity.errors import InputError
-
-    records = manifest["records"]
-    if not records["read"]:
-        raise InputError(f"side '{side.name}': the capture {side.capture.path!r} holds no records (its files are "
-                         f"empty or blank); point capture.path at the captured records")
-    share = records["quarantined"] / records["read"]
-    if share > side.capture.max_quarantined:
-        reasons = ", ".join(f"{k} ({v})" for k, v in sorted(manifest["quarantine_reasons"].items(),
-                                                          key=lambda kv: (-kv[1], kv[0]))[:3])
-        raise InputError(
-            f"side '{side.name}': {records['quarantined']} of {records['read']} records ({share:.1%}) were "
-            f"quarantined, above capture.max_quarantined {side.capture.max_quarantined:g}; most common: "
-            f"{reasons}; each is listed with its location in {os.path.join(out_dir, 'quarantine.jsonl')}. "
-            f"Fix the capture or the schema, or raise capture.max_quarantined")
+    return job.replay_side(config, side, out_dir, runner=runner, beam_args=beam_args,
+                           graph=FromSideGraph.of(config, side, out_dir, transform_from), reorder=reorder,
+                           gate=gate, force=force)
 
 
 def _replay_order(config: Config) -> list[SideConfig]:
@@ -229,7 +106,8 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                 second.finish()  # opens the gate if the first side's pipeline did not
                 started = second.started  # the child's side: from the child's start
             else:
-                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options)
+                # a TFT first side opens the waiting child's gate as soon as its graph is written
+                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options, gate=second)
             timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
             if second is not None and side is order[1] and second.ended is not None:
                 # the line above counts until this process had the child's result (after its own replay)
@@ -282,8 +160,8 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
         ls, rs = config.side(left.side), config.side(right.side)
         kwargs.update(
             left_seed=ls.seed.value if ls.seed else None, right_seed=rs.seed.value if rs.seed else None,
-            left_seed_hashes=tuple(sorted({o.hash for o in ls.seed.ops})) if ls.seed else (),
-            right_seed_hashes=tuple(sorted({o.hash for o in rs.seed.ops})) if rs.seed else ())
+            left_seed_hashes=tuple(sorted({op.hash for _, op in ls.seed.ops})) if ls.seed else (),
+            right_seed_hashes=tuple(sorted({op.hash for _, op in rs.seed.ops})) if rs.seed else ())
     accepted = set(CauseContext.__dataclass_fields__)  # type: ignore[attr-defined]
     return CauseContext(**{k: v for k, v in kwargs.items() if k in accepted})
 
@@ -373,7 +251,7 @@ _KEYS_NAMED = 3  # example keys per side in the no-pairs message
 
 def _require_pairs(report: dict[str, Any], left: FingerprintSet, right: FingerprintSet) -> None:
     """Stops (exit 2, no reports) when not one record could be paired: then there is no verdict to give, and
-    "parity" would be a false pass (CONTRACT section 4)."""
+    "parity" would be a false pass (docs/contract.md, section 4)."""
     from parity.errors import InputError
 
     records = report["records"]
@@ -412,7 +290,7 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
     written: list[str] = []
     try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
         for name, text in texts.items():
-            output.write_text(os.path.join(out_dir, name), text)
+            files.write_text(os.path.join(out_dir, name), text)
             written.append(os.path.join(out_dir, name))
     except BaseException:
         for path in written:
@@ -421,7 +299,7 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
 
 
 def _write_json(path: str, data: Any) -> None:
-    output.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:

@@ -37,13 +37,14 @@ from typing import Any, Callable, Sequence
 
 import apache_beam as beam
 import numpy as np
-import xxhash
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 
-from parity.encoding import canonical
 from parity.capture import reason_kind
-from parity.config import STAGES
+from parity.encoding import canonical
+from parity.encoding.fingerprint import (digest_hex, feature_fingerprints, fingerprint_bytes, key_fingerprint,
+                                         key_fingerprint_int)
+from parity.stages import STAGES
 from parity.sets.fingerprint_set import write_quarantine_part
 from parity.sets.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, finalize_tap_set,
                             key_sampled, sample_threshold, write_tap_meta, write_tap_part,
@@ -69,7 +70,7 @@ def finalize(set_dir: str, **kwargs: Any) -> dict[str, Any]:
 
 def sampled(key: Any, rate: float) -> bool:
     """Whether a record key is in the deterministic sample at `rate` (the rule every tap applies)."""
-    return key_sampled(xxhash.xxh3_128_digest(canonical.encode(key)), rate)
+    return key_sampled(key_fingerprint(key), rate)
 
 
 def _callable_name(fn: Callable) -> str:
@@ -192,8 +193,6 @@ class _TapFn(beam.DoFn):
         self._heap: list[int] = []
         self._heap_keys: set[int] = set()
         self._bound = -1 if self._keep == 0 else 1 << 128
-        # feature names in insertion order -> (the names sorted, positions in that order or None: already sorted)
-        self._layouts: dict[tuple, tuple[tuple[str, ...], list[int] | None]] = {}
         write_worker_environment(self._folder, environment_manifest())
 
     def start_bundle(self) -> None:
@@ -230,8 +229,8 @@ class _TapFn(beam.DoFn):
         except Exception as exc:
             self._quarantine(element, f"key: {type(exc).__name__}: {exc}")
             return None
-        digest = xxhash.xxh3_128_intdigest(key_bytes)
-        entry = (key_bytes, digest.to_bytes(16, "big"), digest)  # == xxh3_128_digest(key_bytes)
+        digest = key_fingerprint_int(key_bytes)
+        entry = (key_bytes, digest.to_bytes(16, "big"), digest)  # == key_fingerprint_bytes(key_bytes)
         if cache is not None:
             if len(cache) >= _KEY_CACHE_SIZE:
                 cache.clear()
@@ -286,7 +285,7 @@ class _TapFn(beam.DoFn):
             self._quarantine(element, f"value: {type(exc).__name__}: {exc}")
             return
         rows = self._rows
-        rows += (key_fp, key_bytes, xxhash.xxh3_64_intdigest(data),
+        rows += (key_fp, key_bytes, fingerprint_bytes(data),
                  data if digest <= self._bound and self._keeps(digest) else None)
         if self._transform:
             self._feature_counts.append(-1)
@@ -295,38 +294,19 @@ class _TapFn(beam.DoFn):
         return  # emits nothing: the tap's branch ends here
 
     def _process_features(self, value: dict, key_bytes: bytes, key_fp: bytes, digest: int) -> None:
-        """The transform stage: a fingerprint per feature; the stage's is that of {feature: fingerprint}."""
-        names = tuple(value)
-        layout = self._layouts.get(names)
-        if layout is None:
-            layout = self._layout(names)
-        ordered, positions = layout
-        hash64 = xxhash.xxh3_64_intdigest
-        fps = list(map(hash64, canonical.encode_many(list(value.values()))))
-        if positions is not None:
-            fps = [fps[i] for i in positions]
-        fp = hash64(canonical.encode(dict(zip(ordered, fps))))
+        """The transform stage: a fingerprint per feature; the stage's is that of {feature: fingerprint}
+        (`feature_fingerprints`, as the replay computes it)."""
+        data, pairs, fp = feature_fingerprints(value)
         kept = digest <= self._bound and self._keeps(digest)
-        data = canonical.encode(value) if kept else None  # never encoded when not kept
         rows = self._rows
-        rows += (key_fp, key_bytes, fp, data)
-        self._feature_counts.append(len(fps))
-        self._feature_names += ordered
-        self._feature_fps += fps
+        rows += (key_fp, key_bytes, fp, data if kept else None)
+        self._feature_counts.append(len(pairs))
+        if pairs:
+            names, fps = zip(*pairs)
+            self._feature_names += names
+            self._feature_fps += fps
         if len(rows) >= self._limit_rows:
             self._flush()
-
-    def _layout(self, names: tuple) -> tuple[tuple[str, ...], list[int] | None]:
-        if not all(type(name) is str for name in names):
-            bad = next(name for name in names if type(name) is not str)
-            raise TypeError(f"feature names must be str, got {type(bad).__name__} {bad!r}")
-        positions = sorted(range(len(names)), key=names.__getitem__)
-        layout = (tuple(names[i] for i in positions),
-                  None if positions == list(range(len(names))) else positions)
-        if len(self._layouts) >= 1024:
-            self._layouts.clear()
-        self._layouts[names] = layout
-        return layout
 
     def _keeps(self, value: int) -> bool:
         """Whether the record of this key fingerprint keeps its value (called only when value <= _bound)."""
@@ -354,7 +334,7 @@ class _TapFn(beam.DoFn):
     def _flush(self) -> None:
         if self._quarantined:
             entries, self._quarantined = self._quarantined, []
-            digest = xxhash.xxh3_64_hexdigest(json.dumps(entries, sort_keys=True).encode())
+            digest = f"{fingerprint_bytes(json.dumps(entries, sort_keys=True).encode()):016x}"
             write_quarantine_part(self._folder, f"{self._stage}-q-{digest}", entries)
         if not self._rows:
             return
@@ -442,7 +422,7 @@ class _WindowTapFn(_TapFn):
             values = [{"timestamp_us": ts, "windows": w if len(w) == 1 else sorted(w)}
                       for ts, w in zip(rows[2::4], windows)]
         data = canonical.encode_many(values)
-        rows[2::4] = list(map(xxhash.xxh3_64_intdigest, data))
+        rows[2::4] = list(map(fingerprint_bytes, data))
         rows[3::4] = [d if kept else None for d, kept in zip(data, rows[3::4])]
 
 
@@ -456,4 +436,4 @@ def part_digest(key_fps: list[bytes], fps: list[int]) -> str:
     pairs[:, 2] = np.fromiter(fps, dtype=np.uint64, count=n)
     # the byte order of the 24-byte strings is the order of their three big-endian words
     pairs = pairs[np.lexsort((pairs[:, 2], pairs[:, 1], pairs[:, 0]))]
-    return xxhash.xxh3_128_hexdigest(pairs.tobytes())
+    return digest_hex(pairs.tobytes())

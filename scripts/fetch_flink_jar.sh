@@ -37,7 +37,7 @@ command -v python3 >/dev/null 2>&1 || die "python3 is not on PATH"
 MVN=(mvn -B -q -Dstyle.color=never)
 mkdir -p "$JAR_DIR"
 
-# What the Python side needs to know about the jar (parity/flink.py may read it).
+# What the Python side needs to know about the jar (parity/replay/flink.py may read it).
 write_properties() {  # jar-file-name kind flink-minor runner-version job-service-version
   cat >"$JAR_DIR/flink-job-server.properties" <<EOF
 # Written by scripts/fetch_flink_jar.sh

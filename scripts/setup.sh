@@ -34,10 +34,10 @@ PY="$VENV/bin/python"
 
 # 2. parity and its dependencies at the tested pins (constraints.txt), skipped when nothing that decides them
 # changed since the last install: setup.py, constraints.txt, and the C canonical encoder's sources, which the
-# editable install compiles into parity/ (a changed source needs a rebuild; parity.canonical ignores a build of
+# editable install compiles into parity/ (a changed source needs a rebuild; parity.encoding.canonical ignores a build of
 # another encoding version and falls back to Python).
 stamp="$VENV/.parity-setup-stamp"
-want="$("$PY" - "$ROOT/setup.py" "$ROOT/constraints.txt" "$ROOT/parity/_canonical.c" "$ROOT/vendor/xxhash/xxhash.h" <<'PY'
+want="$("$PY" - "$ROOT/setup.py" "$ROOT/constraints.txt" "$ROOT/parity/encoding/_canonical.c" "$ROOT/vendor/xxhash/xxhash.h" <<'PY'
 import hashlib, sys
 digest = hashlib.sha256()
 for path in sys.argv[1:]:
@@ -45,7 +45,7 @@ for path in sys.argv[1:]:
 print(digest.hexdigest(), sys.version.split()[0], sys.argv[1])
 PY
 )"
-native_built() { compgen -G "$ROOT/parity/_canonical*.so" >/dev/null; }
+native_built() { compgen -G "$ROOT/parity/encoding/_canonical*.so" >/dev/null; }
 if [ "${PARITY_FORCE_INSTALL:-0}" != "1" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
    && [ -x "$VENV/bin/parity" ] && native_built; then
   log "dependencies up to date in $VENV (stamp matches setup.py, constraints.txt and the C encoder's sources)"
@@ -54,7 +54,7 @@ else
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[test]"
   "$PY" -m pip check >&2 || log "warning: pip check reports conflicts (above)"
-  native_built || log "warning: the C canonical encoder (parity/_canonical.c) did not build (no C compiler or" \
+  native_built || log "warning: the C canonical encoder (parity/encoding/_canonical.c) did not build (no C compiler or" \
     "Python headers?); parity runs on its pure Python encoder: same fingerprints, much slower"
   echo "$want" >"$stamp"
   log "installed in $(( $(date +%s) - started )) s"

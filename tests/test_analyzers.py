@@ -1,5 +1,5 @@
 """Analyzer comparison: vocabularies and statistics decide transform.analyzer; lookups and graph shape don't."""
-from parity import analyzers
+from parity.compare import analyzers
 
 
 def test_a_vocabulary_with_other_tokens_differs_and_names_them():

@@ -21,12 +21,15 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import window
 
 import parity
-from parity import canonical, run, tap_set
+from parity import commands as run
+from parity.encoding import canonical
+from parity.sets import tap_set
 from parity.beam import TapStage, finalize, sampled
 from parity.cli import main
-from parity.config import STAGES, ToleranceSpec, load_config
-from parity.diff import compare
-from parity.fingerprint_set import read_set
+from parity.config import ToleranceSpec, load_config
+from parity.stages import STAGES
+from parity.compare.diff import compare
+from parity.sets.fingerprint_set import read_set
 
 REPO = Path(__file__).resolve().parents[1]
 TAXI_CONFIG = REPO / "pipelines" / "taxi" / "parity.yaml"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.canonical import decode, encode, encode_many, to_json
+from parity.encoding.canonical import decode, encode, encode_many, to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = settings(max_examples=2000)
@@ -221,7 +221,7 @@ def test_encode_is_stable_across_processes_with_other_hash_seeds():
     value = {"zone": "JFK", "tags": {"night", "airport", "toll", "shared"}, "ids": frozenset({"a", "b", "c"}),
              "fare": 12.5}
     script = (
-        "from parity.canonical import encode\n"
+        "from parity.encoding.canonical import encode\n"
         "print(encode({'zone': 'JFK', 'tags': {'night', 'airport', 'toll', 'shared'},"
         " 'ids': frozenset({'a', 'b', 'c'}), 'fare': 12.5}).hex())\n"
     )

@@ -1,4 +1,4 @@
-"""The C canonical encoder (parity._canonical) against the pure Python reference (parity/canonical.py).
+"""The C canonical encoder (parity.encoding._canonical) against the pure Python reference (parity/encoding/canonical.py).
 
 The reference is ``canonical._encode_py`` and ``fingerprint._REFERENCE``; the public functions are the C
 ones whenever the extension is built (``canonical.IMPLEMENTATION == "c"``).
@@ -22,7 +22,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity import canonical, fingerprint
+from parity.encoding import canonical, fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = settings(max_examples=2000)
@@ -31,7 +31,7 @@ REF = fingerprint._REFERENCE
 py_encode = canonical._encode_py
 
 if canonical._native is None and os.environ.get("PARITY_PURE_PYTHON", "") in ("", "0"):
-    pytest.fail("parity._canonical is not built: run `make setup` or `.venv/bin/pip install -e .` (needs a C "
+    pytest.fail("parity.encoding._canonical is not built: run `make setup` or `.venv/bin/pip install -e .` (needs a C "
                 "compiler and the Python headers)", pytrace=False)
 pytestmark = pytest.mark.skipif(canonical._native is None, reason="PARITY_PURE_PYTHON=1: no C encoder to compare")
 native = canonical._native
@@ -299,9 +299,9 @@ def test_feature_fingerprints_agree_with_the_python_definition(features):
 def test_pure_python_fallback_is_used_when_forced_and_still_gives_the_golden_bytes():
     script = (
         "import json, sys\n"
-        "from parity import canonical, fingerprint\n"
+        "from parity.encoding import canonical, fingerprint\n"
         "assert canonical._native is None and canonical.IMPLEMENTATION == 'python'\n"
-        "assert canonical.encode.__module__ == 'parity.canonical'\n"
+        "assert canonical.encode.__module__ == 'parity.encoding.canonical'\n"
         "assert fingerprint.fingerprints is fingerprint._REFERENCE['fingerprints']\n"
         "sys.path.insert(0, 'fixtures/canonical')\n"
         "import make_vectors\n"
@@ -323,9 +323,9 @@ def test_an_extension_built_for_another_encoding_version_is_not_used(monkeypatch
         ENCODING_VERSION = "parity.canonical/0"
         API_VERSION = 1
 
-    import parity
+    import parity.encoding
 
-    monkeypatch.setattr(parity, "_canonical", Stale)
+    monkeypatch.setattr(parity.encoding, "_canonical", Stale)
     monkeypatch.delenv("PARITY_PURE_PYTHON", raising=False)
     assert canonical._load_native() is None
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from parity.canonical import ENCODING_VERSION, decode, encode, to_json
-from parity.fingerprint import fingerprint, fingerprint_bytes
+from parity.encoding.canonical import ENCODING_VERSION, decode, encode, to_json
+from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "canonical"
 TAGS = "NTFifgsbldetDm"

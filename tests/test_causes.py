@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from parity.causes import (
+from parity.compare.causes import (
     CAUSES,
     STAGES,
     CauseContext,
@@ -464,7 +464,7 @@ def test_values_beyond_float_range_never_crash_a_classifier(stage: str) -> None:
 
 
 def test_a_different_bucket_index_is_a_mapping_difference_not_numerics():
-    from parity.causes import CauseContext, classify_transform
+    from parity.compare.causes import CauseContext, classify_transform
 
     cause, _ = classify_transform({"bucket": 3, "fare": 1.5}, {"bucket": 4, "fare": 1.5}, CauseContext())
     assert cause == "transform.mapping"

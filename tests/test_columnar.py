@@ -1,4 +1,4 @@
-"""parity.columnar: the canonical bytes of Arrow rows, from the columns, equal those of the rows as dicts."""
+"""parity.encoding.columnar: the canonical bytes of Arrow rows, from the columns, equal those of the rows as dicts."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import parity
-from parity import canonical, columnar
+from parity.encoding import canonical, columnar
 from parity.capture import read_file
-from parity.fingerprint import encode_fingerprints
-from parity.fingerprint_set import read_set
-from parity.schema import coerce_record, parse_type
+from parity.encoding.fingerprint import encode_fingerprints
+from parity.sets.fingerprint_set import read_set
+from parity.capture.schema import coerce_record, parse_type
 
 pytestmark = pytest.mark.skipif(canonical._native is None, reason="the C encoder is not built")
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from parity.config import Tolerance
-from parity.diff import numeric_within, values_within
+from parity.compare.diff import numeric_within, values_within
 
 
 def _tol(abs_=0.0, rel=0.0):

@@ -228,8 +228,8 @@ def test_a_replay_leaves_no_spill_files_behind_whether_it_succeeds_or_fails(tmp_
 
 
 def test_a_spilled_batch_loads_back_equal_column_by_column(tmp_path):
-    from parity import spill
-    from parity.records import RecBatch
+    from parity.replay import spill
+    from parity.replay.batch import RecBatch
 
     batch = RecBatch("00000-000003")
     batch.rids = [(0, 6000), (0, 6001)]
@@ -247,8 +247,8 @@ def test_a_spilled_batch_loads_back_equal_column_by_column(tmp_path):
 
 
 def test_a_spill_file_stays_when_loaded_and_goes_when_consumed(tmp_path):
-    from parity import spill
-    from parity.records import RecBatch
+    from parity.replay import spill
+    from parity.replay.batch import RecBatch
 
     spill_fn = spill.SpillFn(str(tmp_path), "staged")
     spill_fn.setup()
@@ -258,7 +258,7 @@ def test_a_spill_file_stays_when_loaded_and_goes_when_consumed(tmp_path):
 
 
 def test_a_direct_runner_replay_removes_each_spill_file_as_soon_as_it_is_loaded(tmp_path, monkeypatch):
-    from parity import spill
+    from parity.replay import spill
 
     loads = []
     load = spill.load
@@ -299,7 +299,7 @@ def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_a
     import pyarrow.parquet as pq
 
     from parity.config import load_config
-    from parity.run import replay
+    from parity.commands import replay
     from parity.stages.transform import TFTInput
 
     config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))
@@ -323,13 +323,13 @@ def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_
     import pyarrow.parquet as pq
 
     from parity.config import load_config
-    from parity.fingerprint_set import STAGE_VALUES_DIR, read_set
-    from parity.replay_steps import WriteStageValuesFn
-    from parity.run import replay
+    from parity.sets.fingerprint_set import STAGE_VALUES_DIR, read_set
+    from parity.replay.steps import WriteStageValuesFn
+    from parity.commands import replay
 
     config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))
     spilled = []
-    from parity import spill
+    from parity.replay import spill
 
     spill_fn = spill.SpillFn.process
     monkeypatch.setattr(spill.SpillFn, "process",
@@ -357,7 +357,7 @@ def test_stage_values_that_do_not_match_their_part_are_refused_naming_the_file(t
     import pyarrow.parquet as pq
 
     from parity.errors import FingerprintSetError
-    from parity.fingerprint_set import read_values, write_part_columns, write_stage_values
+    from parity.sets.fingerprint_set import read_values, write_part_columns, write_stage_values
 
     one = [b"\x00"]
     write_stage_values(str(tmp_path), "p", {"location": ["a:1"], "input": one, "window": one, "shard": one,

@@ -13,8 +13,8 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.canonical import encode
-from parity.fingerprint import (
+from parity.encoding.canonical import encode
+from parity.encoding.fingerprint import (
     FINGERPRINT_ALGORITHM, KEY_FINGERPRINT_ALGORITHM, combine, fingerprint, fingerprint_bytes, fingerprints,
     key_fingerprint,
 )
@@ -80,7 +80,7 @@ def test_combine_changes_when_a_feature_is_renamed_added_or_changed():
 
 
 def test_fingerprint_is_stable_across_processes_with_other_hash_seeds():
-    script = ("from parity.fingerprint import fingerprint\n"
+    script = ("from parity.encoding.fingerprint import fingerprint\n"
               "print(fingerprint({'s': {'a', 'b', 'c', 'd'}, 'x': 1.5}))\n")
     outputs = set()
     for seed in ("3", "4"):

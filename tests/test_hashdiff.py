@@ -13,10 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity import canonical, diff, fingerprint_set, hashdiff
-from parity.config import STAGES, ToleranceSpec
-from parity.fingerprint import fingerprint, key_fingerprint
-from parity.fingerprint_set import FP_SCHEMA, PartRows, finalize, read_set, write_part
+from parity.compare import diff, hashdiff
+
+from parity.encoding import canonical
+
+from parity.sets import fingerprint_set
+from parity.config import ToleranceSpec
+from parity.stages import STAGES
+from parity.encoding.fingerprint import fingerprint, key_fingerprint
+from parity.sets.fingerprint_set import FP_SCHEMA, PartRows, finalize, read_set, write_part
 
 MANIFEST = {"side": "s", "key": ["id"], "config_name": "t", "environment": {}, "runner": "DirectRunner"}
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 import parity
-from parity import overlap, run
+from parity import commands as run
+from parity.replay import sides_at_once as overlap
 from parity.cli import main
 from parity.config import load_config
 from parity.errors import ConfigError, InputError, RunnerError, UserCodeError
-from parity.fingerprint_set import FINGERPRINTS, STAGE_VALUES_DIR, VALUES_DIR, read_values
+from parity.sets.fingerprint_set import FINGERPRINTS, STAGE_VALUES_DIR, VALUES_DIR, read_values
 
 REPO = Path(__file__).resolve().parents[1]
 TAXI = REPO / "pipelines" / "taxi"
@@ -124,7 +125,7 @@ def test_timings_say_when_the_sides_replayed_at_once(both_ways):
     # and the child's own replay, from its start to its end, which may come before the first side's
     assert 0 < timings["replay_production_own_seconds"] <= timings["replay_production_seconds"]
     assert "sides_at_once" not in json.loads((in_turn / "timings.json").read_text(encoding="utf-8"))
-    assert not _children_named("parity.overlap")
+    assert not _children_named("parity.replay.sides_at_once")
 
 
 def test_an_error_on_the_second_side_comes_back_from_the_child_as_the_same_exception(tmp_path):
@@ -136,14 +137,14 @@ def test_an_error_on_the_second_side_comes_back_from_the_child_as_the_same_excep
     with pytest.raises(InputError, match="missing.jsonl") as caught:
         parity.check(str(config), out_dir=str(tmp_path / "out"), sides_at_once="on")
     assert "check capture.path" in str(caught.value)
-    assert not _children_named("parity.overlap")
+    assert not _children_named("parity.replay.sides_at_once")
 
 
 def test_when_the_first_side_fails_its_error_is_raised_and_the_waiting_child_is_stopped(tmp_path):
     config = _taxi_copy(tmp_path, **{"tft: preprocess:preprocessing_fn": "tft: preprocess:no_such_fn"})
     with pytest.raises(UserCodeError, match="no_such_fn"):
         parity.check(str(config), out_dir=str(tmp_path / "out"), sides_at_once="on")
-    assert not _children_named("parity.overlap")
+    assert not _children_named("parity.replay.sides_at_once")
 
 
 def test_the_child_starts_before_this_process_imports_the_configs_modules(monkeypatch, tmp_path):
@@ -193,7 +194,7 @@ def test_a_child_that_dies_without_a_result_is_a_runner_error_naming_its_side(tm
             child.finish()
     finally:
         child.close()
-    assert not _children_named("parity.overlap")
+    assert not _children_named("parity.replay.sides_at_once")
 
 
 def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):

@@ -27,11 +27,11 @@ def test_the_wheel_built_from_the_sdist_installs_a_working_parity_into_a_fresh_v
     (wheel,) = glob.glob(str(dist / "parity-*.whl"))
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"parity/_canonical.c", "vendor/xxhash/xxhash.h", "setup.py", "README.md", "parity/tfmd.py",
+    assert {"parity/encoding/_canonical.c", "vendor/xxhash/xxhash.h", "setup.py", "README.md", "parity/capture/tfmd.py",
             "parity/report/templates/page.html.j2"} <= names
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    assert any(name.startswith("parity/_canonical") and name.endswith(".so") for name in names), \
+    assert any(name.startswith("parity/encoding/_canonical") and name.endswith(".so") for name in names), \
         "the wheel lacks the C encoder (a C compiler is on this machine)"
     assert "parity/cli.py" in names and "parity/capture/tfrecord.py" in names
     assert {f"parity/report/templates/{name}.html.j2" for name in ("page", "body", "macros")} <= names
@@ -48,7 +48,7 @@ def test_the_wheel_built_from_the_sdist_installs_a_working_parity_into_a_fresh_v
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    where = _run([python, "-c", "import parity, parity.canonical as c; print(parity.__file__, c.IMPLEMENTATION)"],
+    where = _run([python, "-c", "import parity, parity.encoding.canonical as c; print(parity.__file__, c.IMPLEMENTATION)"],
                  cwd=elsewhere, env=env).stdout.split()
     assert where[0].startswith(site), where
     assert where[1] == "c", "the installed wheel does not load its C encoder"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import inspect
 
 import parity
-from parity import run
+from parity import commands as run
 from parity.cli import build_parser
 from parity.config import ReportSpec
 

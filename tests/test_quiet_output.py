@@ -53,7 +53,7 @@ def test_version_names_parity_beam_tft_tensorflow_and_pyarrow_without_importing_
 
 
 def test_the_report_environment_carries_paritys_version_with_the_libraries():
-    from parity.environment import environment_manifest
+    from parity.replay.environment import environment_manifest
 
     manifest = environment_manifest()
     import parity

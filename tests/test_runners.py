@@ -7,7 +7,7 @@ import apache_beam as beam
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from tensorflow_transform.beam import impl as tft_impl
 
-from parity.runners import GC_THRESHOLDS, make_options, make_runner
+from parity.replay.runners import GC_THRESHOLDS, make_options, make_runner
 
 
 def test_the_direct_runner_is_fn_api_runner_itself_so_tft_finds_its_session_config() -> None:
@@ -36,7 +36,7 @@ def test_a_pipeline_on_the_direct_runner_runs_under_the_replay_thresholds_and_re
 
 
 def test_nested_replay_gc_contexts_leave_the_outer_ones_thresholds_until_it_closes() -> None:
-    from parity.runners import replay_gc
+    from parity.replay.runners import replay_gc
 
     before = gc.get_threshold()
     with replay_gc():
@@ -48,8 +48,8 @@ def test_nested_replay_gc_contexts_leave_the_outer_ones_thresholds_until_it_clos
 
 
 def test_a_replay_builds_its_pipeline_under_the_replay_thresholds(tmp_path, monkeypatch) -> None:
-    from parity import replay as replay_module
-    from parity import run
+    from parity.replay import pipeline as replay_module
+    from parity import commands as run
     from parity.config import load_config
 
     seen = []

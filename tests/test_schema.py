@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parity.schema import FieldType, SchemaMismatch, coerce, coerce_record, coerce_records, parse_schema, parse_type
+from parity.capture.schema import FieldType, SchemaMismatch, coerce, coerce_record, coerce_records, parse_schema, parse_type
 
 INT64 = parse_type("int64")
 INT32 = parse_type("int32")

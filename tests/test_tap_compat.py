@@ -15,12 +15,14 @@ import apache_beam as beam
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from parity import run, tap_set
+from parity import commands as run
+
+from parity.sets import tap_set
 from parity.beam import TapStage, finalize, sampled
 from parity.cli import main
 from parity.config import load_config
 from parity.errors import FingerprintSetError
-from parity.fingerprint_set import read_set
+from parity.sets.fingerprint_set import read_set
 
 REPO = Path(__file__).resolve().parents[1]
 V0_SET = REPO / "fixtures" / "fingerprint_sets" / "v0"

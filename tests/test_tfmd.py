@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from parity import tfmd
+from parity.capture import tfmd
 from parity.config import load_config
 from parity.errors import ConfigError
-from parity.schema import FieldType, parse_type
+from parity.capture.schema import FieldType, parse_type
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_GEN = os.path.join(ROOT, "fixtures", "tfx", "pipeline", "SchemaGen", "schema")
@@ -139,7 +139,7 @@ def test_a_missing_schema_path_is_a_config_error(tmp_path):
 
 def test_a_preprocessing_fn_taking_custom_config_gets_the_configs_mapping_as_tfx_hands_it(tmp_path):
     import parity
-    from parity import run
+    from parity import commands as run
 
     (tmp_path / "cc_module.py").write_text(
         "import tensorflow as tf\n\n"
@@ -155,7 +155,7 @@ def test_a_preprocessing_fn_taking_custom_config_gets_the_configs_mapping_as_tfx
                       encoding="utf-8")
     report = parity.check(str(config), out_dir=str(tmp_path / "out"))
     assert report["verdict"] == "parity"
-    from parity.fingerprint_set import read_set
+    from parity.sets.fingerprint_set import read_set
 
     keys = read_set(str(tmp_path / "out" / "sides" / "offline")).table.column("key").to_pylist()[:12]
     seen = set()

@@ -15,17 +15,17 @@ Locations name the file as the caller displays it (`display_path`) and the recor
 from __future__ import annotations
 
 import glob
-import gzip
 import importlib
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, Union
 
 from parity.errors import InputError
 from parity.storage import urls
 from parity.storage.outdir import is_parity_output
+from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_capture,
+                                  too_deep)
 from parity.capture.schema import FieldType
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
@@ -48,27 +48,6 @@ _EXTENSIONS = {
     ".csv": "csv",
 }
 _NEEDS_SCHEMA = {"tfrecord": "TFRecord", "csv": "CSV"}  # formats whose values carry no types of their own
-_PREVIEW_LIMIT = 120
-# Levels of lists and dicts a record may nest, itself included. Deeper records cannot be replayed: pickling
-# them between Beam stages (and encoding them) exhausts Python's recursion limit at a few hundred levels, which
-# would fail the whole run; so they are quarantined.
-MAX_NESTING = 100
-TOO_DEEP = f"too deeply nested: more than {MAX_NESTING} levels of lists and objects"
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    """A record that could not be read or did not fit the schema.
-
-    Attributes:
-        location: where it is, e.g. `capture/trips.jsonl:12`.
-        reason: why it was quarantined, e.g. `field 'fare': expected float64, got 'abc'`.
-        preview: at most 120 characters of the raw text, or the repr of the raw bytes.
-    """
-
-    location: str
-    reason: str
-    preview: str
 
 
 @dataclass
@@ -82,20 +61,6 @@ class ReadBatch:
     # columns (the Parquet reader, `parity.encoding.columnar`); empty otherwise, and the read step encodes the records.
     encoded: list[bytes] = field(default_factory=list)
     fingerprints: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Records read one after another, none quarantined among them, with their locations (same length): what a
-    format module's `read` may yield in place of a `(record, location)` item per record."""
-
-    records: list[dict]
-    locations: list[str]
-
-
-# What a format module's `read` yields: a record with its location (and, from a reader that computes them,
-# its canonical bytes and fingerprint), a quarantined entry, or a `Chunk` of records.
-ReadItem = Union[tuple[dict, str], tuple[dict, str, bytes, int], Quarantined, Chunk]
 
 
 def list_capture_files(pattern: str, base_dir: str) -> list[str]:
@@ -175,40 +140,6 @@ def detect_format(path: str) -> str:
         f"cannot tell the format of {path!r} from its extension (known: {known}) nor from its first bytes; "
         f"set capture.format to one of {', '.join(FORMATS)}"
     )
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def is_gzip(path: str) -> bool:
-    """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
-    try:
-        with urls.open_read(path) as handle:
-            return handle.read(2) == GZIP_MAGIC
-    except OSError:
-        return False
-
-
-class _GzipFile(gzip.GzipFile):
-    """A gzip stream over an open file that closes the file too."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        super().__init__(fileobj=raw, mode="rb")
-        self._raw = raw
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
-
-
-def open_capture(path: str) -> IO[bytes]:
-    """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
-    URL Beam's FileSystems read (`s3://...`)."""
-    if not urls.is_url(path):
-        return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
-    return _GzipFile(urls.open_read(path)) if is_gzip(path) else urls.open_read(path)
 
 
 def sniff_format(path: str) -> str | None:
@@ -311,33 +242,3 @@ def reason_kind(reason: str) -> str:
     `field 'fare'`.
     """
     return _POSITION.sub("", reason).split(":", 1)[0].strip()[:80]
-
-
-def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
-    """Whether lists, tuples and dicts nest more than `limit` levels in `value` (iterative: any depth is safe)."""
-    if not isinstance(value, (dict, list, tuple)):
-        return False
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
-    return False
-
-
-def preview(raw: Any) -> str:
-    """At most 120 characters showing a raw record: the text itself, or the repr of bytes and other values."""
-    if isinstance(raw, str):
-        text = raw[: _PREVIEW_LIMIT + 1].rstrip("\r\n")
-    else:
-        if isinstance(raw, (bytes, bytearray)):
-            raw = bytes(raw[: _PREVIEW_LIMIT + 1]).rstrip(b"\r\n")
-        text = repr(raw)
-    return text if len(text) <= _PREVIEW_LIMIT else text[: _PREVIEW_LIMIT - 3] + "..."
-
-
-def open_error(path: str, exc: OSError) -> InputError:
-    """The InputError for a capture file that cannot be opened."""
-    return InputError(f"cannot read capture file {path}: {exc.strerror or exc}")

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from parity.capture import Quarantined, ReadItem, open_error, preview
+from parity.capture.items import Quarantined, ReadItem, open_error, preview
 from parity.storage import urls
 from parity.errors import InputError
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record

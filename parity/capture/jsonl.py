@@ -22,8 +22,8 @@ from typing import IO, Any
 import orjson
 
 from parity.encoding import canonical
-from parity.capture import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_capture, open_error, preview,
-                            too_deep)
+from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_capture, open_error,
+                                  preview, too_deep)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 
 _BOM = b"\xef\xbb\xbf"

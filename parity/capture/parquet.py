@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parity.encoding import columnar
-from parity.capture import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
+from parity.capture.items import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
 from parity.storage import urls
 from parity.errors import first_line
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record

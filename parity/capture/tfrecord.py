@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import google_crc32c
 
-from parity.capture import Quarantined, ReadItem, open_capture, open_error, preview
+from parity.capture.items import Quarantined, ReadItem, open_capture, open_error, preview
 from parity.errors import InputError
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 

@@ -1,4 +1,4 @@
-"""Cause classification: why a record's first divergent stage diverged (CONTRACT section 7).
+"""Cause classification: why a record's first divergent stage diverged (docs/contract.md, section 7).
 
 Pure functions over the two sides' decoded stage values (docs/design.md, "Stage values") and a
 `CauseContext` of run-level facts (seeds, seed hashes, environments, analyzers, noise replays). One
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from parity.encoding.canonical import encode, to_json
+from parity.missing import MISSING
+from parity.stages import STAGES
 
 __all__ = ["CAUSES", "STAGES", "CauseContext", "classify", "classify_coder", "classify_input",
            "classify_seed", "classify_shard", "classify_transform", "classify_window", "explain"]
-
-STAGES: tuple[str, ...] = ("input", "window", "shard", "coder", "seed", "transform")
 
 # The aggregate explanation of each specific cause, after "N records: " (`explain`).
 _AGGREGATE: dict[str, str] = {
@@ -65,16 +65,6 @@ _MAX_NAMES = 5
 _HOUR_US = 3_600_000_000
 
 
-class _Missing:
-    """A field absent from one side's value."""
-
-    def __repr__(self) -> str:
-        return "missing"
-
-
-_MISSING: Any = _Missing()
-
-
 @dataclass(frozen=True)
 class CauseContext:
     """Run-level facts the per-record classifiers need; every field is optional."""
@@ -104,7 +94,7 @@ def _cut(text: str) -> str:
 
 def _show(value: Any, ctx: CauseContext) -> str:
     """A short deterministic rendering of a value (or `<redacted>`)."""
-    if value is _MISSING:
+    if value is MISSING:
         return "missing"
     if ctx.redact:
         return "<redacted>"
@@ -126,7 +116,7 @@ def _names(names: Any) -> str:
 
 
 def _type_name(value: Any) -> str:
-    if value is None or value is _MISSING:
+    if value is None or value is MISSING:
         return repr(value)
     t = type(value)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
@@ -176,14 +166,14 @@ def classify_input(left: Any, right: Any, ctx: CauseContext) -> Result:
         return "input.unknown", "the raw records are equal; the input fingerprints differ for another reason"
     action = "check the capture path, format and schema each side reads"
     fields = [f for f in sorted(left.keys() | right.keys(), key=str)
-              if not _same(left.get(f, _MISSING), right.get(f, _MISSING))] \
+              if not _same(left.get(f, MISSING), right.get(f, MISSING))] \
         if isinstance(left, dict) and isinstance(right, dict) else []
     if not fields:
         return "input.content", f"the raw records differ; {action}"
     first = fields[0]
     return "input.content", (f"the raw records differ in {_names(fields)} ({first}: "
-                             f"{_show(left.get(first, _MISSING), ctx)} vs "
-                             f"{_show(right.get(first, _MISSING), ctx)}); {action}")
+                             f"{_show(left.get(first, MISSING), ctx)} vs "
+                             f"{_show(right.get(first, MISSING), ctx)}); {action}")
 
 
 def _unit_exponent(a: int, b: int) -> int | None:
@@ -365,7 +355,7 @@ def _pair_kind(a: Any, b: Any) -> str:
         return "float_precision"
     if _string_form(a, b):
         return "string"
-    if any(v is _MISSING or v is None or (_is_float(v) and math.isnan(v)) for v in (a, b)):
+    if any(v is MISSING or v is None or (_is_float(v) and math.isnan(v)) for v in (a, b)):
         return "null"
     return "unknown"
 
@@ -375,7 +365,7 @@ def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         steps = [(f"{path}[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b))]
     elif isinstance(a, dict) and isinstance(b, dict):
-        steps = [(f"{path}.{k}" if path else str(k), a.get(k, _MISSING), b.get(k, _MISSING))
+        steps = [(f"{path}.{k}" if path else str(k), a.get(k, MISSING), b.get(k, MISSING))
                  for k in sorted(a.keys() | b.keys(), key=str)]
     else:
         return path, a, b
@@ -397,8 +387,8 @@ def classify_coder(left: Any, right: Any, ctx: CauseContext) -> Result:
         what = f"{_type_name(a)} on {lname}, {_type_name(b)} on {rname}, same value"
     elif kind == "string":
         what = f"{_show(a, ctx)} vs {_show(b, ctx)} are equal after {_string_form(a, b)}"
-    elif kind == "null" and (a is _MISSING or b is _MISSING):
-        gone, kept, value = (lname, rname, b) if a is _MISSING else (rname, lname, a)
+    elif kind == "null" and (a is MISSING or b is MISSING):
+        gone, kept, value = (lname, rname, b) if a is MISSING else (rname, lname, a)
         what = f"missing on {gone} after the round trip, {_show(value, ctx)} on {kept}"
     else:
         what = f"{_show(a, ctx)} on {lname}, {_show(b, ctx)} on {rname}"

@@ -15,11 +15,11 @@ import numpy as np
 from parity.compare import hashdiff
 
 from parity.encoding import canonical
-from parity.config import STAGES, Tolerance, ToleranceSpec
+from parity.config import Tolerance, ToleranceSpec
 from parity.errors import FingerprintSetError
+from parity.missing import MISSING
 from parity.sets.fingerprint_set import FingerprintSet
-
-MISSING = object()
+from parity.stages import STAGES
 
 
 @dataclass

@@ -21,9 +21,9 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from parity.config import STAGES
 from parity.errors import FingerprintSetError
 from parity.sets.fingerprint_set import FP_SCHEMA, FingerprintSet
+from parity.stages import STAGES
 
 BUCKET_BITS = 16          # 65,536 key ranges: ~150 records per bucket at 10M records
 CHUNK_ROWS = 65_536       # fingerprint rows read per side before the complete buckets among them are compared

@@ -33,6 +33,17 @@ def terminal_fd() -> int | None:
         return None
 
 
+def quiet_libraries() -> None:
+    """At the default verbosity the libraries say nothing on the terminal (what they still say goes to the
+    run's libraries.log, `libraries_to`); a DoFn's exception is logged by Beam as it unwinds, and parity reports
+    it once itself."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+
+
 def adopt_terminal_from_env() -> None:
     """In a child process: parity's own lines go to the descriptor the parent passed (`TERMINAL_FD_ENV`)."""
     global _terminal

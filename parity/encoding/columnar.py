@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from parity.encoding import canonical
-from parity.capture.schema import FieldType
+
+if TYPE_CHECKING:  # for hints only: the encoding imports nothing of the readers above it
+    from parity.capture.schema import FieldType
 
 __all__ = ["covered", "identity_schema", "packed_encodings", "row_encodings"]
 

@@ -6,6 +6,9 @@ vs float64, 1 vs 1.0) gives another fingerprint; numeric tolerance is the diff's
 keys use the 128-bit ``xxh3_128`` digest (16 bytes, big-endian), where collisions between millions of
 keys must be negligible.
 
+This is the only module that hashes: the taps, the replay, the tap sets, the shard stage and the report's
+redaction call it rather than xxhash (parity.stages.seed's draws aside: they are the seed stage's own rule).
+
 When the C encoder (``parity.encoding._canonical``) is built, ``fingerprint``, ``fingerprints``,
 ``key_fingerprint``, ``encode_fingerprints`` and ``feature_fingerprints`` run in it, encoding and hashing
 in one buffer without intermediate bytes objects; the Python definitions below are the reference.
@@ -19,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import xxhash
 
@@ -28,8 +31,9 @@ from parity.encoding import canonical
 _encode = canonical._encode_py  # the reference definitions below are pure Python throughout
 
 __all__ = [
-    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "encode_fingerprints",
+    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "digest_hex", "encode_fingerprints",
     "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints", "key_fingerprint",
+    "key_fingerprint_bytes", "key_fingerprint_int",
 ]
 
 FINGERPRINT_ALGORITHM = "xxh3_64"
@@ -38,10 +42,17 @@ KEY_FINGERPRINT_ALGORITHM = "xxh3_128"
 _xxh3_64 = xxhash.xxh3_64_intdigest
 _xxh3_128 = xxhash.xxh3_128_digest
 
-
-def fingerprint_bytes(data: bytes) -> int:
-    """XXH3-64 of bytes that are already canonical."""
-    return _xxh3_64(data)
+# The hashes of bytes that are already canonical are xxhash's own functions, bound without a Python frame in
+# between: the taps and the replay call them once per record.
+fingerprint_bytes: Callable[[bytes], int] = _xxh3_64
+"""XXH3-64 of bytes that are already canonical: ``fingerprint(v) == fingerprint_bytes(canonical.encode(v))``."""
+key_fingerprint_bytes: Callable[[bytes], bytes] = _xxh3_128
+"""The 16-byte key fingerprint of a key's canonical bytes: ``key_fingerprint(k) == key_fingerprint_bytes(
+canonical.encode(k))``."""
+key_fingerprint_int: Callable[[bytes], int] = xxhash.xxh3_128_intdigest
+"""``key_fingerprint_bytes(data)`` read as a big-endian unsigned int (what key sampling compares)."""
+digest_hex: Callable[[bytes], str] = xxhash.xxh3_128_hexdigest
+"""``key_fingerprint_bytes(data).hex()``: a 32-digit name for bytes (a tap part, a redacted key)."""
 
 
 def fingerprint(value: Any) -> int:
@@ -71,8 +82,11 @@ def feature_fingerprints(features: dict[str, Any]) -> tuple[bytes, list[tuple[st
     fingerprint(value))`` pairs, and ``combine`` of those fingerprints (the transform stage's fingerprint).
 
     Raises:
-        TypeError: a value has no canonical encoding, or the names do not sort.
+        TypeError: a name is not a str, or a value has no canonical encoding.
     """
+    for name in features:
+        if not isinstance(name, str):  # the C definition takes str names only, and hands anything else here
+            raise TypeError(f"feature names must be str, got {type(name).__name__} {name!r}")
     fps = {name: _xxh3_64(_encode(v)) for name, v in features.items()}
     return _encode(features), sorted(fps.items()), _xxh3_64(_encode(fps))
 

@@ -2,10 +2,12 @@
 
 A batch is one Beam element. Its state is kept column by column in plain lists (not one object per record), so
 that Beam's coder pickles a batch as a handful of lists that the C pickler walks without calling back into
-Python, and every stage loops over plain lists.
+Python, and every stage loops over plain lists. A batch goes through three phases (`READ`, `SETTLED`,
+`STAGED`); each says which slots hold data, and a step checks the phase it takes (`RecBatch.expect`).
 """
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 from typing import Any
@@ -25,13 +27,33 @@ def key_text(key: Any) -> str:
     return json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True)
 
 
+# The phases a batch goes through, in order (`RecBatch.phase`); each names the slots that hold data then.
+READ = "read"
+"""Filled by `ReadBatchesFn`: every slot but `part`, `values`, `value_bytes`, `value_fps` and
+`transform_arrow` is a list with one item per record, in read order; `transform_inputs` is empty; the three
+dicts are empty and `transform_arrow` is None."""
+SETTLED = "settled"
+"""After `ApplyStagesFn` (`RecBatch.settle`): the stages before the transform are kept only as their canonical
+bytes and fingerprints (`value_bytes`, `value_fps`: stage name -> Arrow array), `input_bytes` and `locations`
+are Arrow arrays, `values` holds only the transform stage's list (each record's transform value, once
+`ApplyTransformFn` has run), `transform_inputs` has one item per record, and `records`, `timestamps`,
+`arrivals`, `windows`, `groups` and `group_bytes` are empty lists. `rids`, `keys`, `key_bytes` and
+`input_fps` stay lists. `transform_arrow` may hold the transform inputs as Arrow (`with_arrow_inputs`)."""
+STAGED = "staged"
+"""A settled batch whose locations and stage bytes were written before a spill (`RecBatch.staged`):
+`input_bytes` and `locations` are None and `value_bytes` is empty; the other slots are as when settled."""
+PHASES = (READ, SETTLED, STAGED)
+
+
 class RecBatch:
     """The records of one batch on one side, with the value each takes at each stage so far.
 
-    Every attribute but `part` and `values` is a list with one item per record, in read order.
+    Which slots hold what depends on the batch's `phase` (`READ`, `SETTLED`, `STAGED`: see each constant);
+    a step states the phases it takes with `expect`.
 
     Attributes:
         part: the batch id (`"<file>-<batch>"`), stable across runs and retries.
+        phase: `READ`, `SETTLED` or `STAGED`.
         rids: (file index, record index) per record: unique within a side; never reported.
         locations: where each record was read, e.g. `capture/trips.jsonl:12`.
         records: the record dicts at the current stage.
@@ -52,17 +74,18 @@ class RecBatch:
         value_bytes, value_fps: stage name -> the canonical bytes and fingerprints of that stage's values, for
             the stages a settled batch no longer keeps as values.
 
-    A settled batch (`settle`) holds `value_bytes`, `value_fps`, `input_bytes` and `locations` as Arrow
-    arrays, the columns its fingerprint set part is written from. Once its stage values are written before a
-    spill (`WriteStageValuesFn`), `input_bytes` and `locations` are None and `value_bytes` is empty.
+    A batch is one Beam element: its slots are plain lists (Arrow arrays once settled) and `phase` a str, so
+    that it pickles as a tuple of them (`__reduce__`) that the C pickler walks without calling back into
+    Python.
     """
 
-    __slots__ = ("part", "rids", "locations", "records", "keys", "key_bytes", "input_bytes", "input_fps",
+    __slots__ = ("part", "phase", "rids", "locations", "records", "keys", "key_bytes", "input_bytes", "input_fps",
                  "timestamps", "arrivals", "windows", "groups", "group_bytes", "values", "transform_inputs",
                  "value_bytes", "value_fps", "transform_arrow")
 
     def __init__(self, part: str):
         self.part = part
+        self.phase = READ
         self.rids: list[tuple[int, int]] = []
         self.locations: list[str] = []
         self.records: list[dict] = []
@@ -81,16 +104,24 @@ class RecBatch:
         self.value_fps: dict[str, list[int]] = {}
         self.transform_arrow: list | None = None
 
+    def expect(self, *phases: str) -> None:
+        """Fails loudly when a step is handed a batch in a phase it does not take (a wiring error in the
+        pipeline, not a user's): its slots would not hold what the step reads."""
+        if self.phase not in phases:
+            raise AssertionError(f"batch {self.part} is {self.phase}; this step takes a batch that is "
+                                 f"{' or '.join(phases)}")
+
     def settle(self, stages: tuple[str, ...], encoded: list[tuple[list[bytes], list[int]]]) -> None:
         """Keeps `stages` only as their canonical bytes and fingerprints (`encoded`, in the same order), and
-        drops what only the stages before the transform read (the records, windows, groups, times).
+        drops what only the stages before the transform read (the records, windows, groups, times): `READ` to
+        `SETTLED`.
 
         A settled batch is what waits for the transform (spilled, while TFT analyses the side): bytes
         pickle and load at memory speed, where each record's stage values are several dicts and lists, and
         as Arrow arrays (the columns of its fingerprint set part, built now rather than after the spill) a
-        pickle is a few buffers (a 2,000-record taxi batch's spill, load and part columns: 1.7 against
-        2.8 ms with lists of bytes).
+        pickle is a few buffers, cheaper to spill and load than lists of bytes.
         """
+        self.expect(READ)
         for stage, (data, fps) in zip(stages, encoded):
             self.value_bytes[stage] = pa.array(data, pa.binary())
             self.value_fps[stage] = pa.array(fps, pa.uint64())
@@ -99,6 +130,17 @@ class RecBatch:
         self.locations = pa.array(self.locations, pa.string())
         for name in ("records", "timestamps", "arrivals", "windows", "groups", "group_bytes"):
             setattr(self, name, [])
+        self.phase = SETTLED
+
+    def staged(self) -> "RecBatch":
+        """This settled batch without its locations and stage bytes (`input_bytes`, `locations` None,
+        `value_bytes` empty), once they are written: `SETTLED` to `STAGED`. This batch is not changed."""
+        self.expect(SETTLED)
+        out = copy.copy(self)  # the same columns, but for those dropped
+        out.input_bytes = out.locations = None  # type: ignore[assignment]
+        out.value_bytes = {}
+        out.phase = STAGED
+        return out
 
     def __len__(self) -> int:
         return len(self.rids)
@@ -108,9 +150,10 @@ class RecBatch:
         return _rebuild, (tuple(getattr(self, name) for name in self.__slots__),)
 
     def reversed(self) -> "RecBatch":
-        """The same records in reverse order (the noise replay's other order)."""
+        """The same records in reverse order (the noise replay's other order); a `READ` batch."""
+        self.expect(READ)
         out = RecBatch(self.part)
-        for name in self.__slots__[1:]:
+        for name in self.__slots__[2:]:
             column = getattr(self, name)
             if column is None:  # transform_arrow, not built yet
                 continue
@@ -138,7 +181,7 @@ class RecBatchCoder(beam_coders.Coder):
         return pickle.loads(encoded)
 
     def estimate_size(self, value: RecBatch) -> int:
-        data = value.input_bytes if value.input_bytes is not None else value.key_bytes
+        data = value.key_bytes if value.phase == STAGED else value.input_bytes
         return 2 * (data.nbytes if isinstance(data, pa.Array) else sum(map(len, data))) + 64
 
     def is_deterministic(self) -> bool:

@@ -18,7 +18,7 @@ CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_tile
 
 def _version(package: str) -> str | None:
     if package == "parity":  # this package's own version, also when it runs from a source tree
-        from parity import __version__
+        from parity.version import __version__
 
         return __version__
     try:

@@ -13,16 +13,19 @@ a staged batch writes its stage values first (`WriteStageValuesFn`), so that its
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import apache_beam as beam
 
 from parity.encoding import canonical
 
-from parity.replay.pipeline import sides_at_once as overlap, spill
+from parity.replay import spill
 from parity.config import Config, SideConfig
-from parity.errors import ConfigError, FingerprintSetError, InputError, ParityError, UserCodeError, first_line
+from parity.errors import (ConfigError, FingerprintSetError, InputError, ParityError, RunnerError, UserCodeError,
+                           first_line)
 from parity.replay.batch import RecBatch, side_field_types
+from parity.replay.gate import TransformGate
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.replay.steps import (ApplyStagesFn, ApplyTransformFn, ReadBatchesFn, SavedInputsFn, WriteBatchFn,
@@ -42,22 +45,21 @@ class ReplaySide(beam.PTransform):
     Input: the pipeline root. Output: a PCollection of the written part names (one per batch).
     """
 
-    def __init__(self, config: Config, side: SideConfig, out_dir: str, saved_dir: str | None = None,
-                 batch_size: int = BATCH_SIZE, reorder: bool = False, gated: bool = False,
-                 transform_from: str | None = None, consume_spills: bool = False):
+    def __init__(self, config: Config, side: SideConfig, out_dir: str, graph: FromSideGraph | None = None,
+                 batch_size: int = BATCH_SIZE, reorder: bool = False, gate: TransformGate | None = None,
+                 spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
         super().__init__()
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
-        # `saved: {from_side}` while that side still replays in another process (`parity.replay.sides_at_once`): its graph
-        # is looked for (`saved_graph_dir`, from `transform_from`) once the gate opens
-        self.gated = gated
-        self.transform_from = transform_from
         self.config = config
         self.side = side
         self.out_dir = out_dir
-        self.saved_dir = saved_dir
+        # where a `saved: {from_side}` transform finds the other side's graph (by default: beside out_dir)
+        self.graph = graph or FromSideGraph.of(config, side, out_dir)
         self.batch_size = batch_size
-        # remove each spill file once read: only on a runner that never retries a bundle (parity.replay.spill)
-        self.consume_spills = consume_spills
+        # while the other side replays at once (`parity.replay.gate`): a TFT side says `ready` once its graph is
+        # written; a `saved: {from_side}` side stages every batch, then waits for that graph
+        self.gate = gate
+        self.spills = spills  # what becomes of a spill file once read (`parity.replay.spill`)
 
     def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
         side = self.side
@@ -76,7 +78,7 @@ class ReplaySide(beam.PTransform):
         aggregates = self._aggregates(batches, late, merges)
         staged = (batches
                   | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
-                  | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.consume_spills), late=late, merges=merges,
+                  | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
                                                 aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
         return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
@@ -121,30 +123,27 @@ class ReplaySide(beam.PTransform):
         spec = self.side.transform
         if spec is None or spec.kind == "python":
             return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None)).with_output_types(RecBatch)
-        if spec.kind == "saved" and self.gated:
-            return self._gated(staged)
+        if spec.kind == "saved" and self.graph is not None and self.gate is not None:
+            return self._gated(staged, self.graph, self.gate)
         if spec.kind == "saved":
-            saved = spec.path or self.saved_dir
+            saved = spec.path or self.graph.find()  # type: ignore[union-attr]
             return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved)).with_output_types(RecBatch)
         return self._tft(staged)
 
-    def _gated(self, staged: beam.PCollection) -> beam.PCollection:
+    def _gated(self, staged: beam.PCollection, graph: FromSideGraph, gate: TransformGate) -> beam.PCollection:
         """Stages every batch first (spilled), then waits for the other side's graph, then transforms."""
         types = side_field_types(self.side)
         if types is not None:  # the records as Arrow when the graph's raw features are the ones they make
             staged = staged | "SavedInputs" >> beam.ParDo(SavedInputsFn(
-                types, _graph_candidates(self.side, self.out_dir, self.transform_from),
-                self.side.capture.tfmd_text)).with_output_types(RecBatch)
+                types, list(graph.candidates), self.side.capture.tfmd_text)).with_output_types(RecBatch)
         spilled = (staged
                    | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
                    | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged")))
-        graph = (spilled
+        found = (spilled
                  | "CountStaged" >> beam.combiners.Count.Globally()
-                 | "AwaitGraph" >> beam.Map(overlap.await_graph, self.config, self.side, self.out_dir,
-                                            self.transform_from))
-        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, spilled=True, gated=True,
-                                                                    consume_spill=self.consume_spills),
-                                                   beam.pvalue.AsSingleton(graph)).with_output_types(RecBatch)
+                 | "AwaitGraph" >> beam.Map(await_graph, gate, graph))
+        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, self.spills),
+                                                   beam.pvalue.AsSingleton(found)).with_output_types(RecBatch)
 
     def _tft(self, staged: beam.PCollection) -> beam.PCollection:
         import tensorflow_transform.beam as tft_beam
@@ -179,12 +178,12 @@ class ReplaySide(beam.PTransform):
                     f"'{side.transform.ref.text}' raised {type(exc).__name__} while TFT traced it: "  # type: ignore[union-attr]
                     f"{first_line(exc)} (its inputs: {_input_kinds(tft_input)})") from exc
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
-        _ = written | "GraphWritten" >> beam.Map(overlap.graph_written, self.out_dir)  # a gated side may go on
+        if self.gate is not None:  # the other side, gated, may go on
+            _ = written | "GraphWritten" >> beam.Map(graph_written, self.gate)
         return (staged
                 | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
-                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, spilled=True,
-                                                             consume_spill=self.consume_spills),
+                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, self.spills),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
 
 
@@ -226,28 +225,50 @@ def _input_kinds(tft_input: TFTInput) -> str:
     return ", ".join(kinds)
 
 
-def _graph_candidates(side: SideConfig, out_dir: str, transform_from: str | None) -> list[str]:
-    """Where a `saved: {from_side}` transform looks for the graph, in order: the other side's TFT output
-    folder, then that side's folder itself (`transform_from`, or the sibling of `out_dir` named after it)."""
-    spec = side.transform
-    assert spec is not None and spec.from_side is not None
-    candidate = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
-    return [os.path.join(candidate, TFT_OUTPUT), candidate]
+@dataclass(frozen=True)
+class FromSideGraph:
+    """Where a `saved: {from_side}` transform finds the graph the other side exported, in order: that side's
+    TFT output folder, then its folder itself (`parity replay --transform-from DIR`, else the sibling of the
+    side's own folder named after it)."""
+
+    config_path: str
+    side: str
+    from_side: str
+    candidates: tuple[str, ...]
+
+    @classmethod
+    def of(cls, config: Config, side: SideConfig, out_dir: str,
+           transform_from: str | None = None) -> FromSideGraph | None:
+        """The side's `from_side` graph's places, or None for any other transform."""
+        spec = side.transform
+        if spec is None or spec.kind != "saved" or spec.from_side is None:
+            return None
+        folder = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
+        return cls(config.path, side.name, spec.from_side, (os.path.join(folder, TFT_OUTPUT), folder))
+
+    def find(self) -> str:
+        """The first place that holds an exported graph; a ConfigError naming the last when none does."""
+        for path in self.candidates:
+            if os.path.isdir(os.path.join(path, "transform_fn")):
+                return path
+        raise ConfigError(f"{self.config_path}: sides.{self.side}.transform.saved.from_side: no exported transform "
+                          f"graph of side '{self.from_side}' at {self.candidates[-1]}; replay side "
+                          f"'{self.from_side}' first (parity check does) or pass --transform-from DIR")
 
 
-def saved_graph_dir(config: Config, side: SideConfig, out_dir: str, transform_from: str | None) -> str | None:
-    """The exported graph a `saved: {from_side}` transform applies (None for any other transform)."""
-    spec = side.transform
-    if spec is None or spec.kind != "saved" or spec.from_side is None:
-        return None
-    candidates = _graph_candidates(side, out_dir, transform_from)
-    for path in candidates:
-        if os.path.isdir(os.path.join(path, "transform_fn")):
-            return path
-    candidate = candidates[-1]
-    raise ConfigError(f"{config.path}: sides.{side.name}.transform.saved.from_side: no exported transform "
-                      f"graph of side '{spec.from_side}' at {candidate}; replay side '{spec.from_side}' first "
-                      f"(parity check does) or pass --transform-from DIR")
+def graph_written(unused_written: Any, gate: TransformGate) -> None:
+    """A step of a TFT replay, after its graph is published: the side waiting for it may go on."""
+    gate.ready()
+
+
+def await_graph(unused_batches: int, gate: TransformGate, graph: FromSideGraph) -> str:
+    """A step of a gated replay, once every batch is staged: waits at the gate, then finds the graph."""
+    import tensorflow_transform  # noqa: F401  (seconds of imports: done while the other side replays)
+
+    if not gate.wait():
+        raise RunnerError(f"side '{graph.side}' waited for side '{graph.from_side}' to export its transform graph, "
+                          f"but that replay did not finish")
+    return graph.find()
 
 
 def _union(windows: Iterable[Iterable]) -> set:

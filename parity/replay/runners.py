@@ -21,7 +21,7 @@ RUNNERS = ("DirectRunner", "FlinkRunner")
 # container allocations instead of Python's 700, and the objects that exist before the run (Beam, TensorFlow,
 # the pipeline) frozen out of full collections. Decoding a batch allocates thousands of dicts and lists,
 # nearly all freed by reference counting; at 700 the collector runs every few hundred records and its full
-# passes walk every live object of the process. Measured on the 100,000-record taxi replay: 17-20% less CPU.
+# passes walk every live object of the process (benchmarks/RESULTS.md has what it saves).
 GC_THRESHOLDS = (50_000, 50, 100)
 
 
@@ -32,8 +32,8 @@ _replay_gc_depth = 0  # replay_gc contexts open in this process: only the outerm
 def replay_gc() -> Iterator[None]:
     """Collects less often while a pipeline is built and runs in this process; restores the collector's state
     after. Nested (`parity.commands.replay` around the construction of its pipeline, the runner's `run_pipeline`
-    within it), the inner one changes nothing: a full collection during TFT's tracing of the preprocessing
-    function cost 0.22 s of a 100,000-record replay's 4.9 s."""
+    within it), the inner one changes nothing. It starts before the pipeline is built because TFT's tracing of
+    the preprocessing function allocates enough to trigger full collections."""
     global _replay_gc_depth
     if _replay_gc_depth:
         _replay_gc_depth += 1

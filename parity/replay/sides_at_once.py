@@ -4,19 +4,23 @@
 about one core busy. With two cores or more, when captures are large enough to pay for a second interpreter
 (importing Beam and TensorFlow takes a few seconds), the second side replays in a child process meanwhile.
 
-A second side whose `saved: {from_side}` transform applies the first side's exported graph is *gated*: it
-reads, stages and spills every batch, then waits at the gate (its standard input) for this process to say
-that the graph is written (a TFT side's pipeline says so as soon as it has published the graph, while it
-still transforms its own batches; any other first side when its replay ends), then applies the graph. The child's output is the same fingerprint set, byte
-for byte; its error comes back as the same exception (pickled), so `parity check` fails the same way.
+A second side whose `saved: {from_side}` transform applies the first side's exported graph is *gated*
+(`parity.replay.gate`): it reads, stages and spills every batch, then waits at the gate (its standard input)
+for this process to say that the graph is written, then applies the graph. A `SecondSide` is this process's
+end of that gate: a TFT first side's pipeline says `ready` through it as soon as it has published the graph,
+while it still transforms its own batches; `finish` says it for any other first side, once its replay has
+ended. The child replays through `parity.replay.job`, as `parity replay` does. Its output is the same
+fingerprint set, byte for byte; its error comes back as the same exception (pickled), so `parity check` fails
+the same way.
 
     child = SecondSide.start(config, side, out_dir, first_dir, runner)
-    ... replay the first side ...
-    child.open_gate()              # or child.stop() when the first side failed
+    ... replay the first side with gate=child ...
     manifest = child.finish()      # raises the child's ParityError
+    child.close()                  # stops the child if it still runs (the first side failed)
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pickle
@@ -29,16 +33,20 @@ import time
 from typing import Any, Sequence
 
 from parity.console import signals
+from parity.storage import files
 from parity.config import Config, SideConfig
 from parity.errors import ConfigError, ParityError, RunnerError
+from parity.replay.gate import TransformGate
 
 # Below this many capture bytes on the second side, starting a second interpreter costs more than it saves.
 MIN_CAPTURE_BYTES = 16 << 20
 SETTINGS = ("auto", "on", "off")
 _GO = "go"
-# children waiting for a graph, by the first side's folder: its TFT replay opens their gate as soon as the
-# graph is written (`graph_written`, a step of that pipeline, in this process), not when its replay ends
-_WAITING: dict[str, "SecondSide"] = {}
+# the children this process has started and not closed, by token: Beam pickles a step's arguments and the
+# in-process runner unpickles them here, so a SecondSide handed to a step as its gate must come back as
+# itself (`__reduce__`), not as a copy that has no child
+_STARTED: dict[str, "SecondSide"] = {}
+_TOKENS = itertools.count()
 
 
 def wanted(config: Config, order: Sequence[SideConfig], runner: str, beam_args: Sequence[str] | None,
@@ -69,19 +77,23 @@ def _capture_bytes(config: Config, side: SideConfig) -> int:
         return 0  # the replay itself stops on a missing capture, naming it, in its turn
 
 
-class SecondSide:
-    """A child process replaying one side (`python -m parity.replay.sides_at_once REQUEST`), with its gate and result."""
+class SecondSide(TransformGate):
+    """A child process replaying one side (`python -m parity.replay.sides_at_once REQUEST`), with its result;
+    the first side's end of the child's gate (`ready`, `never`)."""
 
-    def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str, first_dir: str):
+    def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str):
         self.side = side
         self._proc = proc
         self._scratch = scratch
-        self._first_dir = os.path.abspath(first_dir)
         self.started = time.monotonic()
         self.ended: float | None = None  # when the child's replay ended (CLOCK_MONOTONIC: one clock per machine)
         self._gate_open = False
         self._lock = threading.Lock()  # the gate opens from a pipeline step's thread or from check()
-        _WAITING[self._first_dir] = self
+        self._token = f"{os.getpid()}-{next(_TOKENS)}"
+        _STARTED[self._token] = self
+
+    def __reduce__(self) -> tuple:
+        return _started, (self._token,)
 
     @classmethod
     def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str,
@@ -102,7 +114,16 @@ class SecondSide:
         proc = subprocess.Popen([sys.executable, "-m", "parity.replay.sides_at_once", json.dumps(request)],
                                 stdin=subprocess.PIPE, env=env, text=True,
                                 pass_fds=tuple(one for one in (lock_fd, fd) if one is not None))
-        return cls(side, proc, scratch, first_dir)
+        return cls(side, proc, scratch)
+
+    def wait(self) -> bool:
+        raise TypeError("the child waits at its gate; this process only opens it")
+
+    def ready(self) -> None:
+        self.open_gate()
+
+    def never(self) -> None:
+        self.open_gate(go=False)
 
     def open_gate(self, go: bool = True) -> None:
         """Tells a gated child that the first side's graph is written (or, with go=False, that it never will be)."""
@@ -119,7 +140,7 @@ class SecondSide:
 
     def finish(self) -> dict[str, Any]:
         """Waits for the child; returns its side's manifest or raises the error its replay raised."""
-        self.open_gate()
+        self.ready()
         code = self._proc.wait()
         path = os.path.join(self._scratch, "result.pickle")
         try:
@@ -135,34 +156,46 @@ class SecondSide:
 
     def close(self) -> None:
         """Stops the child if it still runs (the first side failed, or this process is interrupted)."""
-        _WAITING.pop(self._first_dir, None)
-        self.open_gate(go=False)
+        _STARTED.pop(self._token, None)
+        self.never()
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
 
-def graph_written(unused_written: Any, out_dir: str) -> None:
-    """A step of a TFT replay, after its graph is published: opens the gate of a child waiting for it."""
-    waiting = _WAITING.get(os.path.abspath(out_dir))
-    if waiting is not None:
-        waiting.open_gate()
+def _started(token: str) -> SecondSide:
+    """The started child a pickled SecondSide names (in the process that started it)."""
+    try:
+        return _STARTED[token]
+    except KeyError:
+        raise RunnerError("a child replay's gate was unpickled outside the process that started the child, or "
+                          "after it was closed; run `parity check --sides-at-once off`") from None
+
+
+class ParentsWord(TransformGate):
+    """The child's end of its gate: the parent's one line on standard input (`go`, else the graph will never
+    be written; end of input when the parent is gone)."""
+
+    def wait(self) -> bool:
+        return sys.stdin.readline().strip() == _GO
+
+    def ready(self) -> None:
+        raise TypeError("the parent opens the child's gate; the child only waits at it")
+
+    def never(self) -> None:
+        raise TypeError("the parent opens the child's gate; the child only waits at it")
 
 
 def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: str,
                 transform_from: str | None) -> str:
-    """The gate, a step of the gated replay: waits for the parent's word, then finds the first side's graph."""
-    import tensorflow_transform  # noqa: F401  (seconds of imports: done while the first side replays)
+    """The child's `AwaitGraph` step in one call (`parity.replay.pipeline.await_graph` at `ParentsWord`): waits
+    for the parent's word, then finds the first side's graph."""
+    from parity.replay.pipeline import FromSideGraph, await_graph as wait_then_find
 
-    from parity.replay.pipeline import saved_graph_dir
-
-    word = sys.stdin.readline().strip()
-    if word != _GO:
-        first = side.transform.from_side  # type: ignore[union-attr]
-        raise RunnerError(f"side '{side.name}' waited for side '{first}' to export its transform graph, but "
-                          f"that replay did not finish")
-    return saved_graph_dir(config, side, out_dir, transform_from)  # type: ignore[return-value]
+    graph = FromSideGraph.of(config, side, out_dir, transform_from)
+    assert graph is not None, f"side '{side.name}' applies no other side's graph"
+    return wait_then_find(unused_batches, ParentsWord(), graph)
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -176,27 +209,27 @@ def _portable(exc: BaseException) -> BaseException:
 
 def child_main(argv: Sequence[str]) -> int:
     signals.follow_parent_from_env()  # first: the imports below take seconds
-    from parity.cli import _quiet_libraries
     from parity.config import load_config
-    from parity.commands import replay
-
     from parity.console import terminal
+    from parity.replay.job import replay_side
+    from parity.replay.pipeline import FromSideGraph
 
-    _quiet_libraries()
+    terminal.quiet_libraries()
     terminal.adopt_terminal_from_env()  # progress to the parent's terminal; libraries to its log (fd 2)
     request = json.loads(argv[0])
     try:
         # references unimported: the parent imports and checks them all (and stops this process if one is
         # bad); this side imports its own when its steps start
-        manifest = replay(load_config(request["config"], check_refs=False), request["side"], request["out"],
-                          runner=request["runner"], transform_from=request["transform_from"], gated=True)
+        config = load_config(request["config"], check_refs=False)
+        side = config.side(request["side"])
+        graph = FromSideGraph.of(config, side, request["out"], request["transform_from"])
+        # a gate for a side that waits for the first side's graph only: a TFT side would say `ready` through it
+        manifest = replay_side(config, side, request["out"], runner=request["runner"], graph=graph,
+                               gate=ParentsWord() if graph is not None else None)
         outcome: tuple[str, Any] = ("ok", manifest)
     except BaseException as exc:  # every error goes back to the parent, which raises it
         outcome = ("error", _portable(exc))
-    temporary = request["result"] + ".partial"
-    with open(temporary, "wb") as handle:
-        pickle.dump((*outcome, time.monotonic()), handle)
-    os.replace(temporary, request["result"])
+    files.write_bytes(request["result"], pickle.dumps((*outcome, time.monotonic())))
     return 0
 
 

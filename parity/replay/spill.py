@@ -11,19 +11,21 @@ is removed when the replay ends; files are written under a temporary name and re
 rewrites the same file and a half-written one is never read.
 
 On the in-process runner, which never retries a bundle, each file is removed as soon as it is read
-(`load(consume=True)`): the page cache pages it held are reused by the files written next. Pages the kernel
-has not handed out lately cost far more to fill: on this project's virtual machines, writing 800 MB into
-fresh pages took 1.9 s, into just-freed ones 0.2-0.3 s, and a 1,000,000-record `parity check` writes about
-3.2 GB of spill files (both sides), which it held until the end.
+(`SpillPolicy.CONSUME`): the page cache pages it held are reused by the files written next. Pages the kernel
+has not handed out lately cost far more to fill than just-freed ones, and a large check writes gigabytes of
+spill files, which it would otherwise hold until the end (benchmarks/RESULTS.md has the figures).
 """
 from __future__ import annotations
 
+import enum
 import os
 import pickle
 import shutil
 from typing import Any, Iterator
 
 import apache_beam as beam
+
+from parity.storage.files import replacing
 
 SPILL_DIR = "_spill"
 
@@ -44,11 +46,25 @@ class SpillFn(beam.DoFn):
 
     def process(self, batch: Any) -> Iterator[str]:
         path = os.path.join(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "wb") as handle:
+        with replacing(path) as temporary, open(temporary, "wb") as handle:
             pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
         yield path
+
+
+class SpillPolicy(enum.Enum):
+    """What a step does with a spill file once it has loaded its batch."""
+
+    KEEP = "keep"  # a runner may retry the bundle, which reads the file again
+    CONSUME = "consume"  # removed at once: only where no bundle is ever retried
+
+    @classmethod
+    def for_runner(cls, runner: str) -> SpillPolicy:
+        """CONSUME on the in-process DirectRunner, which never retries a bundle; KEEP elsewhere."""
+        return cls.CONSUME if runner == "DirectRunner" else cls.KEEP
+
+    def load(self, path: str) -> Any:
+        """The batch a SpillFn wrote to `path`, under this policy."""
+        return load(path, self is SpillPolicy.CONSUME)
 
 
 def load(path: str, consume: bool = False) -> Any:

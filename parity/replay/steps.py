@@ -8,37 +8,40 @@ per value.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import operator
 import os
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
-import xxhash
 
 from parity.console import progress
 
 from parity.encoding import canonical
 
-from parity.replay.pipeline import spill
+from parity.replay import spill
 from parity.capture import detect_format, read_file, reason_kind
-from parity.config import STAGES, SideConfig
+from parity.config import Ref, SideConfig
 from parity.errors import InputError, ParityError, UserCodeError
-from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints
+from parity.missing import MISSING
+from parity.encoding.fingerprint import (encode_fingerprints, feature_fingerprints, fingerprint_bytes,
+                                         key_fingerprint_bytes)
 from parity.sets.fingerprint_set import write_part_columns, write_quarantine_part, write_stage_values
-from parity.replay.batch import RecBatch, key_text, side_field_types
+from parity.replay.batch import READ, SETTLED, STAGED, RecBatch, key_text, side_field_types
+from parity.replay.culprit import first_failing
 from parity.report.redaction import redact_entry
+from parity.stages import STAGES
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
+from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
+from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs_many
 from parity.storage import urls
-from parity.stages.coder import CoderFailure, CoderSpec, build_coder, roundtrip_batch
-from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs, seed_outputs_many
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
 from parity.stages.transform import PythonTransform, SavedTransform
 
 DROPPED_LATE = {"dropped": "late"}
-_UNSEEN = object()
 _IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
 # the stages ApplyStagesFn computes and settles (window to seed): the input stage's bytes come from the read,
 # the transform stage's values from ApplyTransformFn
@@ -46,6 +49,7 @@ SETTLED_STAGES = STAGES[1:-1]
 
 
 _IS_NONE = functools.partial(operator.is_, None)
+_TIME_TYPES = frozenset({int, type(None)})  # an event time read, or none configured
 
 
 def _reader_encoded(records: list, read_encoded: list | None, read_fps: list | None) -> bool:
@@ -102,103 +106,114 @@ class ReadBatchesFn(beam.DoFn):
               quarantined: list[dict], read_encoded: list | None = None, read_fps: list | None = None) -> None:
         """Adds the records that can be replayed to `batch`; a quarantine entry for each of the others.
 
-        `read_encoded`/`read_fps`: the records' canonical bytes and fingerprints where the reader computed
-        them from columns; used when there is one per record."""
+        The checks run in turn, each over the batch's column (the input bytes, their sizes, the keys, the event
+        and arrival times), on the records no check before it refused: a record gets the reason of its first
+        failing check, as if it were checked alone. A batch that quarantines nothing costs a few C calls per
+        check. `read_encoded`/`read_fps`: the records' canonical bytes and fingerprints where the reader
+        computed them from columns; used when there is one per record."""
         side = self._side
         max_bytes = side.capture.max_record_bytes
-        key_fields = side.capture.key
-        single_key = key_fields[0] if key_fields and len(key_fields) == 1 else None
-        if self._fill_at_once(batch, rids, locations, records, single_key, read_encoded, read_fps):
-            return
-        hash64 = xxhash.xxh3_64_intdigest
-        event_time = self._event_time
-        lateness, arrival_unit, arrival_tz = self._lateness, self._arrival_unit, self._arrival_tz
-        fps: list | None = None
+        count = len(records)
+        reasons: dict[int, str] = {}  # record index -> why it is quarantined
         if _reader_encoded(records, read_encoded, read_fps):
             encoded: list[bytes | str] = read_encoded  # type: ignore[assignment]
-            fps = read_fps
+            fps: list[int] = read_fps  # type: ignore[assignment]
         else:
             try:
-                encoded = canonical.encode_many(records)
+                encoded, fps = encode_fingerprints(records)  # type: ignore[assignment]
             except TypeError:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
                 encoded = [_encode_or_reason(record) for record in records]
-        for index, (rid, location, record, data) in enumerate(zip(rids, locations, records, encoded)):
-            if isinstance(data, str):
-                quarantined.append(_quarantine_entry(location, data, repr(record)))
-                continue
-            if len(data) > max_bytes:
-                quarantined.append(_quarantine_entry(
-                    location, f"record too large: {len(data)} bytes above capture.max_record_bytes {max_bytes}",
-                    repr(record)))
-                continue
-            input_fp = fps[index] if fps is not None else hash64(data)
-            if single_key is not None:
-                key: Any = record.get(single_key)
-                if key is None:
-                    quarantined.append(_quarantine_entry(location, _missing_key(single_key), repr(record)))
-                    continue
-            elif key_fields:
-                missing = [f for f in key_fields if record.get(f) is None]
-                if missing:
-                    quarantined.append(_quarantine_entry(location, _missing_key(missing[0]), repr(record)))
-                    continue
-                key = [record[f] for f in key_fields]
-            else:
-                key = input_fp
-            try:
-                timestamp = event_time.micros(record)
-                arrival = None
-                if lateness is not None:
-                    try:
-                        arrival = to_micros(record.get(lateness.arrival), arrival_unit, arrival_tz)
-                    except TimestampError as exc:
-                        quarantined.append(_quarantine_entry(location, f"arrival time: field "
-                                                             f"'{lateness.arrival}' {exc}", repr(record)))
-                        continue
-            except TimestampError as exc:
-                quarantined.append(_quarantine_entry(location, f"event time: {exc}", repr(record)))
-                continue
-            except (Exception, SystemExit) as exc:
-                raise UserCodeError(f"record {key_text(key)}: timestamp.function {raised(exc)}") from exc
-            batch.rids.append(rid)
-            batch.locations.append(location)
-            batch.records.append(record)
-            batch.keys.append(key)
-            batch.input_bytes.append(data)
-            batch.input_fps.append(input_fp)
-            batch.timestamps.append(timestamp)
-            batch.arrivals.append(arrival)
+                fps = [0 if isinstance(data, str) else fingerprint_bytes(data) for data in encoded]
+                reasons.update((i, data) for i, data in enumerate(encoded) if isinstance(data, str))
+        if count and max(map(len, encoded)) > max_bytes:
+            for i, data in enumerate(encoded):
+                if len(data) > max_bytes and i not in reasons:
+                    reasons[i] = f"record too large: {len(data)} bytes above capture.max_record_bytes {max_bytes}"
+        keys = self._keys(records, fps, reasons)
+        alive = [i for i in range(count) if i not in reasons] if reasons else range(count)
+        timestamps = self._event_times(records, keys, alive, reasons)
+        arrivals = self._arrivals(records, keys, reasons)
+        if reasons:
+            for i in sorted(reasons):
+                quarantined.append(_quarantine_entry(locations[i], reasons[i], repr(records[i])))
+            kept = [i for i in range(count) if i not in reasons]
+            rids, locations, records, keys, encoded, fps, timestamps, arrivals = (
+                [column[i] for i in kept]
+                for column in (rids, locations, records, keys, encoded, fps, timestamps, arrivals))
+        batch.rids, batch.locations, batch.records, batch.keys = list(rids), list(locations), list(records), keys
+        batch.input_bytes, batch.input_fps = list(encoded), list(fps)  # type: ignore[arg-type]
+        batch.timestamps, batch.arrivals = timestamps, arrivals
         self._key_windows_groups(batch)
 
-    def _fill_at_once(self, batch: RecBatch, rids: list[tuple[int, int]], locations: list[str], records: list[dict],
-                      single_key: str | None, read_encoded: list | None, read_fps: list | None) -> bool:
-        """`_fill`'s result for a batch that quarantines nothing, built column by column (a few C calls per
-        batch where `_fill` checks each record in turn), for the common case: one key field, an event time
-        that is one multiplication (`EventTime.micros_many`), no lateness replay. False, with the batch left
-        empty, when any of that is not so or any record would be quarantined: `_fill` then goes record by
-        record."""
-        if not records or single_key is None or self._lateness is not None:
-            return False
-        timestamps = self._event_time.micros_many(records)
-        if timestamps is None:
-            return False
-        keys = [record.get(single_key) for record in records]
-        if any(map(_IS_NONE, keys)):  # a missing or null key: quarantined
-            return False
-        if _reader_encoded(records, read_encoded, read_fps):
-            encoded, fps = read_encoded, read_fps
-        else:
+    def _keys(self, records: list[dict], fps: list[int], reasons: dict[int, str]) -> list[Any]:
+        """Each record's key (a key field's value, a list of them, or the input fingerprint); a reason in
+        `reasons` for each record not refused yet whose key field is missing or null."""
+        key_fields = self._side.capture.key
+        if key_fields and len(key_fields) == 1:
+            name = key_fields[0]
+            keys = [record.get(name) for record in records]
+            if any(map(_IS_NONE, keys)):
+                for i, key in enumerate(keys):
+                    if key is None and i not in reasons:
+                        reasons[i] = _missing_key(name)
+            return keys
+        if not key_fields:
+            return list(fps)
+        keys = [None] * len(records)
+        for i, record in enumerate(records):
+            missing = [f for f in key_fields if record.get(f) is None]
+            if missing:
+                if i not in reasons:
+                    reasons[i] = _missing_key(missing[0])
+                continue
+            keys[i] = [record[f] for f in key_fields]
+        return keys
+
+    def _event_times(self, records: list[dict], keys: list[Any], alive: Sequence[int],
+                     reasons: dict[int, str]) -> list[int | None]:
+        """The event time of each record (None for a record refused before, or with no timestamp config); a
+        reason in `reasons` for each `alive` record whose time cannot be read."""
+        event_time = self._event_time
+        live = records if len(alive) == len(records) else [records[i] for i in alive]
+        try:
+            times: list = event_time.micros_many(live)
+        except (Exception, SystemExit):
+            found = first_failing(live, lambda record: event_time.micros_many([record]), (Exception, SystemExit))
+            if found is None:
+                raise
+            index, error = found
+            raise UserCodeError(f"record {key_text(keys[alive[index]])}: timestamp.function "
+                                f"{raised(error)}") from error
+        if not set(map(type, times)) <= _TIME_TYPES:  # some times cannot be read
+            for index, value in enumerate(times):
+                if isinstance(value, TimestampError):
+                    reasons[alive[index]] = f"event time: {value}"
+                    times[index] = None
+        if len(alive) == len(records):
+            return times
+        timestamps: list[int | None] = [None] * len(records)
+        for i, value in zip(alive, times):
+            timestamps[i] = value
+        return timestamps
+
+    def _arrivals(self, records: list[dict], keys: list[Any], reasons: dict[int, str]) -> list[int | None]:
+        """The arrival time of each record for the lateness replay (None without one); a reason in `reasons`
+        for each record not refused yet whose arrival time cannot be read."""
+        lateness = self._lateness
+        arrivals: list[int | None] = [None] * len(records)
+        if lateness is None:
+            return arrivals
+        unit, tz = self._arrival_unit, self._arrival_tz
+        for i, record in enumerate(records):
+            if i in reasons:
+                continue
             try:
-                encoded, fps = encode_fingerprints(records)
-            except TypeError:  # a value parity cannot fingerprint: quarantined
-                return False
-        if max(map(len, encoded)) > self._side.capture.max_record_bytes:
-            return False
-        batch.rids, batch.locations, batch.records, batch.keys = list(rids), list(locations), list(records), keys
-        batch.input_bytes, batch.input_fps, batch.timestamps = list(encoded), list(fps), timestamps
-        batch.arrivals = [None] * len(records)
-        self._key_windows_groups(batch)
-        return True
+                arrivals[i] = to_micros(record.get(lateness.arrival), unit, tz)
+            except TimestampError as exc:
+                reasons[i] = f"arrival time: field '{lateness.arrival}' {exc}"
+            except (Exception, SystemExit) as exc:
+                raise UserCodeError(f"record {key_text(keys[i])}: timestamp.function {raised(exc)}") from exc
+        return arrivals
 
     def _key_windows_groups(self, batch: RecBatch) -> None:
         """The filled batch's key bytes, windows, grouping keys and their bytes."""
@@ -207,19 +222,19 @@ class ReadBatchesFn(beam.DoFn):
         try:
             batch.group_bytes = canonical.encode_many(batch.groups)
         except TypeError:  # a shard.key.function returned something parity cannot fingerprint: name it
-            for index, group in enumerate(batch.groups):
-                try:
-                    canonical.encode(group)
-                except TypeError as exc:
-                    shard = self._side.shard
-                    what = f"shard.key.function '{shard.key_function.text}'" if shard and shard.key_function \
-                        else "shard.key"
-                    raise UserCodeError(
-                        f"side '{self._side.name}': record {batch.key_text(index)}: {what} returned a "
-                        f"{type(group).__module__}.{type(group).__qualname__}, which has no canonical encoding "
-                        f"({exc}); a grouping key must be None, a bool, number, str, bytes, or a list or dict "
-                        f"of them") from exc
-            raise
+            found = first_failing(batch.groups, canonical.encode, TypeError)
+            if found is None:
+                raise
+            index, exc = found
+            group = batch.groups[index]
+            shard = self._side.shard
+            what = f"shard.key.function '{shard.key_function.text}'" if shard and shard.key_function \
+                else "shard.key"
+            raise UserCodeError(
+                f"side '{self._side.name}': record {batch.key_text(index)}: {what} returned a "
+                f"{type(group).__module__}.{type(group).__qualname__}, which has no canonical encoding "
+                f"({exc}); a grouping key must be None, a bool, number, str, bytes, or a list or dict "
+                f"of them") from exc
 
     def _windows_and_groups(self, batch: RecBatch) -> tuple[list[list[tuple]], list[Any]]:
         shard, key_fn = self._side.shard, self._key_fn
@@ -229,17 +244,19 @@ class ReadBatchesFn(beam.DoFn):
         except window_stage.TooManyWindowsError as exc:
             raise type(exc)(f"side '{self._side.name}': window: {exc}") from exc
         except (Exception, SystemExit):
-            for index, (timestamp, record) in enumerate(zip(batch.timestamps, batch.records)):
-                try:  # find the record to name
-                    window_stage.assign(self._windowfn, timestamp, record)
-                    shard_stage.grouping_key(shard, record, key_fn)
-                except window_stage.TooManyWindowsError as exc:
-                    raise type(exc)(f"side '{self._side.name}': record {batch.key_text(index)}: window: "
-                                    f"{exc}") from exc
-                except (Exception, SystemExit) as exc:
-                    raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function "
-                                        f"{raised(exc)}") from exc
-            raise
+            def alone(index: int) -> None:
+                window_stage.assign_many(self._windowfn, [batch.timestamps[index]], [batch.records[index]])
+                shard_stage.grouping_key(shard, batch.records[index], key_fn)
+
+            found = first_failing(range(len(batch)), alone, (Exception, SystemExit))
+            if found is None:
+                raise
+            index, exc = found
+            if isinstance(exc, window_stage.TooManyWindowsError):
+                raise type(exc)(f"side '{self._side.name}': record {batch.key_text(index)}: window: "
+                                f"{exc}") from exc
+            raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function "
+                                f"{raised(exc)}") from exc
         return windows, groups
 
 
@@ -327,16 +344,17 @@ def _aggregate_error(batch: RecBatch, side: SideConfig, indexes: list[int], exc:
     specs = side.shard.aggregates  # type: ignore[union-attr]
     for spec in specs:
         state = shard_stage.new_state(spec)
-        for i in indexes:
-            try:
-                shard_stage.add_value(spec, state, batch.records[i])
-            except Exception as error:
-                value = batch.records[i].get(spec.field)  # type: ignore[arg-type]
-                return InputError(
-                    f"side '{side.name}': record {batch.key_text(i)}: shard.aggregates.{spec.name} ({spec.op} of "
-                    f"field '{spec.field}') cannot take the value {_clipped_repr(value)} "
-                    f"({type(value).__name__}) with the group's other values: {type(error).__name__}: "
-                    f"{_clipped_repr(str(error))}; give the field one type (capture.schema)")
+        found = first_failing(indexes, lambda i, spec=spec, state=state: shard_stage.add_values(
+            spec, state, [batch.records[i]], [(0, 0)]))
+        if found is not None:
+            n, error = found
+            i = indexes[n]
+            value = batch.records[i].get(spec.field)  # type: ignore[arg-type]
+            return InputError(
+                f"side '{side.name}': record {batch.key_text(i)}: shard.aggregates.{spec.name} ({spec.op} of "
+                f"field '{spec.field}') cannot take the value {_clipped_repr(value)} "
+                f"({type(value).__name__}) with the group's other values: {type(error).__name__}: "
+                f"{_clipped_repr(str(error))}; give the field one type (capture.schema)")
     return InputError(f"side '{side.name}': the shard stage's aggregates failed: {type(exc).__name__}: {exc}")
 
 
@@ -360,46 +378,41 @@ def _attached(kept: list[tuple], group_bytes: bytes, aggregates: dict, names: li
 
 
 def _seed_spec(side: SideConfig) -> SeedSpec | None:
+    """The side's seed with its function ops' references imported."""
     if side.seed is None:
         return None
-    ops = []
-    for op in side.seed.ops:
-        if op.op == "sample":
-            ops.append((op.name, SampleOp(op.rate, op.hash)))
-        elif op.op == "split":
-            ops.append((op.name, SplitOp(op.buckets, op.hash)))
-        else:
-            ops.append((op.name, FunctionOp(op.function.resolve())))  # type: ignore[union-attr]
-    return SeedSpec(side.seed.value, tuple(ops))
+    ops = tuple((name, FunctionOp(op.fn.resolve()) if isinstance(op, FunctionOp) and isinstance(op.fn, Ref)
+                 else op) for name, op in side.seed.ops)
+    return dataclasses.replace(side.seed, ops=ops)
 
 
 class ApplyStagesFn(beam.DoFn):
     """Window, shard, coder and seed stages of a batch, with the side-wide results as side inputs."""
 
-    def __init__(self, side: SideConfig, consume_spill: bool = False):
+    def __init__(self, side: SideConfig, spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
         self._side = side
-        self._consume_spill = consume_spill  # remove each read spill file once loaded (spill.load)
+        self._spills = spills  # what becomes of each read batch's spill file once loaded
 
     def setup(self) -> None:
         side = self._side
         self._coder = None
         if side.coder is not None:
-            factory = side.coder.factory.resolve() if side.coder.factory else None
-            spec = CoderSpec(type=side.coder.type, factory=factory, options=dict(side.coder.options))
+            factory = side.coder.factory
+            spec = dataclasses.replace(side.coder, factory=factory.resolve()) if isinstance(factory, Ref) \
+                else side.coder
             try:
                 self._coder = build_coder(spec, side_field_types(side))
             except Exception as exc:
-                what = f"the factory '{side.coder.factory.text}'" if side.coder.factory else f"type {side.coder.type}"
+                what = f"the factory '{factory.text}'" if isinstance(factory, Ref) else f"type {side.coder.type}"
                 raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder ({what}): "
                                     f"{type(exc).__name__}: {exc}") from exc
         self._seed = _seed_spec(side)
-        self._seed_batched = self._seed is not None and \
-            not any(isinstance(op, FunctionOp) for _, op in self._seed.ops)
 
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
         # since the runner materialises whatever reaches this step (parity.replay.spill).
-        batch: RecBatch = spill.load(path, self._consume_spill)
+        batch: RecBatch = self._spills.load(path)
+        batch.expect(READ)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
         count = len(batch)
@@ -410,39 +423,22 @@ class ApplyStagesFn(beam.DoFn):
         shard_ids: dict[bytes, int] = {}
         # what every on-time record of a (group, windows) shares: its windows, aggregates and shard value
         shared: dict[tuple, tuple | None] = {}
-        commons = None if late else self._all_shared(batch, shared, merges, aggregates, names, shard_ids)
-        if commons is not None:  # no record is late and each shares its values: the loop below, by column
-            window_values = [{"timestamp_us": timestamp, "windows": common[0]}
-                             for timestamp, common in zip(batch.timestamps, commons)]
-            shard_values = [common[2] for common in commons]
-            for record, common in zip(batch.records, commons):
-                record.update(common[1])  # the batch's own dict, as below
-            live, live_records = list(range(count)), list(batch.records)
-        else:  # record by record: a late record, or aggregates that are each record's own objects
-            for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
-                    batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
-                expired = late.get(rid) if late else None
-                common = None if expired else self._common(shared, windows, group, group_bytes, merges, aggregates,
-                                                           names, shard_ids)
-                if common is not None:
-                    window_lists, attached, shard_value = common
-                    window_values[i] = {"timestamp_us": timestamp, "windows": window_lists}
-                else:  # a late record, or one whose aggregates are its own objects
-                    kept = final_windows(windows, expired, group_bytes, merges)
-                    window_value: dict[str, Any] = {"timestamp_us": timestamp,
-                                                    "windows": [list(w) for w in (kept or windows)]}
-                    window_values[i] = window_value
-                    if expired and not kept:
-                        window_value["late"] = True
-                        continue
-                    if expired:
-                        window_value["late_windows"] = [list(w) for w in expired]
-                    attached = _attached(kept, group_bytes, aggregates, names)
-                    shard_value = self._shard_value(group, group_bytes, attached, shard_ids)
-                record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
-                shard_values[i] = shard_value
-                live.append(i)
-                live_records.append(record)
+        for i, (rid, timestamp, windows, group, group_bytes, record) in enumerate(zip(
+                batch.rids, batch.timestamps, batch.windows, batch.groups, batch.group_bytes, batch.records)):
+            expired = late.get(rid) if late else None
+            window_lists, attached, shard_value = self._record_values(
+                shared, expired, windows, group, group_bytes, merges, aggregates, names, shard_ids)
+            window_value: dict[str, Any] = {"timestamp_us": timestamp, "windows": window_lists}
+            window_values[i] = window_value
+            if expired:
+                if shard_value is None:  # late for each of its windows: dropped
+                    window_value["late"] = True
+                    continue
+                window_value["late_windows"] = [list(w) for w in expired]
+            record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
+            shard_values[i] = shard_value
+            live.append(i)
+            live_records.append(record)
         coder_values: list[Any] = [DROPPED_LATE] * count
         seed_values: list[Any] = [DROPPED_LATE] * count
         transform_values: list[Any] = [DROPPED_LATE] * count
@@ -468,31 +464,32 @@ class ApplyStagesFn(beam.DoFn):
         batch.settle(SETTLED_STAGES, encoded)
         yield batch
 
-    def _all_shared(self, batch: RecBatch, shared: dict, merges: dict, aggregates: dict, names: list[str],
-                    shard_ids: dict[bytes, int]) -> list[tuple] | None:
-        """Each record's shared values (`_shared`) when none is late and every one has them, else None."""
-        commons = []
-        for windows, group, group_bytes in zip(batch.windows, batch.groups, batch.group_bytes):
-            common = self._common(shared, windows, group, group_bytes, merges, aggregates, names, shard_ids)
-            if common is None:
-                return None
-            commons.append(common)
-        return commons
-
-    def _common(self, shared: dict, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict,
-                aggregates: dict, names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
-        """`_shared` of an on-time record's (group, windows), computed once per batch (`shared` holds them)."""
-        key = (group_bytes, *windows)
-        common = shared.get(key, _UNSEEN)
-        if common is _UNSEEN:
-            common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names, shard_ids)
-        return common
+    def _record_values(self, shared: dict, expired: list[tuple] | None, windows: list[tuple], group: Any,
+                       group_bytes: bytes, merges: dict, aggregates: dict, names: list[str],
+                       shard_ids: dict[bytes, int]) -> tuple[list[list], dict[str, Any], dict[str, Any] | None]:
+        """A record's window lists, the aggregates it carries and its shard value (None: it is late for each of
+        its windows). An on-time record's are those of its (group, windows), computed once per batch and kept
+        in `shared` (`_shared`), unless an aggregate is a mutable value that each record must own."""
+        if not expired:
+            key = (group_bytes, *windows)
+            common = shared.get(key, MISSING)
+            if common is MISSING:
+                common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
+                                                    shard_ids)
+            if common is not None:
+                return common
+        kept = final_windows(windows, expired, group_bytes, merges)
+        window_lists = [list(w) for w in (kept or windows)]
+        if expired and not kept:
+            return window_lists, {}, None
+        attached = _attached(kept, group_bytes, aggregates, names)
+        return window_lists, attached, self._shard_value(group, group_bytes, attached, shard_ids)
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
-        """The window lists, attached aggregates and shard value of an on-time record in these windows of this
-        group (the loop's slow path computes the same for each record), or None when an aggregate is a
-        mutable value (a list per sliding window), which each record must get as its own object."""
+        """The window lists, attached aggregates and shard value of every on-time record in these windows of this
+        group, or None when an aggregate is a mutable value (a list per sliding window), which each record must
+        get as its own object (`_record_values` then computes the same for the record alone)."""
         kept = final_windows(windows, None, group_bytes, merges)
         attached = _attached(kept, group_bytes, aggregates, names)
         if not all(type(value) in _IMMUTABLE for value in attached.values()):
@@ -514,16 +511,20 @@ class ApplyStagesFn(beam.DoFn):
             for i in passed:
                 seed_values[i] = {}
             return
-        if self._seed_batched:
-            for i, outputs in zip(passed, seed_outputs_many(spec, [batch.key_bytes[i] for i in passed])):
-                seed_values[i] = outputs
-            return
-        for i in passed:
-            try:
-                seed_values[i] = seed_outputs(spec, inputs[i], batch.key_bytes[i])
-            except (Exception, SystemExit) as exc:
-                raise UserCodeError(f"record {batch.key_text(i)}: a seed function of side '{self._side.name}' "
-                                    f"{raised(exc)}") from exc
+        keys = [batch.key_bytes[i] for i in passed]
+        records = [inputs[i] for i in passed]
+        try:
+            outputs = seed_outputs_many(spec, keys, records)
+        except (Exception, SystemExit):
+            found = first_failing(range(len(passed)), lambda n: seed_outputs_many(spec, [keys[n]], [records[n]]),
+                                  (Exception, SystemExit))
+            if found is None:
+                raise
+            n, exc = found
+            raise UserCodeError(f"record {batch.key_text(passed[n])}: a seed function of side '{self._side.name}' "
+                                f"{raised(exc)}") from exc
+        for i, values in zip(passed, outputs):
+            seed_values[i] = values
 
 
 def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
@@ -554,10 +555,7 @@ class WriteStageValuesFn(beam.DoFn):
     def process(self, batch: RecBatch) -> Iterator[RecBatch]:
         write_stage_values(self._out_dir, batch.part, {"location": batch.locations, "input": batch.input_bytes,
                                                        **batch.value_bytes})
-        out = copy.copy(batch)  # the input batch is not changed: the TFT analysis reads it too
-        out.input_bytes = out.locations = None  # type: ignore[assignment]
-        out.value_bytes = {}
-        yield out
+        yield batch.staged()  # the input batch is not changed: the TFT analysis reads it too
 
 
 class SavedInputsFn(beam.DoFn):
@@ -602,13 +600,12 @@ class SavedInputsFn(beam.DoFn):
 class ApplyTransformFn(beam.DoFn):
     """The transform stage of a batch: a python function, an exported TFT graph, or a pass-through."""
 
-    def __init__(self, side: SideConfig, saved_dir: str | None, spilled: bool = False, gated: bool = False,
-                 consume_spill: bool = False):
+    def __init__(self, side: SideConfig, saved_dir: str | None, spills: spill.SpillPolicy | None = None):
         self._side = side
+        # None for a gated `saved` transform (`parity.replay.gate`): the graph's folder comes as the side input
         self._saved_dir = saved_dir
-        self._spilled = spilled  # batches come as spill files (with TFT, while the analysis runs)
-        self._consume_spill = consume_spill  # each removed once loaded (spill.load)
-        self._gated = gated  # `saved`, the graph's folder known only when the side input arrives
+        self._spills = spills  # batches come as spill files, loaded under this policy (with TFT, while the
+        # analysis runs); None: batches come whole
 
     def setup(self) -> None:
         spec = self._side.transform
@@ -618,9 +615,9 @@ class ApplyTransformFn(beam.DoFn):
                                      self._side.capture.tfmd_text) if self._saved_dir else None
 
     def process(self, batch, *side_inputs):  # no hints: Beam checks *args hints
-        if self._spilled:
-            batch = spill.load(batch, self._consume_spill)
-        if self._gated and self._saved is None:
+        if self._spills is not None:
+            batch = self._spills.load(batch)
+        if self._saved is None and side_inputs:
             # the gated `saved` transform: the graph's folder arrives as a side input once it exists
             self._saved_dir = side_inputs[0]
             self._saved = SavedTransform(self._saved_dir, side_field_types(self._side), self._side.capture.tfmd_text)
@@ -657,17 +654,17 @@ class ApplyTransformFn(beam.DoFn):
         except UserCodeError:
             raise
         except Exception as batch_exc:
-            rows = [one.slice(j, 1) for one in arrow for j in range(one.num_rows)] if arrow is not None else None
-            for n, i in enumerate(todo):  # find the record to name
-                try:
-                    if rows is not None:
-                        saved.apply_arrow([rows[n]])  # type: ignore[union-attr]
-                    else:
-                        saved.apply([inputs[i]])  # type: ignore[union-attr,list-item]
-                except Exception as exc:
-                    raise UserCodeError(f"record {batch.key_text(i)}: the transform graph "
-                                        f"{self._saved_dir} raised {type(exc).__name__}: "
-                                        f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+            if arrow is not None:
+                rows = [one.slice(j, 1) for one in arrow for j in range(one.num_rows)]
+                found = first_failing(rows, lambda row: saved.apply_arrow([row]))  # type: ignore[union-attr]
+            else:
+                found = first_failing([inputs[i] for i in todo],
+                                      lambda record: saved.apply([record]))  # type: ignore[union-attr]
+            if found is not None:
+                n, exc = found
+                raise UserCodeError(f"record {batch.key_text(todo[n])}: the transform graph "
+                                    f"{self._saved_dir} raised {type(exc).__name__}: "
+                                    f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
             raise UserCodeError(f"the transform graph {self._saved_dir} raised on a batch: "
                                 f"{type(batch_exc).__name__}: {batch_exc}") from batch_exc
 
@@ -676,12 +673,10 @@ def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
     """Names the record, the stage and (for dict values) the field whose value cannot be fingerprinted."""
     where = ""
     if isinstance(value, dict):
-        for name, item in value.items():
-            try:
-                canonical.encode(item)
-            except TypeError:
-                where = f" field {name!r}"
-                break
+        names = list(value)
+        found = first_failing(names, lambda name: canonical.encode(value[name]), TypeError)
+        if found is not None:
+            where = f" field {names[found[0]]!r}"
     return (f"record {key}: the {stage} stage value{where} cannot be fingerprinted: {exc}; return "
             f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
 
@@ -710,13 +705,12 @@ def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list
     """The canonical bytes and fingerprints of one stage's values of a batch (one kernel call)."""
     try:
         return encode_fingerprints(values)
-    except TypeError:
-        for i, value in enumerate(values):  # find the record to name
-            try:
-                canonical.encode(value)
-            except TypeError as exc:  # user code produced a value with no canonical encoding
-                raise UserCodeError(_unencodable(batch.key_text(i), stage, value, exc)) from exc
-        raise
+    except TypeError:  # user code produced a value with no canonical encoding: name the record
+        found = first_failing(values, canonical.encode, TypeError)
+        if found is None:
+            raise
+        i, exc = found
+        raise UserCodeError(_unencodable(batch.key_text(i), stage, values[i], exc)) from exc
 
 
 class WriteBatchFn(beam.DoFn):
@@ -728,13 +722,14 @@ class WriteBatchFn(beam.DoFn):
 
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
-        hash128 = xxhash.xxh3_128_digest
+        hash128 = key_fingerprint_bytes
         fp_columns: dict[str, list | pa.Array] = {
             "key_fp": [hash128(b) for b in batch.key_bytes],
             "key": [key_text(k) for k in batch.keys],
             "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
         value_columns: dict[str, list | pa.Array] = {"key_bytes": batch.key_bytes}
-        if batch.input_bytes is not None:  # else written already, with the stages' bytes (WriteStageValuesFn)
+        batch.expect(SETTLED, STAGED)
+        if batch.phase == SETTLED:  # else written already, with the stages' bytes (WriteStageValuesFn)
             value_columns.update({"location": batch.locations, "input": batch.input_bytes, **batch.value_bytes})
         for stage, fps in batch.value_fps.items():  # every stage before the transform, settled by ApplyStagesFn
             fp_columns[f"{stage}_fp"] = fps

@@ -20,6 +20,7 @@ import jinja2
 from jinja2.ext import Extension
 from markupsafe import Markup
 
+from parity.missing import MISSING
 from parity.report import text
 from parity.report.text import page_printable
 from parity.report.times import stage_field_utc
@@ -61,14 +62,6 @@ def _escaped(value: Any) -> Any:
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("parity.report", "templates"), autoescape=True, finalize=_escaped,
     undefined=jinja2.StrictUndefined, keep_trailing_newline=True, extensions=[_JoinedLines], auto_reload=False)
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()  # a field absent on one side (distinct from a present null)
 
 
 @dataclass(frozen=True)
@@ -394,7 +387,7 @@ def render_html(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str:
     """The report as one self-contained HTML5 page (inline CSS, no scripts, no external fetches).
 
     Args:
-        report: the parsed report.json (CONTRACT section 5 plus parity's additions).
+        report: the parsed report.json (docs/contract.md, section 5, plus parity's additions).
         out_dir: the output directory to name in the reproduce commands.
     """
     title = f"parity: {report.get('verdict', '')} {report.get('name') or ''}".strip()

@@ -180,7 +180,7 @@ def render_markdown(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str
     """The report as a short Markdown summary (verdict, first divergence, funnel, causes, features, examples).
 
     Args:
-        report: the parsed report.json (CONTRACT section 5 plus parity's additions).
+        report: the parsed report.json (docs/contract.md, section 5, plus parity's additions).
         out_dir: the output directory to name in the reproduce command.
     """
     lines = [_verdict(report), ""] + _unpaired(report) + [_records(report.get("records", {})), ""] \

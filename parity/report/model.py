@@ -1,7 +1,7 @@
 """The report model: report.json as an ordered dict, built from a diff outcome (pure, deterministic).
 
-Keys are inserted in CONTRACT section 5 order; additions come after the required fields. Nothing here depends
-on the runner, the wall clock or absolute paths, so the same inputs give byte-identical reports.
+Keys are inserted in the order of docs/contract.md, section 5; additions come after the required fields.
+Nothing here depends on the runner, the wall clock or absolute paths, so the same inputs give byte-identical reports.
 
 Redaction (`report.redact`) leaves field names, hashes and counts: keys and example values become
 fingerprints, analyzer details keep their counts only, features carry no `histograms` and a null
@@ -21,8 +21,9 @@ import numpy as np
 
 from parity.encoding import canonical
 from parity.compare.causes import CauseContext, classify, explain
-from parity.config import STAGES, ToleranceSpec
+from parity.config import ToleranceSpec
 from parity.compare.diff import DiffOutcome, PairOutcome
+from parity.stages import STAGES
 
 FORMAT = "parity.report/1"
 HISTOGRAM_BINS = 20

@@ -1,7 +1,7 @@
 """`report.redact`: what parity writes into the out folder and prints when no raw value may leave (pure).
 
-Under redaction reports carry hashes and field names only (CONTRACT section 3). The same holds for the other
-text a run leaves: a quarantine entry keeps its location, its reason with the values taken out and no
+Under redaction reports carry hashes and field names only (docs/contract.md, section 3). The same holds for
+the other text a run leaves: a quarantine entry keeps its location, its reason with the values taken out and no
 preview; an error message names a record by its key fingerprint, not its key, and withholds what user code
 said (an exception's message can quote any value).
 """
@@ -11,9 +11,7 @@ import json
 import re
 from typing import Any
 
-import xxhash
-
-from parity.encoding import canonical
+from parity.encoding import fingerprint
 
 __all__ = ["REDACTED", "key_fingerprint", "redact_entry", "redact_message", "redact_reason"]
 
@@ -46,7 +44,7 @@ def redact_entry(entry: dict[str, Any]) -> dict[str, Any]:
 def key_fingerprint(key: Any) -> str:
     """How a redacted message names a record: the XXH3-128 of its key's canonical bytes, in hex (the
     `key_fp` of its fingerprint set rows)."""
-    return xxhash.xxh3_128_hexdigest(canonical.encode(key))
+    return fingerprint.key_fingerprint(key).hex()
 
 
 def redact_message(message: str) -> str:

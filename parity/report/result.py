@@ -23,7 +23,7 @@ _FRAME_HEIGHT = 900  # pixels of the notebook frame; the page scrolls inside it
 
 
 class Report(dict):
-    """report.json as a dict (CONTRACT section 5), with `summary()`, `causes`, `examples`, `verdict` and a
+    """report.json as a dict (docs/contract.md, section 5), with `summary()`, `causes`, `examples`, `verdict` and a
     notebook view. `out_dir` is the folder the run wrote its reports and fingerprint sets to (None when
     unknown): the `parity show` commands of the HTML view name it."""
 

@@ -1,6 +1,6 @@
 """Event times and window bounds as ISO-8601 UTC, shown next to the raw microseconds (pure).
 
-report.json keeps the raw integers (CONTRACT section 5); the Markdown and HTML reports and `parity show` add
+report.json keeps the raw integers (docs/contract.md, section 5); the Markdown and HTML reports and `parity show` add
 these texts beside them, so whoever reads `1709972952000000` at 3 a.m. sees `2024-03-09T08:29:12Z` too, and a
 millisecond value read as microseconds shows up as a date in January 1970.
 """

@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.encoding import canonical
-from parity.config import STAGES
 from parity.errors import FingerprintSetError
-from parity.storage.outdir import write_text
+from parity.storage.files import replacing, write_text
+from parity.stages import STAGES
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"
@@ -47,7 +47,7 @@ VALUE_SCHEMA = pa.schema([("key_bytes", pa.binary()), ("location", pa.string())]
 # A replay whose staged batches wait for the transform on disk (TFT's analysis, a gated `saved` side) writes the
 # location and the stages before the transform as `stage_values/<part>.parquet` before it spills the batch, and
 # `values/<part>.parquet` with the other columns after its transform: the spill then carries fingerprints, not
-# canonical bytes (a 2,000-record taxi batch's spill: about 0.65 against 2.15 MB).
+# canonical bytes, a third of the size.
 STAGE_VALUES_DIR = "stage_values"
 STAGE_VALUE_COLUMNS = ("location",) + tuple(STAGES[:-1])
 STAGE_VALUE_SCHEMA = pa.schema([VALUE_SCHEMA.field(name) for name in STAGE_VALUE_COLUMNS])
@@ -141,21 +141,16 @@ def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
     parts = os.path.join(out_dir, PARTS_DIR)
     os.makedirs(parts, exist_ok=True)
     path = os.path.join(parts, f"{part}.quarantine.jsonl")
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        for entry in entries:
-            handle.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
-    os.replace(path + ".tmp", path)
+    write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
 
 
 def _write_fp_part(table: pa.Table, parts_dir: str, part: str) -> None:
     """Writes a batch's fingerprint rows as `_parts/<part>.arrow`, an uncompressed Arrow IPC file: `finalize`
-    reads it once and removes it, and IPC costs a fraction of Parquet's encoding and zstd (2,000 taxi rows:
-    0.7 against 2.3 ms to write, 0.1 against 1.4 ms to read)."""
+    reads it once and removes it, and IPC costs a fraction of Parquet's encoding and zstd."""
     path = os.path.join(parts_dir, f"{part}{FP_PART_SUFFIX}")
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, FP_SCHEMA) as writer:
+    with replacing(path) as temporary, pa.OSFile(temporary, "wb") as sink, \
+            pa.ipc.new_file(sink, FP_SCHEMA) as writer:
         writer.write_table(table)
-    os.replace(temporary, path)
 
 
 def _read_fp_part(path: str) -> pa.Table:
@@ -176,16 +171,14 @@ def _fp_part_rows(path: str) -> int:
 
 def _atomic_parquet(table: pa.Table, path: str, dictionary: bool = True) -> None:
     """Writes `table` to `path` through a temporary file. `dictionary=False` for columns of mostly distinct
-    values (a batch's canonical bytes): no dictionary pages, which cost write time and saved no space (taxi
-    value parts: 3.0 against 3.8 ms and 244 against 253 kB per 2,000 rows). No min/max statistics: a part is
-    read whole, by name (a 2,000-row taxi stage values part: 2.12 against 2.26 ms to write)."""
-    pq.write_table(table, path + ".tmp", compression="zstd", use_dictionary=dictionary, write_statistics=False)
-    os.replace(path + ".tmp", path)
+    values (a batch's canonical bytes): no dictionary pages, which cost write time and saved no space. No
+    min/max statistics: a part is read whole, by name."""
+    with replacing(path) as temporary:
+        pq.write_table(table, temporary, compression="zstd", use_dictionary=dictionary, write_statistics=False)
 
 
 # fingerprints.parquet: dictionary pages only for the columns of few distinct values (the batch id, the feature
-# names), min/max statistics only for the keys. The 1,000,000-row taxi set: 0.50 against 0.81 s to write with
-# every column's dictionary and statistics, 88.9 against 92.8 MB.
+# names), min/max statistics only for the keys: faster to write and smaller than with every column's.
 FP_PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "use_dictionary": ["part", "features.key_value.key"],
                                       "write_statistics": ["key_fp", "key"]}
 SORT_KEYS = [("key_fp", "ascending"), ("input_fp", "ascending"), ("part", "ascending"), ("row", "ascending")]
@@ -288,7 +281,7 @@ def sort_rows(table: pa.Table) -> pa.Table:
 
 def take_rows(table: pa.Table, indices: np.ndarray) -> pa.Table:
     """`table.take(indices)`: the map column (`features`) gathered by `_take_map`, which Arrow's own take moves
-    several times slower than every other column together (1,000,000 taxi rows: 0.82 s of 0.9)."""
+    several times slower than every other column together."""
     columns = [_take_map(column, indices) if pa.types.is_map(column.type) else column.take(indices)
                for column in table.columns]
     return pa.Table.from_arrays(columns, schema=table.schema)
@@ -539,8 +532,8 @@ def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
     table = pq.read_table(path)
     keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
     table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
-    pq.write_table(table, path + ".tmp", **FP_PARQUET_OPTIONS)
-    os.replace(path + ".tmp", path)
+    with replacing(path) as temporary:
+        pq.write_table(table, temporary, **FP_PARQUET_OPTIONS)
     manifest_path = os.path.join(set_dir, MANIFEST)
     with open(manifest_path, encoding="utf-8") as handle:
         manifest = json.load(handle)

@@ -44,14 +44,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import xxhash
 
 from parity.encoding import canonical
-from parity.config import STAGES
+from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.errors import FingerprintSetError
+from parity.storage.files import replacing, write_text
 from parity.sets.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
                                     VALUE_SCHEMA, VALUES_DIR, FingerprintSet, finalize, map_array, read_set,
                                     read_values, write_quarantine_part)
+from parity.stages import STAGES
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -64,10 +65,9 @@ DROPPED_LATE = {"dropped": "late"}
 NOT_SEEN = {"dropped": "not_seen_by_tap"}
 PART_ROWS = 50_000  # records per values part of a finalized tap set
 
-_hash64 = xxhash.xxh3_64_intdigest
-UNTAPPED_FP = _hash64(canonical.encode(UNTAPPED))
-NOT_SEEN_FP = _hash64(canonical.encode(NOT_SEEN))
-DROPPED_LATE_FP = _hash64(canonical.encode(DROPPED_LATE))
+UNTAPPED_FP = fingerprint(UNTAPPED)
+NOT_SEEN_FP = fingerprint(NOT_SEEN)
+DROPPED_LATE_FP = fingerprint(DROPPED_LATE)
 
 
 def sample_threshold(rate: float) -> int:
@@ -97,7 +97,7 @@ def sampled_mask(key_fps: pa.ChunkedArray | pa.Array, rate: float) -> np.ndarray
 
 
 def marker_fp(value: Any) -> int:
-    return _hash64(canonical.encode(value))
+    return fingerprint(value)
 
 
 def not_kept(fp: int) -> dict[str, str]:
@@ -158,7 +158,7 @@ def write_tap_meta(set_dir: str, meta: dict[str, Any]) -> str:
 
 def write_worker_environment(folder: str, environment: dict[str, Any]) -> None:
     text = json.dumps(environment, sort_keys=True)
-    path = os.path.join(folder, f"env-{_hash64(text.encode()):016x}.json")
+    path = os.path.join(folder, f"env-{fingerprint_bytes(text.encode()):016x}.json")
     if not os.path.exists(path):
         _write_json_atomic(path, environment)
 
@@ -188,8 +188,8 @@ def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps
     for table, sub in ((fp_table, "_parts"), (value_table, VALUES_DIR)):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
         path = os.path.join(folder, sub, f"{part}.parquet")
-        pq.write_table(table, f"{path}.{os.getpid()}.tmp", compression="zstd")
-        os.replace(f"{path}.{os.getpid()}.tmp", path)
+        with replacing(path) as temporary:
+            pq.write_table(table, temporary, compression="zstd")
 
 
 def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapArray:
@@ -202,11 +202,7 @@ def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapA
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, ensure_ascii=False)
-        handle.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def _read_taps(set_dir: str) -> list[dict[str, Any]]:

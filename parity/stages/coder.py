@@ -1,7 +1,8 @@
 """The `coder` stage: record coders as Beam `Coder`s and the per-batch encode/decode round trip.
 
 Each built-in coder is a faithful model of what its format does to a record's values, so that a side whose
-production path goes through, say, tf.Example shows the float32 rounding it really suffers (catalogue C1-C8):
+production path goes through, say, tf.Example shows the float32 rounding it really suffers
+(docs/divergence-catalog.md, C1-C8):
 
 - `json`: `json.dumps(sort_keys=True, allow_nan=True)`. Bytes -> str (their UTF-8 text), numpy scalars ->
   Python scalars, tuples -> lists; with `int_as_double`, ints beyond 2^53 are rounded through float64.
@@ -27,7 +28,7 @@ import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import numpy as np
@@ -36,6 +37,9 @@ from apache_beam.coders import Coder
 
 from parity.encoding import canonical
 from parity.capture.schema import SCALAR_TYPES, FieldType, parse_type
+
+if TYPE_CHECKING:
+    from parity.config.model import Ref
 
 CODER_TYPES: tuple[str, ...] = ("json", "tfexample", "avro", "pickle", "arrow")
 
@@ -47,14 +51,16 @@ _Type = tuple[str, bool]
 
 @dataclass(frozen=True)
 class CoderSpec:
-    """Which coder a side uses: a built-in `type` with its `options`, or a `factory` returning a Beam Coder.
+    """Which coder a side uses (`coder:` in a config): a built-in `type` with its `options`, or a `factory`
+    returning a Beam Coder. A loaded config holds the factory's `Ref` (`module:attr`); the replay imports it
+    when it builds the stage.
 
     Raises:
         ValueError: neither or both of `type` and `factory`, an unknown type, or an option the type lacks.
     """
 
     type: str | None = None
-    factory: Callable[[], Coder] | None = None
+    factory: Callable[[], Coder] | Ref | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -170,8 +176,8 @@ class TFExampleRecordCoder(Coder):
 
     Encoding follows the declared field type when the field has one (as TFT's `ExampleProtoCoder` does),
     otherwise the value's Python type: ints and bools -> `int64_list`, floats -> `float_list` (float32: the
-    precision loss of catalogue C3), str (UTF-8) and bytes -> `bytes_list`, lists element-wise, None -> the
-    feature is absent. An empty list is a present feature with an empty list.
+    precision loss of docs/divergence-catalog.md, C3), str (UTF-8) and bytes -> `bytes_list`, lists
+    element-wise, None -> the feature is absent. An empty list is a present feature with an empty list.
 
     Decoding uses the field types: `string` -> str, `bytes` -> bytes, floats -> float, ints -> int,
     `bool` -> bool, absent -> None (for every typed field, as `tf.io.parse_example` with a schema does),
@@ -341,13 +347,12 @@ class PickleRecordCoder(Coder):
         return pickle.loads(encoded)
 
     def roundtrip_many(self, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`decode(encode(v))` of each value, pickled as one list (one C call each way, half the time of a
-        call per record at 2,000 taxi records). Raises when any record fails.
+        """`decode(encode(v))` of each value, pickled as one list: one C call each way instead of one per
+        record. Raises when any record fails.
 
         Records of plain data (`canonical.plain`: exact dicts, lists and tuples of None, bool, int, float, str,
         bytes) come back as they are: pickle's round trip of them is the identity (the same types, equal
-        values, floats bit for bit), and checking costs a seventeenth of the round trip (0.18 against 3.1 ms
-        for 2,000 taxi records). Anything else (numpy scalars, datetimes, user classes) is pickled."""
+        values, floats bit for bit), and checking costs a small fraction of the round trip. Anything else (numpy scalars, datetimes, user classes) is pickled."""
         if canonical.plain(values):
             return list(values)
         return pickle.loads(pickle.dumps(values, protocol=4))

@@ -18,7 +18,7 @@ so that two sides with the same seed agree record by record, whatever the runner
 | `python` | `hash((seed, op_name, key_bytes)) & (2^64 - 1)` | 2^64 |
 
 `python` is salted per process unless `PYTHONHASHSEED` is fixed: two workers (or two runs) disagree. That
-is on purpose: it models catalogue R1, `hash(user_id) % n` in a Beam partition function.
+is on purpose: it models docs/divergence-catalog.md, R1, `hash(user_id) % n` in a Beam partition function.
 
 **sample** `{op: sample, rate: r}`: `u / range < r` -> bool.
 **split** `{op: split, buckets: {train: 8, eval: 2}}`: `u % total_weight` walks the cumulative weights in
@@ -27,7 +27,7 @@ the given bucket order -> the bucket's name.
 
 **Unseeded sides** (`seed.value` null): `sample` and `split` take `u` from `os.urandom` instead of the
 hash, and `function` gets `random.Random()` (seeded from `os.urandom`): outputs change on every call, on
-purpose, to model unseeded TF random ops and `random.random()` samplers (catalogue R4, R5).
+purpose, to model unseeded TF random ops and `random.random()` samplers (docs/divergence-catalog.md, R4, R5).
 
 Exceptions raised by a user function propagate unchanged; the caller attributes them.
 """
@@ -42,9 +42,12 @@ import random
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import xxhash
+from parity.encoding.fingerprint import fingerprint_bytes
+
+if TYPE_CHECKING:
+    from parity.config.model import Ref
 
 SEED_HASHES: tuple[str, ...] = ("xxh3", "md5", "crc32", "python")
 
@@ -94,9 +97,17 @@ class SplitOp:
 
 @dataclass(frozen=True)
 class FunctionOp:
-    """A user function `fn(record, rng) -> value`, `rng` a `random.Random` seeded per record."""
+    """A user function `fn(record, rng) -> value`, `rng` a `random.Random` seeded per record.
 
-    fn: Callable[[dict[str, Any], random.Random], Any]
+    A loaded config holds the function's `Ref` (`module:attr`); the replay imports it when it builds the stage.
+    """
+
+    fn: Callable[[dict[str, Any], random.Random], Any] | Ref
+
+    @property
+    def hash(self) -> str:
+        """The draw's hash: `rng` is seeded from xxh3 whatever the config says."""
+        return "xxh3"
 
 
 SeedOp = SampleOp | SplitOp | FunctionOp
@@ -104,54 +115,42 @@ SeedOp = SampleOp | SplitOp | FunctionOp
 
 @dataclass(frozen=True)
 class SeedSpec:
-    """A side's seed: its `value` (None: unseeded) and its named ops, in output order."""
+    """A side's seed (`seed:` in a config): its `value` (None: unseeded) and its named ops, in output order."""
 
     value: int | str | None
     ops: tuple[tuple[str, SeedOp], ...]
 
 
-def seed_outputs(spec: SeedSpec, record: dict[str, Any], key_bytes: bytes) -> dict[str, Any]:
-    """The output of each of `spec`'s ops for one record, keyed by op name.
+def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes],
+                      records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The output of each of `spec`'s ops for each record, keyed by op name (in op order), computed op by op
+    over the batch: each `sample` and `split` op's seed prefix is built once, not per record.
 
     Args:
         spec: the side's seed value and ops.
-        record: the record (after the coder stage); only function ops read it.
-        key_bytes: the canonical bytes of the record key.
+        key_bytes: the canonical bytes of each record's key.
+        records: the records (after the coder stage); only function ops read them (None: the spec has none).
 
     Raises:
-        Exception: whatever a user function raises, unchanged.
-    """
-    outputs: dict[str, Any] = {}
-    for name, op in spec.ops:
-        if isinstance(op, FunctionOp):
-            outputs[name] = op.fn(record, _rng(spec.value, name, key_bytes))
-            continue
-        u, size = _draw(op.hash, spec.value, name, key_bytes)
-        if isinstance(op, SampleOp):
-            outputs[name] = u / size < op.rate
-        else:
-            outputs[name] = _bucket(op.buckets, u)
-    return outputs
-
-
-def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes]) -> list[dict[str, Any]]:
-    """`seed_outputs` of many records of a spec without `function` ops (which read the record).
-
-    The same outputs, computed op by op over the batch: each op's seed prefix is built once, not per record.
-
-    Raises:
-        ValueError: the spec has a `function` op (call `seed_outputs` per record instead).
+        ValueError: the spec has a `function` op and no records were given.
+        Exception: whatever a user function raises, unchanged; the caller finds the record (one-record
+            batches) and names it.
     """
     outputs: list[dict[str, Any]] = [{} for _ in key_bytes]
     for name, op in spec.ops:
         if isinstance(op, FunctionOp):
-            raise ValueError(f"seed op {name!r} is a function: call seed_outputs per record")
+            if records is None:
+                raise ValueError(f"seed op {name!r} is a function: it reads the records, and none were given")
+            fn, value = op.fn, spec.value
+            for out, record, kb in zip(outputs, records, key_bytes):
+                out[name] = fn(record, _rng(value, name, kb))
+            continue
         if spec.value is None or op.hash == "python":
             draws = [_draw(op.hash, spec.value, name, kb) for kb in key_bytes]
         else:
             prefix = _draw_bytes(spec.value, name, b"")
             if op.hash == "xxh3":
-                h64 = xxhash.xxh3_64_intdigest
+                h64 = fingerprint_bytes
                 draws = [(h64(prefix + kb), 1 << 64) for kb in key_bytes]
             else:
                 draws = [draw(op.hash, spec.value, name, kb) for kb in key_bytes]
@@ -160,7 +159,7 @@ def seed_outputs_many(spec: SeedSpec, key_bytes: list[bytes]) -> list[dict[str, 
             for out, (u, size) in zip(outputs, draws):
                 out[name] = u / size < rate
         else:
-            # `_bucket` of each draw: the first bucket whose running weight total exceeds u mod the total (a
+            # a bucket per draw: the first bucket whose running weight total exceeds u mod the total (a
             # SplitOp's weights are positive), found by bisection instead of summing the weights per record
             names = [bucket for bucket, _ in op.buckets]
             ends = list(itertools.accumulate(weight for _, weight in op.buckets))
@@ -181,7 +180,7 @@ def draw(hash_name: str, seed: int | str, op_name: str, key_bytes: bytes) -> tup
         return hash((seed, op_name, key_bytes)) & _MASK64, 1 << 64
     data = _draw_bytes(seed, op_name, key_bytes)
     if hash_name == "xxh3":
-        return xxhash.xxh3_64_intdigest(data), 1 << 64
+        return fingerprint_bytes(data), 1 << 64
     if hash_name == "md5":
         return int.from_bytes(hashlib.md5(data).digest()[:8], "big"), 1 << 64
     return zlib.crc32(data), 1 << 32
@@ -196,20 +195,11 @@ def _draw(hash_name: str, seed: int | str | None, op_name: str, key_bytes: bytes
 def _rng(seed: int | str | None, op_name: str, key_bytes: bytes) -> random.Random:
     if seed is None:
         return random.Random()  # seeded from os.urandom: unseeded on purpose
-    return random.Random(xxhash.xxh3_64_intdigest(_draw_bytes(seed, op_name, key_bytes)))
+    return random.Random(fingerprint_bytes(_draw_bytes(seed, op_name, key_bytes)))
 
 
 def _draw_bytes(seed: int | str, op_name: str, key_bytes: bytes) -> bytes:
     return repr((seed, op_name)).encode("utf-8") + b"\x00" + key_bytes
-
-
-def _bucket(buckets: tuple[tuple[str, int], ...], u: int) -> str:
-    point = u % sum(weight for _, weight in buckets)
-    for name, weight in buckets:
-        if point < weight:
-            return name
-        point -= weight
-    raise AssertionError("unreachable: point < total weight")
 
 
 def _check_hash(hash_name: str) -> None:

@@ -14,9 +14,7 @@ import zlib
 from fractions import Fraction
 from typing import Any, Callable
 
-import xxhash
-
-from parity.encoding import canonical
+from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.config import AggregateSpec, ShardSpec
 
 _SCALE = 1074
@@ -42,7 +40,7 @@ def shard_id(spec: ShardSpec | None, key: Any, key_bytes: bytes) -> int:
         return 0
     count = spec.count
     if spec.hash == "xxh3":
-        return xxhash.xxh3_64_intdigest(key_bytes) % count
+        return fingerprint_bytes(key_bytes) % count
     if spec.hash == "crc32":
         return zlib.crc32(key_bytes) % count
     if spec.hash == "md5":
@@ -71,7 +69,8 @@ def new_state(agg: AggregateSpec) -> list:
     return [set()]  # distinct_count: fingerprints of distinct non-null values
 
 
-def add_value(agg: AggregateSpec, state: list, record: dict, order: tuple = (0, 0)) -> None:
+def _add_value(agg: AggregateSpec, state: list, record: dict, order: tuple) -> None:
+    """Adds one record's value to a group's state (`add_values`' general case)."""
     if agg.combine == "sequential":
         value = record.get(agg.field)  # type: ignore[arg-type]
         if value is not None and not isinstance(value, bool) and isinstance(value, (int, float)):
@@ -102,7 +101,7 @@ def add_value(agg: AggregateSpec, state: list, record: dict, order: tuple = (0, 
                 state[2] += num * ((1 << _SCALE) // den)
             state[3] = True
     elif agg.op == "distinct_count":
-        state[0].add(xxhash.xxh3_64_intdigest(canonical.encode(value)))
+        state[0].add(fingerprint(value))
     elif state[0] is None or (value < state[0] if agg.op == "min" else value > state[0]):
         state[0] = value
 
@@ -156,24 +155,39 @@ def finish(agg: AggregateSpec, state: list) -> Any:
 
 
 def add_values(agg: AggregateSpec, state: list, records: list[dict], orders: list[tuple]) -> None:
-    """`add_value` of each record in turn (`orders[i]` is `records[i]`'s order), in one call per group: a count
-    adds the records' number, and a sum or mean of finite floats (and nulls) adds their exact scaled sum at once;
-    any other aggregate or value goes record by record. The state is the one `add_value` would leave."""
-    if agg.combine != "sequential":
-        if agg.op == "count":
-            state[0] += len(records)
-            return
-        if agg.op in ("sum", "mean"):
-            values = [record.get(agg.field) for record in records]  # type: ignore[arg-type]
-            floats = [value for value in values if value is not None]
-            if set(map(type, floats)) == {float} and all(map(math.isfinite, floats)):
-                state[0] += len(floats)
-                if not isinstance(state[2], float):  # else an infinity or NaN summed before rules the sum
-                    state[2] += sum(map(_scaled, floats))
-                state[3] = True
-                return
+    """Adds each record's value to a group's state, in turn (`orders[i]` is `records[i]`'s order, which only a
+    sequential aggregate reads); the state is mergeable with other batches' (`merge_states`).
+
+    Raises:
+        Exception: a value the state cannot take (e.g. the min of a str and a float); the caller finds the
+            record (one-record batches on a fresh state) and names it.
+    """
+    if _added_at_once(agg, state, records):
+        return
     for record, order in zip(records, orders):
-        add_value(agg, state, record, order)
+        _add_value(agg, state, record, order)
+
+
+def _added_at_once(agg: AggregateSpec, state: list, records: list[dict]) -> bool:
+    """Whether `add_values` was done in one step: a count adds the records' number, and a sum or mean of finite
+    floats (and nulls) adds their exact scaled sum; False, with the state untouched, for any other aggregate or
+    value."""
+    if agg.combine == "sequential":
+        return False
+    if agg.op == "count":
+        state[0] += len(records)
+        return True
+    if agg.op not in ("sum", "mean"):
+        return False
+    values = [record.get(agg.field) for record in records]  # type: ignore[arg-type]
+    floats = [value for value in values if value is not None]
+    if set(map(type, floats)) != {float} or not all(map(math.isfinite, floats)):
+        return False
+    state[0] += len(floats)
+    if not isinstance(state[2], float):  # else an infinity or NaN summed before rules the sum
+        state[2] += sum(map(_scaled, floats))
+    state[3] = True
+    return True
 
 
 def _scaled(value: float) -> int:
@@ -189,15 +203,8 @@ class Aggregator:
         self.aggregates = aggregates
         self.groups: dict[tuple, list[list]] = {}
 
-    def add(self, group: tuple, record: dict, order: tuple = (0, 0)) -> None:
-        states = self.groups.get(group)
-        if states is None:
-            states = self.groups[group] = [new_state(a) for a in self.aggregates]
-        for agg, state in zip(self.aggregates, states):
-            add_value(agg, state, record, order)
-
     def add_many(self, group: tuple, records: list[dict], orders: list[tuple]) -> None:
-        """`add` of each record (`orders[i]` is `records[i]`'s order) to one group (`add_values`)."""
+        """Adds the records (`orders[i]` is `records[i]`'s order) to one group's states (`add_values`)."""
         states = self.groups.get(group)
         if states is None:
             states = self.groups[group] = [new_state(a) for a in self.aggregates]

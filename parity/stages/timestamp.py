@@ -62,13 +62,27 @@ class EventTime:
     def configured(self) -> bool:
         return self._spec is not None
 
-    def micros_many(self, records: list[dict]) -> list[int | None] | None:
-        """`micros` of each record when that is one multiplication each (a field in s, ms or us holding an
-        exact int in every record), or no timestamp config (all None); else None, and `micros` decides."""
+    def micros_many(self, records: list[dict]) -> list[int | None | TimestampError]:
+        """The event time in µs of each record (None for each when the side has no timestamp config, Beam's
+        default), or a `TimestampError` in place of one that cannot be read: that record is quarantined.
+
+        Raises:
+            Exception: whatever a `timestamp.function` raises (other than `TimestampError`), unchanged; the
+                caller finds the record (one-record batches) and names it.
+        """
         spec = self._spec
         if spec is None:
             return [None] * len(records)
-        if self._fn is not None or spec.unit not in _FACTOR:
+        exact = self._exact_ints(records)
+        if exact is not None:
+            return exact
+        return [self._one(record) for record in records]
+
+    def _exact_ints(self, records: list[dict]) -> list[int] | None:
+        """`micros_many` when each is one multiplication (a field in s, ms or us holding an exact int in every
+        record), in one pass over the batch; else None, and each record goes through `to_micros`."""
+        spec = self._spec
+        if spec is None or self._fn is not None or spec.unit not in _FACTOR:
             return None
         values = [record.get(spec.field) for record in records]
         if set(map(type, values)) != {int}:  # a missing field or a null is None; a bool is not an int here
@@ -76,16 +90,16 @@ class EventTime:
         factor = _FACTOR[spec.unit]
         return [value * factor for value in values]
 
-    def micros(self, record: dict) -> int | None:
-        """Event time in µs, or None when the side has no timestamp config (Beam's default)."""
+    def _one(self, record: dict) -> int | TimestampError:
         spec = self._spec
-        if spec is None:
-            return None
-        if self._fn is not None:
-            return to_micros(self._fn(record), "s")
-        if spec.field not in record:
-            raise TimestampError(f"field '{spec.field}' is missing")
         try:
-            return to_micros(record[spec.field], spec.unit, spec.tz)
+            if self._fn is not None:
+                return to_micros(self._fn(record), "s")
+            if spec.field not in record:  # type: ignore[union-attr]
+                raise TimestampError(f"field '{spec.field}' is missing")  # type: ignore[union-attr]
+            try:
+                return to_micros(record[spec.field], spec.unit, spec.tz)  # type: ignore[union-attr]
+            except TimestampError as exc:
+                raise TimestampError(f"field '{spec.field}' {exc}") from None  # type: ignore[union-attr]
         except TimestampError as exc:
-            raise TimestampError(f"field '{spec.field}' {exc}") from None
+            return exc

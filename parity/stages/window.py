@@ -66,28 +66,37 @@ def to_beam_window(win: Window) -> Any:
     return beam_window.IntervalWindow(Timestamp(micros=win[0]), Timestamp(micros=win[1]))
 
 
-def assign(windowfn: beam_window.WindowFn, timestamp_us: int | None, record: dict) -> list[Window]:
-    """The windows Beam's `windowfn` assigns to a record with this event time, sorted."""
-    ts = MIN_TIMESTAMP if timestamp_us is None else Timestamp(micros=timestamp_us)
-    context = beam_window.WindowFn.AssignContext(ts, element=record)
-    if isinstance(windowfn, beam_window.SlidingWindows):  # Beam's assign builds the whole list: check first
-        _check_sliding(windowfn)
-    windows = list(itertools.islice(windowfn.assign(context), MAX_WINDOWS_PER_RECORD + 1))
-    if len(windows) > MAX_WINDOWS_PER_RECORD:
-        raise _too_many(None)
-    return sorted(to_window(w) for w in windows)
-
-
-def _check_sliding(windowfn: beam_window.SlidingWindows) -> None:
-    per_record = -(-windowfn.size.micros // windowfn.period.micros)
-    if per_record > MAX_WINDOWS_PER_RECORD:
-        raise _too_many(per_record)
-
-
 def assign_many(windowfn: beam_window.WindowFn, timestamps: Sequence[int | None],
                 records: Sequence[dict]) -> list[list[Window]]:
-    """`assign` of each record: Beam's built-in fixed, sliding and global WindowFns in integer arithmetic
-    (their `assign` on µs, without a Timestamp object per record), any other WindowFn by calling it."""
+    """The windows Beam's `windowfn` assigns to each record with its event time (None: Beam's minimum
+    timestamp), each list sorted.
+
+    Raises:
+        TooManyWindowsError: a record would be in more than MAX_WINDOWS_PER_RECORD windows.
+        Exception: whatever a user WindowFn raises, unchanged; the caller finds the record (one-record
+            batches) and names it.
+    """
+    if isinstance(windowfn, beam_window.SlidingWindows):  # Beam's assign builds the whole list: check first
+        _check_sliding(windowfn)
+    arithmetic = _built_in_windows(windowfn, timestamps)
+    if arithmetic is not None:
+        return arithmetic
+    out = []
+    for timestamp_us, record in zip(timestamps, records):
+        ts = MIN_TIMESTAMP if timestamp_us is None else Timestamp(micros=timestamp_us)
+        context = beam_window.WindowFn.AssignContext(ts, element=record)
+        windows = list(itertools.islice(windowfn.assign(context), MAX_WINDOWS_PER_RECORD + 1))
+        if len(windows) > MAX_WINDOWS_PER_RECORD:
+            raise _too_many(None)
+        out.append(sorted(to_window(w) for w in windows))
+    return out
+
+
+def _built_in_windows(windowfn: beam_window.WindowFn,
+                      timestamps: Sequence[int | None]) -> list[list[Window]] | None:
+    """`assign_many` for Beam's built-in global, fixed and sliding WindowFns (every record stamped for the last
+    two): their `assign` in integer arithmetic on µs, without a Timestamp object per record. None for any
+    other WindowFn, which `assign_many` calls."""
     kind = type(windowfn)
     if kind is beam_window.GlobalWindows:
         return [[GLOBAL] for _ in timestamps]
@@ -99,14 +108,19 @@ def assign_many(windowfn: beam_window.WindowFn, timestamps: Sequence[int | None]
             out.append([(start, start + size)])
         return out
     if kind is beam_window.SlidingWindows and None not in timestamps:
-        _check_sliding(windowfn)
         size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
         out = []
         for ts in timestamps:
             start = ts - (ts - offset) % period
             out.append(sorted((s, s + size) for s in range(start, ts - size, -period)))
         return out
-    return [assign(windowfn, ts, record) for ts, record in zip(timestamps, records)]
+    return None
+
+
+def _check_sliding(windowfn: beam_window.SlidingWindows) -> None:
+    per_record = -(-windowfn.size.micros // windowfn.period.micros)
+    if per_record > MAX_WINDOWS_PER_RECORD:
+        raise _too_many(per_record)
 
 
 def is_merging(windowfn: beam_window.WindowFn) -> bool:

@@ -1,1 +1,1 @@
-"""Paths parity writes: the out folder's claim and lock, and atomic writes."""
+"""Paths parity writes: the out folder's claim and lock (outdir), and the one atomic write (files)."""

@@ -168,21 +168,6 @@ def remove(path: str) -> None:
         shutil.rmtree(path)
 
 
-def write_text(path: str, text: str) -> None:
-    """Writes `path` whole or not at all: a new temporary file (never a link's target), then a rename over the
-    name (which replaces a link there, not what it points to)."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 def is_parity_output(path: str, stop: str = os.sep) -> bool:
     """Whether the file `path` lies in a folder parity claimed (its marker) or in a fingerprint set, looking
     at its folders up to `stop` (the capture pattern's fixed part, included)."""

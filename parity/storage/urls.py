@@ -19,6 +19,8 @@ import posixpath
 import re
 from typing import IO, Sequence
 
+from parity.storage import files
+
 __all__ = ["configure", "delete", "exists", "is_url", "isfile", "join", "list_folder", "match", "open_read",
            "read_bytes", "write_bytes"]
 
@@ -90,19 +92,11 @@ def read_bytes(path: str) -> bytes:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Writes `path` whole or not at all. Locally: a new temporary file beside it, renamed into place. On an
+    """Writes `path` whole or not at all. Locally: `parity.storage.files.write_bytes`. On an
     object store: one upload, which becomes visible only once complete (S3, GCS), so a reader never sees part
     of it and a retried writer replaces it."""
     if not is_url(path):
-        temporary = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(temporary, "wb") as handle:
-                handle.write(data)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.lexists(temporary):
-                os.unlink(temporary)
-            raise
+        files.write_bytes(path, data)  # the project's one atomic local write
         return
     from apache_beam.io.filesystem import CompressionTypes
 

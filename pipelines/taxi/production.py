@@ -47,7 +47,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.transforms import window
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.beam import TapStage, finalize
 
 WINDOW_SIZE_S = 3600

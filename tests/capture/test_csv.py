@@ -2,7 +2,7 @@ import pytest
 
 from parity.capture import read_file
 from parity.errors import InputError
-from parity.schema import parse_schema
+from parity.capture.schema import parse_schema
 
 SCHEMA = parse_schema({"trip_id": "int64", "fare": "float64", "zone": "string", "paid": "bool"})
 SHOW = "capture/trips.csv"

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from parity.capture import ReadBatch, read_file
 from parity.errors import InputError
-from parity.schema import parse_schema
+from parity.capture.schema import parse_schema
 
 SCHEMA = parse_schema({"trip_id": "int64", "fare": "float64", "zone": "string", "tags": "list<string>"})
 

@@ -7,7 +7,7 @@ import pytest
 
 from parity.capture import read_file
 from parity.errors import InputError
-from parity.schema import parse_schema
+from parity.capture.schema import parse_schema
 
 SHOW = "capture/trips.parquet"
 

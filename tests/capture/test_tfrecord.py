@@ -7,7 +7,7 @@ import tensorflow as tf
 from parity.capture import read_file
 from parity.capture.tfrecord import masked_crc32c
 from parity.errors import InputError
-from parity.schema import parse_schema
+from parity.capture.schema import parse_schema
 
 SCHEMA = parse_schema(
     {

@@ -3,8 +3,10 @@ with Beam's own options (`--s3_endpoint_url`, ...), no code of parity's for the 
 started here (no Flink): the replay runs on the DirectRunner."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 
 import pytest
 import yaml
@@ -82,6 +84,25 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
     assert remote == disk
 
 
+CHECK_TIMEOUT = int(os.environ.get("PARITY_TESTBED_CHECK_TIMEOUT", "600"))  # seconds one check may take
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int):
+    """Fails a check that hangs (a job that never ends) instead of holding CI until its own limit."""
+    def expired(signum, frame):
+        raise TimeoutError(f"the check on the test bed did not finish within {seconds} s "
+                           f"(PARITY_TESTBED_CHECK_TIMEOUT; PARITY_TESTBED_KEEP=1 keeps the logs)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def cluster_check(testbed, name: str) -> bytes:
     """`parity check` of window_late_dropped on the test bed: the capture on S3, the Python work in the EXTERNAL
     worker pool (another user) at parallelism 2; returns report.json. The out folder is a local one the
@@ -103,7 +124,8 @@ def cluster_check(testbed, name: str) -> bytes:
         os.chmod(folder, 0o777)
     umask = os.umask(0)  # the folders the client makes under the shared out folder are the worker's to write too
     try:
-        parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
+        with _deadline(CHECK_TIMEOUT):
+            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
     finally:
         os.umask(umask)
     with open(os.path.join(out, "report.json"), "rb") as handle:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from parity.flink import JobServer, job_server_jar
+from parity.replay.flink import JobServer, job_server_jar
 
 # Beam options every Flink test passes with the session job server.
 FLINK_OPTIONS = ("--environment_type=LOOPBACK", "--parallelism=1")

@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 import parity
-from parity import flink
+from parity.replay import flink
 
 # LOOPBACK workers log "CANCELLED: Multiplexer hanging up" from their gRPC reader threads when a job ends: harmless
 # (the report bytes are what is checked).

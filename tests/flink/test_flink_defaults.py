@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from parity import flink
+from parity.replay import flink
 from parity.cli import main
 from parity.errors import RunnerError
-from parity.runners import make_options
+from parity.replay.runners import make_options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIO = os.path.join(ROOT, "fixtures", "scenarios", "seed_value_42_vs_43", "parity.yaml")

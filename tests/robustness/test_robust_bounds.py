@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from parity import config as config_module
+from parity.config import validate as config_module
 from parity.config import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_SCHEMA_FIELDS, MAX_WINDOWS_PER_RECORD,
                            load_config)
 from robust_helpers import PYTHON, REPO, check, make_project, python_env

@@ -22,10 +22,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.canonical import encode, to_json
+from parity.encoding.canonical import encode, to_json
 from parity.config import Tolerance
-from parity.diff import numeric_within, values_within
-from parity.fingerprint import fingerprint
+from parity.compare.diff import numeric_within, values_within
+from parity.encoding.fingerprint import fingerprint
 from robust_helpers import REPO
 
 CI = settings(settings.get_profile("ci"))
@@ -223,8 +223,8 @@ def _to_wire(value):
 _FROM_WIRE = '''
 import datetime as dt, decimal, json, struct, sys
 import numpy as np
-from parity.canonical import encode
-from parity.fingerprint import fingerprint
+from parity.encoding.canonical import encode
+from parity.encoding.fingerprint import fingerprint
 
 def back(w):
     if "v" in w and len(w) == 1: return w["v"]

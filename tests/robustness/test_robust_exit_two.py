@@ -170,9 +170,9 @@ def test_values_of_a_part_passing_2_gib_in_all_are_read_back(tmp_path):
     memory for a few seconds."""
     import pyarrow as pa
 
-    from parity import canonical
-    from parity.config import STAGES
-    from parity.fingerprint_set import FingerprintSet, write_part_columns
+    from parity.encoding import canonical
+    from parity.stages import STAGES
+    from parity.sets.fingerprint_set import FingerprintSet, write_part_columns
 
     count, blob = 103, canonical.encode({"blob": "x" * (21 << 20)})
     small = canonical.encode(None)

@@ -61,7 +61,7 @@ def test_a_parquet_uuid_column_is_read_as_uuid_strings_not_objects_the_replay_ca
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from parity import canonical
+    from parity.encoding import canonical
     from parity.capture import read_file
 
     ids = [uuid.UUID(int=i * 7919) for i in range(3)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from parity.schema import SchemaMismatch, coerce, parse_type
+from parity.capture.schema import SchemaMismatch, coerce, parse_type
 from robust_helpers import check, good_records, jsonl_lines, make_project
 
 TYPES = ["float64", "float32", "int64", "int32", "string", "bool", "bytes", "list<float64>", None]

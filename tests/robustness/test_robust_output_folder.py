@@ -228,13 +228,15 @@ def test_an_interrupted_check_leaves_no_report_of_an_earlier_run(tmp_path, capsy
 
 
 def test_the_outputs_a_claim_removes_name_every_file_and_folder_a_replay_and_a_check_write():
-    """`parity.output` names them as literals (it is imported by the capture listing, which must not import
+    """`parity.storage.outdir` names them as literals (it is imported by the capture listing, which must not import
     Beam or Arrow): they must stay the names the writers use."""
-    from parity import analyzers, output, spill
-    from parity.fingerprint_set import (FINGERPRINTS, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
+    from parity.compare import analyzers
+    from parity.replay import spill
+    from parity.storage import outdir as output
+    from parity.sets.fingerprint_set import (FINGERPRINTS, MANIFEST, PARTS_DIR, QUARANTINE, STAGE_VALUES_DIR,
                                         VALUES_DIR)
-    from parity.replay import TFT_OUTPUT
-    from parity.run import NOISE_DIR, OUTPUT_FILES, SIDES_DIR
+    from parity.replay.pipeline import TFT_OUTPUT
+    from parity.commands import NOISE_DIR, OUTPUT_FILES, SIDES_DIR
 
     from parity.cli import LIBRARIES_LOG, LOG_FILE
 

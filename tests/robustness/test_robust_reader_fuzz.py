@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.capture import Quarantined, ReadBatch, read_file, too_deep
 from parity.capture.tfrecord import masked_crc32c
 from parity.errors import ParityError
-from parity.schema import parse_schema
+from parity.capture.schema import parse_schema
 
 READERS = settings(settings.get_profile("ci-readers"))
 SCHEMA = parse_schema({"id": "int64", "v": "float32", "s": "string", "ok": "bool", "l": "list<int32>",

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from parity.redaction import key_fingerprint, redact_message, redact_reason
+from parity.report.redaction import key_fingerprint, redact_message, redact_reason
 from robust_helpers import REPO, check, file_bytes, good_records, jsonl_lines, make_project
 
 SECRETS = ("4111111111111111", "hunter2", "notanumber", "yesterday")
@@ -124,7 +124,7 @@ def test_a_redacted_check_leaves_no_raw_value_in_any_file_of_the_out_folder_bina
         for secret in SECRETS:
             assert secret.encode() not in data, (name, secret)
     from parity.errors import FingerprintSetError
-    from parity.fingerprint_set import read_set
+    from parity.sets.fingerprint_set import read_set
 
     fset = read_set(os.path.join(project.out, "sides", "offline"))
     keys = fset.table.column("key").to_pylist()

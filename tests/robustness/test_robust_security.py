@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import load_config
 from parity.errors import ConfigError, ParityError
-from parity.fingerprint_set import read_set
+from parity.sets.fingerprint_set import read_set
 from robust_helpers import REPO, check, good_records, jsonl_lines, make_project, run_cli, unique_module
 
 

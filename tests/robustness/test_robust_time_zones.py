@@ -13,6 +13,7 @@ import pytest
 
 from parity.config import load_config
 from parity.stages.timestamp import EventTime
+from tests.stages.oracles import micros
 from robust_helpers import check, make_project
 
 CHICAGO = "America/Chicago"  # UTC-6 in winter (CST), UTC-5 in summer (CDT); DST starts 2026-03-08, ends 2026-11-01
@@ -51,10 +52,10 @@ def test_capture_tz_reads_naive_iso_times_in_that_zone_across_both_dst_changes(t
     side = load_config(project.config, check_refs=False).side("offline")
     assert side.timestamp.tz == CHICAGO
     event_time = EventTime(side.timestamp)
-    got = {wall: event_time.micros({"when": wall}) for wall in WALL_TIMES}
+    got = {wall: micros(event_time, {"when": wall}) for wall in WALL_TIMES}
     assert got == {wall: _micros(utc) for wall, utc in WALL_TIMES.items()}
     # a time with its own offset is not naive: the zone does not apply
-    assert event_time.micros({"when": "2026-07-15T12:00:00+00:00"}) == _micros("2026-07-15T12:00:00")
+    assert micros(event_time, {"when": "2026-07-15T12:00:00+00:00"}) == _micros("2026-07-15T12:00:00")
 
 
 def test_timestamp_tz_overrides_the_capture_tz_for_its_side(tmp_path):

@@ -10,10 +10,12 @@ import random
 import pyarrow as pa
 import pytest
 
-from parity import replay_steps as rs
+from parity.replay import steps as rs
 from parity.config import load_config
+from parity.stages.timestamp import EventTime
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
+from tests.stages import oracles
 
 CONFIG = """
 version: 1
@@ -129,32 +131,89 @@ def test_a_read_batch_built_column_by_column_is_the_one_built_record_by_record(t
     lines[9]["t"] = "soon"           # not an int64: quarantined by the reader, its batch's others are clean
     lines[14]["zone"] = "z" * 300    # beyond max_record_bytes: quarantined
     calls = []
-    at_once = rs.ReadBatchesFn._fill_at_once
-    monkeypatch.setattr(rs.ReadBatchesFn, "_fill_at_once", lambda self, *args: calls.append(at_once(self, *args))
+    exact_ints = EventTime._exact_ints
+    monkeypatch.setattr(EventTime, "_exact_ints", lambda self, records: calls.append(exact_ints(self, records))
                         or calls[-1])
     fast = _read_batches(tmp_path / "a", lines, timestamp)
-    monkeypatch.setattr(rs.ReadBatchesFn, "_fill_at_once", lambda self, *args: False)
+    monkeypatch.setattr(rs.ReadBatchesFn, "_fill", oracles.fill)  # record by record
     slow = _read_batches(tmp_path / "b", lines, timestamp)
 
     assert fast == slow
     assert len(fast[1]) == 3 and len(fast[0]) == 5  # three batches quarantine a record, five are read
-    # the batches without a bad record went column by column (not with a ns unit: `to_micros` divides)
-    assert calls == ([False] * 5 if timestamp.endswith("ns}") else [True, False, True, False, True])
+    # every batch's event times came at once, its refused records left out (not with a ns unit: `to_micros`
+    # divides)
+    assert [times is not None for times in calls] == [not timestamp.endswith("ns}")] * 5
 
 
 def test_event_times_come_at_once_only_when_each_is_an_exact_int_in_s_ms_or_us():
     from parity.config import TimestampSpec
-    from parity.stages.timestamp import EventTime
 
     def spec(unit):
         return TimestampSpec(field="t", unit=unit, tz="UTC", function=None)
     records = [{"t": 3}, {"t": -2}]
-    assert EventTime(spec("s")).micros_many(records) == [3_000_000, -2_000_000]
-    assert EventTime(spec("ms")).micros_many(records) == [3_000, -2_000]
-    assert EventTime(spec("us")).micros_many(records) == [3, -2]
+    assert EventTime(spec("s"))._exact_ints(records) == [3_000_000, -2_000_000]
+    assert EventTime(spec("ms"))._exact_ints(records) == [3_000, -2_000]
+    assert EventTime(spec("us"))._exact_ints(records) == [3, -2]
     assert EventTime(None).micros_many(records) == [None, None]
     for other in ({"t": True}, {"t": 1.0}, {"t": None}, {}, {"t": "3"}):
-        assert EventTime(spec("s")).micros_many(records + [other]) is None, other
-    assert EventTime(spec("ns")).micros_many(records) is None
+        assert EventTime(spec("s"))._exact_ints(records + [other]) is None, other
+    assert EventTime(spec("ns"))._exact_ints(records) is None
     for record in records:  # the same as one by one
-        assert EventTime(spec("ms")).micros(record) == EventTime(spec("ms")).micros_many([record])[0]
+        assert oracles.micros(EventTime(spec("ms")), record) == EventTime(spec("ms")).micros_many([record])[0]
+
+
+FILL_VARIANTS = {
+    "two-key-fields": ("key: [id, zone],", "{field: t, unit: s}", ""),
+    "no-key": ("", "{field: t, unit: ms}", ""),
+    "iso-times": ("key: [id],", "{field: w, unit: iso8601}", ""),
+    "lateness": ("key: [id],", "{field: t, unit: s}",
+                 "window: {type: fixed, size: 5m, lateness: {arrival: arr, out_of_orderness: 0s, allowed: 0s}}"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(FILL_VARIANTS))
+def test_a_read_batch_is_the_one_its_records_checked_one_by_one_give(tmp_path, monkeypatch, variant):
+    key, timestamp, window = FILL_VARIANTS[variant]
+    config = f"""
+version: 1
+name: fill
+capture: {{path: capture.jsonl, {key} max_record_bytes: 200,
+          schema: {{id: int64, t: int64, arr: int64, w: string, zone: string}}}}
+sides:
+  offline:
+    timestamp: {timestamp}
+    {window}
+  production:
+    timestamp: {timestamp}
+"""
+    rnd = random.Random(3)
+    lines = [{"id": i, "t": 1_709_942_400 + i * 7, "arr": 1_709_942_400 + i * 7 + rnd.choice([0, 900]),
+              "w": f"2026-03-08T0{i % 4}:30:00", "zone": rnd.choice("abc")} for i in range(40)]
+    lines[3]["id"] = None            # a null key field
+    lines[7]["zone"] = None          # a null second key field
+    lines[11]["zone"] = "z" * 300    # beyond max_record_bytes
+    lines[15]["w"] = "soon"          # not ISO 8601
+    lines[19]["arr"] = None          # no arrival time
+    lines[23]["t"] = None            # no event time
+    lines[24]["id"] = None
+    lines[24]["t"] = None            # two reasons: the first check's is given
+    lines[30]["w"] = None
+    lines[30]["arr"] = None
+
+    def read(folder):
+        folder.mkdir()
+        with open(folder / "capture.jsonl", "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(json.dumps(line) + "\n")
+        (folder / "parity.yaml").write_text(config, encoding="utf-8")
+        fn = rs.ReadBatchesFn(load_config(str(folder / "parity.yaml")).side("offline"), 8, str(folder / "out"))
+        fn.setup()
+        batches = list(fn.process((0, str(folder / "capture.jsonl"), "capture.jsonl")))
+        quarantined = sorted((folder / "out" / "_parts").glob("*.quarantine.jsonl"))
+        return [pickle.dumps(batch) for batch in batches], [path.read_text(encoding="utf-8") for path in quarantined]
+
+    batched = read(tmp_path / "a")
+    monkeypatch.setattr(rs.ReadBatchesFn, "_fill", oracles.fill)
+    one_by_one = read(tmp_path / "b")
+    assert batched == one_by_one
+    assert batched[1] and len(batched[0]) == 5  # some records were quarantined

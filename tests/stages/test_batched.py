@@ -7,11 +7,13 @@ import random
 import pytest
 from apache_beam.transforms import window as beam_window
 
-from parity import canonical
+from parity.encoding import canonical
 from parity.config import LatenessSpec, WindowSpec
 from parity.stages import window as window_stage
 from parity.stages.coder import AvroRecordCoder, CoderFailure, roundtrip_batch
-from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs, seed_outputs_many
+from parity.stages.seed import FunctionOp, SampleOp, SeedSpec, SplitOp, seed_outputs_many
+from tests.stages import oracles
+from tests.stages.oracles import assign, seed_outputs
 
 HOUR = 3_600_000_000
 
@@ -39,13 +41,13 @@ def test_assign_many_equals_beam_assign_per_record(windowfn: beam_window.WindowF
     stamps = _stamps()
     records = [{"i": i} for i in range(len(stamps))]
     assert window_stage.assign_many(windowfn, stamps, records) == \
-        [window_stage.assign(windowfn, ts, r) for ts, r in zip(stamps, records)]
+        [assign(windowfn, ts, r) for ts, r in zip(stamps, records)]
 
 
 def test_assign_many_without_timestamps_uses_beams_minimum() -> None:
     windowfn = window_stage.build_windowfn(WindowSpec("fixed", size_us=HOUR))
     assert window_stage.assign_many(windowfn, [None, 5], [{}, {}]) == \
-        [window_stage.assign(windowfn, None, {}), window_stage.assign(windowfn, 5, {})]
+        [assign(windowfn, None, {}), assign(windowfn, 5, {})]
 
 
 @pytest.mark.parametrize("value", [42, "42", None])
@@ -106,7 +108,7 @@ def test_late_records_equal_the_reference_replay() -> None:
     for i in range(3000):
         event = rnd.randrange(0, 20 * HOUR)
         arrival = event + rnd.choice([0, 1, 10, 10**6, 10**8, 2 * HOUR, 5 * HOUR])
-        rows.append((arrival, event, rnd.randrange(0, 2**64), (0, i), window_stage.assign(windowfn, event, {})))
+        rows.append((arrival, event, rnd.randrange(0, 2**64), (0, i), assign(windowfn, event, {})))
     rows += [rows[10][:3] + ((1, 0),) + rows[10][4:], (rows[20][0], rows[20][1], 0, (1, 1), [window_stage.GLOBAL])]
     for spec in (LatenessSpec("arrival", 60_000_000, 0), LatenessSpec("arrival", 0, HOUR // 3),
                  LatenessSpec("arrival", 10**6, 0)):
@@ -175,3 +177,69 @@ def test_avro_batch_fields_not_encoded_come_back_as_the_round_trip_gives_them() 
             assert got["w"] is not record_["w"] and got["g"] != record_["g"]  # a new list; float32 rounded
     assert isinstance(roundtrip_batch(coder, surrogate)[4], CoderFailure)
     assert isinstance(roundtrip_batch(coder, listed)[7], CoderFailure)
+
+
+def _time_or_error(read) -> object:
+    """A time, or the message of the TimestampError reading it raised (or returned in its place)."""
+    from parity.stages.timestamp import TimestampError
+
+    try:
+        value = read()
+    except TimestampError as exc:
+        return ("error", str(exc))
+    return ("error", str(value)) if isinstance(value, TimestampError) else value
+
+
+_TIME_VALUES = [0, 1, -1, 1_700_000_000, -2**40, 2**53 + 1, True, False, None, 1.5, -0.25, 1e300, math.nan,
+                math.inf, -math.inf, "3", "2026-03-08T02:30:00", "2026-07-15T12:00:00+02:00", "2026-01-01Z",
+                "not a time", [1], {"a": 1}]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns", "iso8601"])
+@pytest.mark.parametrize("tz", ["UTC", "America/Chicago"])
+def test_micros_many_equals_the_one_record_reference(unit: str, tz: str) -> None:
+    from parity.config import TimestampSpec
+    from parity.stages.timestamp import EventTime
+
+    event_time = EventTime(TimestampSpec(field="t", unit=unit, tz=tz, function=None))
+    # in ns, a list, a dict or a float that is not finite makes `to_micros` raise, not return an error: the batch
+    # raises too (tested below with a timestamp function)
+    records = [{"t": value} for value in _TIME_VALUES
+               if not (unit == "ns" and (isinstance(value, (list, dict)) or value in (math.inf, -math.inf)
+                                         or value != value))]
+    records += [{}, {"other": 1}]
+    rnd = random.Random(len(unit))
+    ints = [{"t": rnd.randrange(-2**50, 2**50)} for _ in range(200)]  # every one an int: one pass over the batch
+    for batch in (records, ints, ints + records[:1], records[::-1]):
+        got = [_time_or_error(lambda value=value: value) for value in event_time.micros_many(batch)]
+        assert got == [_time_or_error(lambda record=record: oracles.micros(event_time, record)) for record in batch]
+
+
+def test_micros_many_of_a_timestamp_function_equals_the_one_record_reference() -> None:
+    from parity.config import TimestampSpec
+    from parity.stages.timestamp import EventTime, TimestampError
+
+    event_time = EventTime(TimestampSpec(field=None, unit="s", tz="UTC", function=None))
+    event_time._fn = lambda record: record["when"]
+    records = [{"when": value} for value in _TIME_VALUES if not isinstance(value, (list, dict, str))]
+    got = [_time_or_error(lambda value=value: value) for value in event_time.micros_many(records)]
+    assert got == [_time_or_error(lambda record=record: oracles.micros(event_time, record)) for record in records]
+    assert any(isinstance(value, TimestampError) for value in event_time.micros_many(records))
+    with pytest.raises(KeyError):  # the function's own exception propagates, as it does one record at a time
+        event_time.micros_many(records + [{}])
+
+
+@pytest.mark.parametrize("value", [42, "42", None])
+def test_seed_outputs_many_with_function_ops_equals_seed_outputs(value: int | str | None) -> None:
+    def noise(record: dict, rng: random.Random) -> float:
+        return record["fare"] + rng.random()
+
+    spec = SeedSpec(value, (("s", SampleOp(0.3)), ("f", FunctionOp(noise)), ("t", SplitOp((("a", 8), ("b", 2)))),
+                            ("g", FunctionOp(lambda record, rng: [record["fare"], rng.randrange(10**9)]))))
+    keys = [str(i).encode() for i in range(300)]
+    records = [{"fare": i / 7} for i in range(300)]
+    many = seed_outputs_many(spec, keys, records)
+    expected = [seed_outputs(spec, record, key) for record, key in zip(records, keys)]
+    assert [list(o) for o in many] == [list(o) for o in expected]  # the ops' order
+    if value is not None:  # unseeded: random on purpose
+        assert many == expected

@@ -12,8 +12,8 @@ from apache_beam.coders import Coder, FastPrimitivesCoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity import canonical
-from parity.schema import parse_schema
+from parity.encoding import canonical
+from parity.capture.schema import parse_schema
 from parity.stages.coder import (
     CODER_TYPES,
     ArrowRecordCoder,

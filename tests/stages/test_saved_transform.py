@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parity import run
+from parity import commands as run
 from parity.config import load_config
-from parity.records import side_field_types
+from parity.replay.batch import side_field_types
 from parity.stages.transform import SavedTransform
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,8 +22,9 @@ from parity.stages.seed import (
     SeedSpec,
     SplitOp,
     draw,
-    seed_outputs,
+    seed_outputs_many,
 )
+from tests.stages.oracles import seed_outputs
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = [f"trip-{i}".encode() for i in range(200)]
@@ -181,10 +182,13 @@ def test_user_function_exceptions_propagate_unchanged() -> None:
 
     with pytest.raises(KeyError, match="fare"):
         seed_outputs(SeedSpec(1, (("bad", FunctionOp(broken)),)), {}, b"k")
+    with pytest.raises(KeyError, match="fare"):
+        seed_outputs_many(SeedSpec(1, (("bad", FunctionOp(broken)),)), [b"k"], [{}])
 
 
 def test_outputs_keep_the_ops_order() -> None:
     assert list(seed_outputs(spec_for("xxh3"), {"fare": 1.0}, b"k")) == ["in_sample", "split", "noise"]
+    assert list(seed_outputs_many(spec_for("xxh3"), [b"k"], [{"fare": 1.0}])[0]) == ["in_sample", "split", "noise"]
 
 
 @pytest.mark.parametrize("make, message", [
@@ -205,8 +209,6 @@ def test_invalid_ops_are_refused(make: Any, message: str) -> None:
        hash_name=st.sampled_from(["xxh3", "md5", "crc32"]), seed=st.integers(0, 10 ** 6),
        keys=st.lists(st.binary(max_size=6), max_size=20))
 def test_a_batch_of_splits_gives_each_record_what_it_gets_alone(weights, hash_name, seed, keys):
-    from parity.stages.seed import seed_outputs_many
-
     spec = SeedSpec(seed, (("split", SplitOp(tuple((f"b{i}", w) for i, w in enumerate(weights)), hash=hash_name)),
                            ("sample", SampleOp(0.5, hash=hash_name))))
     assert seed_outputs_many(spec, keys) == [seed_outputs(spec, None, key) for key in keys]

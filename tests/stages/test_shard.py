@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from parity.config import AggregateSpec
 from parity.stages import shard
+from tests.stages.oracles import aggregate_add
 
 
 def _aggregate(spec, values, chunks):
@@ -13,7 +14,7 @@ def _aggregate(spec, values, chunks):
     for chunk in chunks:
         agg = shard.Aggregator((spec,))
         for i in chunk:
-            agg.add(("g",), {"x": values[i]}, (i, i))
+            aggregate_add(agg, ("g",), {"x": values[i]}, (i, i))
         states.append(agg.groups[("g",)])
     return shard.finish_group((spec,), shard.merge_group_states((spec,), states))["s"]
 
@@ -65,7 +66,7 @@ def test_adding_a_group_at_once_leaves_the_state_adding_its_records_one_by_one_l
     orders = [(i % 3, i) for i in range(len(records))]
     one_by_one, at_once = shard.Aggregator((spec,)), shard.Aggregator((spec,))
     for record, order in zip(records, orders):
-        one_by_one.add(("g",), record, order)
+        aggregate_add(one_by_one, ("g",), record, order)
     # two calls, so that a group's state also carries over from an earlier batch of it
     at_once.add_many(("g",), records[:split], orders[:split])
     at_once.add_many(("g",), records[split:], orders[split:])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.schema import parse_type
+from parity.capture.schema import parse_type
 from parity.stages.transform import RecordError, TFTInput, _column, _tf_value, feature_spec
 
 CI = settings(settings.get_profile("ci"), max_examples=300)
@@ -149,8 +149,8 @@ def test_a_null_inside_a_list_fails_its_record_instead_of_the_batch(tft_input):
 
 def test_the_replay_names_the_record_that_does_not_fit_and_skips_records_that_never_reach_the_transform(tft_input):
     from parity.errors import UserCodeError
-    from parity.records import RecBatch
-    from parity.replay import TFT_BATCH_SIZE, _tft_record_batches
+    from parity.replay.batch import RecBatch
+    from parity.replay.pipeline import TFT_BATCH_SIZE, _tft_record_batches
 
     batch = RecBatch("0-0")
     batch.keys = list(range(2 * TFT_BATCH_SIZE + 5))
@@ -177,8 +177,8 @@ def test_serving_tensors_read_from_a_columnar_batch_are_the_ones_built_from_the_
 
 
 def test_a_tft_batch_hands_its_records_on_as_arrow_only_when_every_chunk_converts_by_column(tft_input):
-    from parity.records import RecBatch
-    from parity.replay import TFT_BATCH_SIZE, _tft_record_batches, _with_tft_input
+    from parity.replay.batch import RecBatch
+    from parity.replay.pipeline import TFT_BATCH_SIZE, _tft_record_batches, _with_tft_input
 
     batch = RecBatch("0-0")
     batch.keys = list(range(3 * TFT_BATCH_SIZE // 2 + 7))
@@ -201,8 +201,8 @@ def test_a_tft_batch_hands_its_records_on_as_arrow_only_when_every_chunk_convert
 def test_a_gated_saved_side_hands_on_arrow_only_once_the_graphs_raw_features_are_the_ones_its_records_make(tmp_path):
     from tensorflow_transform.tf_metadata import metadata_io
 
-    from parity.records import RecBatch
-    from parity.replay_steps import SavedInputsFn
+    from parity.replay.batch import RecBatch
+    from parity.replay.steps import SavedInputsFn
 
     graph = tmp_path / "offline" / "tft_output"
     step = SavedInputsFn(TYPES, [str(graph), str(tmp_path / "offline")])

@@ -11,6 +11,7 @@ from apache_beam.transforms import window as beam_window
 
 from parity.config import LatenessSpec, WindowSpec
 from parity.stages import window as window_stage
+from tests.stages.oracles import assign
 
 HOUR = 3_600_000_000
 
@@ -58,7 +59,7 @@ def _exact_stamps(stamps: list[int]) -> list[int]:
 def test_assigned_windows_equal_beam_window_into(spec: WindowSpec) -> None:
     stamps = _exact_stamps(_timestamps())
     windowfn = window_stage.build_windowfn(spec)
-    ours = [(i, w) for i, ts in enumerate(stamps) for w in window_stage.assign(windowfn, ts, {})]
+    ours = [(i, w) for i, ts in enumerate(stamps) for w in assign(windowfn, ts, {})]
     assert len(ours) >= len(stamps)
     _assert_beam_assigns(window_stage.build_windowfn(spec), stamps, ours)
 
@@ -76,7 +77,7 @@ def test_session_windows_merge_like_beam_group_by_key() -> None:
         windowfn = window_stage.build_windowfn(gap_spec)
         ours = []
         for key in sorted({k for k, _ in events}):
-            protos = [w for k, ts in events if k == key for w in window_stage.assign(windowfn, ts, {})]
+            protos = [w for k, ts in events if k == key for w in assign(windowfn, ts, {})]
             mapping = window_stage.merge_windows(windowfn, protos)
             ours += [(key, w) for w in sorted(set(mapping.values()))]
         assert len(ours) > 4
@@ -98,7 +99,7 @@ class _KeyWindow(beam.DoFn):
 
 def test_events_exactly_one_gap_apart_form_separate_sessions() -> None:
     windowfn = window_stage.build_windowfn(WindowSpec("session", gap_us=10_000_000))
-    protos = [w for ts in (0, 10_000_000, 20_000_000) for w in window_stage.assign(windowfn, ts, {})]
+    protos = [w for ts in (0, 10_000_000, 20_000_000) for w in assign(windowfn, ts, {})]
     assert sorted(set(window_stage.merge_windows(windowfn, protos).values())) == [
         (0, 10_000_000), (10_000_000, 20_000_000), (20_000_000, 30_000_000)]
 

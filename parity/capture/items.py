@@ -1,0 +1,111 @@
+"""What a format module's `read` yields (a record with its location, a `Quarantined` entry, a `Chunk` of
+records) and the helpers every reader shares. The readers import this module, and `parity.capture` imports
+the readers: the package's own `__init__` would make each reader and the package import each other."""
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from typing import IO, Any, Union
+
+from parity.errors import InputError
+from parity.storage import urls
+
+_PREVIEW_LIMIT = 120
+# Levels of lists and dicts a record may nest, itself included. Deeper records cannot be replayed: pickling
+# them between Beam stages (and encoding them) exhausts Python's recursion limit at a few hundred levels, which
+# would fail the whole run; so they are quarantined.
+MAX_NESTING = 100
+TOO_DEEP = f"too deeply nested: more than {MAX_NESTING} levels of lists and objects"
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A record that could not be read or did not fit the schema.
+
+    Attributes:
+        location: where it is, e.g. `capture/trips.jsonl:12`.
+        reason: why it was quarantined, e.g. `field 'fare': expected float64, got 'abc'`.
+        preview: at most 120 characters of the raw text, or the repr of the raw bytes.
+    """
+
+    location: str
+    reason: str
+    preview: str
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Records read one after another, none quarantined among them, with their locations (same length): what a
+    format module's `read` may yield in place of a `(record, location)` item per record."""
+
+    records: list[dict]
+    locations: list[str]
+
+
+# What a format module's `read` yields: a record with its location (and, from a reader that computes them,
+# its canonical bytes and fingerprint), a quarantined entry, or a `Chunk` of records.
+ReadItem = Union[tuple[dict, str], tuple[dict, str, bytes, int], Quarantined, Chunk]
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: str) -> bool:
+    """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
+    try:
+        with urls.open_read(path) as handle:
+            return handle.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
+def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether lists, tuples and dicts nest more than `limit` levels in `value` (iterative: any depth is safe)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def preview(raw: Any) -> str:
+    """At most 120 characters showing a raw record: the text itself, or the repr of bytes and other values."""
+    if isinstance(raw, str):
+        text = raw[: _PREVIEW_LIMIT + 1].rstrip("\r\n")
+    else:
+        if isinstance(raw, (bytes, bytearray)):
+            raw = bytes(raw[: _PREVIEW_LIMIT + 1]).rstrip(b"\r\n")
+        text = repr(raw)
+    return text if len(text) <= _PREVIEW_LIMIT else text[: _PREVIEW_LIMIT - 3] + "..."
+
+
+def open_error(path: str, exc: OSError) -> InputError:
+    """The InputError for a capture file that cannot be opened."""
+    return InputError(f"cannot read capture file {path}: {exc.strerror or exc}")
+
+
+class _GzipFile(gzip.GzipFile):
+    """A gzip stream over an open file that closes the file too."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def open_capture(path: str) -> IO[bytes]:
+    """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
+    URL Beam's FileSystems read (`s3://...`)."""
+    if not urls.is_url(path):
+        return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    return _GzipFile(urls.open_read(path)) if is_gzip(path) else urls.open_read(path)

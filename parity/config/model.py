@@ -1,0 +1,246 @@
+"""What a parity config says, as frozen dataclasses: the values `load_config` returns.
+
+The seed and coder stages' own types (`SeedSpec`, `CoderSpec`) are a side's `seed` and `coder`: the config
+holds a user function or coder factory as a `Ref` (`module:attr`), which the replay imports when it builds the
+stage.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from parity.capture.schema import FieldType, parse_type
+from parity.errors import ConfigError, UserCodeError
+from parity.stages.seed import SeedSpec
+
+if TYPE_CHECKING:  # the coder stage imports Beam: a config loads without it unless it has a coder
+    from parity.stages.coder import CoderSpec
+
+FORMATS = ("jsonl", "tfrecord", "parquet", "csv")
+TIME_UNITS = ("s", "ms", "us", "ns", "iso8601")
+WINDOW_TYPES = ("fixed", "sliding", "session", "global")
+SHARD_HASHES = ("xxh3", "crc32", "md5", "python")
+AGGREGATE_OPS = ("count", "sum", "mean", "min", "max", "distinct_count")
+AGGREGATE_COMBINES = ("exact", "sequential")
+SEED_OPS = ("sample", "split")
+
+REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# a module file by path, as TFX's `module_file` names one: `path/to/taxi_utils.py:preprocessing_fn`
+FILE_REF = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
+
+# Bounds on what a config may make parity hold or do (the file's own bounds: parity.config.document).
+MAX_SCHEMA_FIELDS = 10_000            # fields of an inline capture.schema
+MAX_WINDOWS_PER_RECORD = 10_000       # windows a sliding window puts one record in (size / period)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A `module:attr` reference, imported with the config's folder first on sys.path."""
+
+    text: str
+    base_dir: str
+
+    def resolve(self) -> Any:
+        file_ref = FILE_REF.match(self.text)
+        module_name, attr = (None, file_ref.group("attr")) if file_ref else self.text.split(":", 1)
+        if self.base_dir not in sys.path:
+            sys.path.insert(0, self.base_dir)
+        try:
+            if file_ref:
+                obj: Any = _import_file(os.path.join(self.base_dir, file_ref.group("file")))
+            else:
+                obj = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except SystemExit as exc:  # a module that exits on import would end parity with its code, unnamed
+            raise UserCodeError(
+                f"cannot import '{self.text}' (searched {self.base_dir} first): the module called "
+                f"sys.exit({exc.code!r}) while it was imported; a module a config names must import without "
+                f"exiting (guard its script code with `if __name__ == \"__main__\":`)") from exc
+        except Exception as exc:  # any import-time failure of user code
+            last = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+            raise UserCodeError(
+                f"cannot import '{self.text}' (searched {self.base_dir} first): {last}; "
+                f"check the module name and that it imports on its own") from exc
+        return obj
+
+
+def _import_file(path: str) -> Any:
+    """Imports a module file by path, as TFX imports a `module_file`: under its file name (so that Beam pickles
+    its functions by reference), with its folder on sys.path (so that it imports its neighbours)."""
+    import importlib.util
+
+    path = os.path.abspath(path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+            return loaded
+        raise ImportError(f"a module named {name!r} is already imported from {getattr(loaded, '__file__', '?')}; "
+                          f"rename {path} or refer to it as module:attr")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no module file {path}")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    path: str
+    format: str | None
+    key: tuple[str, ...] | None
+    schema: tuple[tuple[str, FieldType], ...] | None
+    tz: str = "UTC"
+    max_quarantined: float = 0.01      # a side stops (exit 2) when more than this share is quarantined
+    max_record_bytes: int = 16 << 20   # a record whose canonical form is larger is quarantined
+    # `schema` given as a TFMD schema: its text, from which a `tft` side's feature spec comes (as in TFX)
+    tfmd_text: str | None = None
+
+    @property
+    def schema_dict(self) -> dict[str, FieldType] | None:
+        return dict(self.schema) if self.schema is not None else None
+
+
+@dataclass(frozen=True)
+class TimestampSpec:
+    field: str | None
+    unit: str
+    tz: str
+    function: Ref | None
+
+
+@dataclass(frozen=True)
+class LatenessSpec:
+    arrival: str
+    out_of_orderness_us: int
+    allowed_us: int
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    type: str  # fixed | sliding | session | global | windowfn
+    size_us: int = 0
+    period_us: int = 0
+    offset_us: int = 0
+    gap_us: int = 0
+    windowfn: Ref | None = None
+    lateness: LatenessSpec | None = None
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    name: str
+    op: str
+    field: str | None
+    combine: str = "exact"  # exact | sequential (float sum/mean in event-time order, like a streaming combiner)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    key_fields: tuple[str, ...] | None
+    key_function: Ref | None
+    count: int
+    hash: str
+    aggregates: tuple[AggregateSpec, ...]
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    kind: str  # tft | saved | python
+    ref: Ref | None = None
+    path: str | None = None
+    from_side: str | None = None
+    custom_config: str | None = None  # tft: the JSON text of TFX Transform's `custom_config` (a frozen mapping)
+
+
+@dataclass(frozen=True)
+class SideConfig:
+    name: str
+    capture: CaptureSpec
+    timestamp: TimestampSpec | None
+    window: WindowSpec | None
+    shard: ShardSpec | None
+    coder: CoderSpec | None
+    seed: SeedSpec | None
+    transform: TransformSpec | None
+    base_dir: str
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    abs: float = 0.0
+    rel: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToleranceSpec:
+    default: Tolerance = Tolerance()
+    features: tuple[tuple[str, Tolerance], ...] = ()
+    max_diverged: int = 0
+    max_unpaired: int = 0  # records on one side only (left_only + right_only) the verdict "parity" allows
+
+    def for_feature(self, name: str) -> Tolerance:
+        return dict(self.features).get(name, self.default)
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    examples: int = 10
+    redact: bool = False
+    noise: bool = False
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    base_dir: str
+    name: str
+    sides: tuple[SideConfig, SideConfig]
+    tolerance: ToleranceSpec = field(default_factory=ToleranceSpec)
+    report: ReportSpec = field(default_factory=ReportSpec)
+
+    def side(self, name: str) -> SideConfig:
+        for side in self.sides:
+            if side.name == name:
+                return side
+        raise ConfigError(f"{self.path}: sides: no side named '{name}'; "
+                          f"expected one of {', '.join(s.name for s in self.sides)}")
+
+
+
+def capture_field_types(side: SideConfig) -> dict[str, FieldType] | None:
+    """Field types of the records after the shard stage: the capture schema plus the aggregates."""
+    schema = side.capture.schema_dict
+    if schema is None:
+        return None
+    types = dict(schema)
+    if side.shard is not None:
+        for agg in side.shard.aggregates:
+            types[agg.name] = aggregate_type(agg, schema)
+    return types
+
+
+def aggregate_type(agg: AggregateSpec, schema: Mapping[str, FieldType] | None) -> FieldType:
+    """The type of an aggregate's value: counts are int64, means float64, others follow the field."""
+    if agg.op in ("count", "distinct_count"):
+        return parse_type("int64")
+    if agg.op == "mean":
+        return parse_type("float64")
+    source = (schema or {}).get(agg.field or "")
+    if source is not None and source.name in ("int64", "int32", "bool"):
+        return parse_type("int64")
+    return parse_type("float64")

@@ -1,0 +1,53 @@
+"""The one atomic write: a file is written whole under its name or not at all.
+
+Everything parity writes that a reader may open while it is written (reports, manifests, fingerprint and
+value parts, tap settings, spilled batches, a side's result) goes through `replacing`: the bytes go to a new
+temporary file beside the target, which then takes the target's name in one rename. A crash or a full disk
+leaves the old file or none, never half of one; a retried bundle writing the same part replaces it whole.
+The temporary file is always a new one (never a link's target), and the rename replaces a link at the
+target's name rather than what it points to.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+__all__ = ["replacing", "write_bytes", "write_text"]
+
+
+@contextlib.contextmanager
+def replacing(path: str) -> Iterator[str]:
+    """Yields a temporary path beside `path` for a writer that opens files by name (Parquet, Arrow IPC);
+    renames it to `path` when the block ends, removes it when the block raises.
+
+    Example:
+        with replacing(path) as temporary:
+            pq.write_table(table, temporary)
+    """
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:  # left by a process that had this id and was killed mid-write
+        os.unlink(temporary)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    os.close(fd)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Writes `path` whole or not at all (`replacing`)."""
+    with replacing(path) as temporary, open(temporary, "wb") as handle:
+        handle.write(data)
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `path` whole or not at all, as UTF-8 (`replacing`)."""
+    with replacing(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
