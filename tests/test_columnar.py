@@ -65,18 +65,10 @@ def _every_covered_type(count: int = 300) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(columns)
 
 
-def _unpacked(batch: pa.RecordBatch, *args) -> tuple[list[bytes], list[int]]:
-    data, fps = columnar.packed_encodings(batch, *args)
-    assert data.type == pa.large_binary() and fps.type == pa.uint64() and len(data) == len(fps) == batch.num_rows
-    data.validate(full=True)
-    return data.to_pylist(), fps.to_pylist()
-
-
 def test_rows_of_every_covered_type_encode_as_their_dicts_do():
     batch = _every_covered_type()
     expected = encode_fingerprints(batch.to_pylist())
     assert columnar.row_encodings(batch) == expected
-    assert _unpacked(batch) == expected
 
 
 @pytest.mark.parametrize("start,length", [(3, 200), (7, None), (0, 0), (299, 1)])
@@ -84,47 +76,19 @@ def test_a_sliced_batch_encodes_its_own_rows(start, length):
     batch = _every_covered_type().slice(start, length)
     expected = encode_fingerprints(batch.to_pylist())
     assert columnar.row_encodings(batch) == expected
-    assert _unpacked(batch) == expected
 
 
-def test_packed_encodings_are_arrow_arrays_of_the_same_bytes_and_fingerprints():
+def test_null_fields_the_batch_lacks_are_encoded_as_none():
     batch = _every_covered_type(50)
-    data, fps = columnar.packed_encodings(batch, ["extra"])
     rows = [dict(row, extra=None) for row in batch.to_pylist()]
-    assert data.to_pylist() == canonical.encode_many(rows)
-    assert fps.to_pylist() == [xxhash.xxh3_64_intdigest(b) for b in canonical.encode_many(rows)]
-    assert columnar.packed_encodings(pa.RecordBatch.from_pydict({"t": pa.array([1], pa.timestamp("s"))})) is None
+    assert columnar.row_encodings(batch, ["extra"]) == encode_fingerprints(rows)
+    assert columnar.row_encodings(pa.RecordBatch.from_pydict({"t": pa.array([1], pa.timestamp("s"))})) is None
 
 
 @pytest.mark.parametrize("start,length", [(0, None), (1, 1100), (3, 511), (0, 512)])
-def test_two_threads_write_the_same_rows_as_one(start, length):
+def test_long_and_sliced_batches_encode_as_their_dicts_do(start, length):
     batch = _every_covered_type(1200).slice(start, length)
-    expected = encode_fingerprints(batch.to_pylist())
-    assert columnar.row_encodings(batch, threads=2) == expected
-    data, fps = columnar.packed_encodings(batch, threads=2)
-    data.validate(full=True)
-    assert (data.to_pylist(), fps.to_pylist()) == expected
-
-
-def test_the_encoder_still_writes_with_two_threads_in_a_forked_child():
-    batch = _every_covered_type(1200)
-    expected = columnar.row_encodings(batch)
-    assert columnar.row_encodings(batch, threads=2) == expected  # the helper thread runs in this process
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child has no helper thread: the encoder must start its own, not wait for the parent's
-        os.close(read)
-        try:
-            ok = _unpacked(batch) == expected and columnar.row_encodings(batch, threads=2) == expected
-        except BaseException:
-            ok = False
-        os.write(write, b"1" if ok else b"0")
-        os._exit(0)
-    os.close(write)
-    answer = os.read(read, 1)
-    os.close(read)
-    os.waitpid(pid, 0)
-    assert answer == b"1"
+    assert columnar.row_encodings(batch) == encode_fingerprints(batch.to_pylist())
 
 
 def _with_offsets(array: pa.Array, offsets: list[int]) -> pa.Array:
@@ -144,20 +108,18 @@ def _with_offsets(array: pa.Array, offsets: list[int]) -> pa.Array:
 ], ids=["backwards", "list-backwards", "int-list-backwards", "items-backwards"])
 def test_offsets_outside_the_values_raise_rather_than_read_past_them(column):
     batch = pa.RecordBatch.from_arrays([pa.array(range(len(column))), column], names=["id", "x"])
-    for encode in (columnar.row_encodings, columnar.packed_encodings):
-        with pytest.raises(ValueError, match="offsets outside its values"):
-            encode(batch)
+    with pytest.raises(ValueError, match="offsets outside its values"):
+        columnar.row_encodings(batch)
 
 
-def test_offsets_outside_the_values_in_the_second_half_raise_with_two_threads():
+def test_offsets_outside_the_values_late_in_a_long_batch_raise():
     good = pa.array([["a"], ["b", "c"]] * 400, pa.list_(pa.large_string()))  # written by put_cell
     offsets = good.offsets.to_numpy().copy()
     offsets[700] = offsets[699] - 1  # a list in the second half ends before it starts
     column = pa.Array.from_buffers(good.type, 800, [None, pa.py_buffer(offsets.tobytes())], children=[good.values])
     batch = pa.RecordBatch.from_arrays([pa.array(range(800)), column], names=["id", "x"])
-    for encode in (columnar.row_encodings, columnar.packed_encodings):
-        with pytest.raises(ValueError, match="offsets outside its values"):
-            encode(batch, threads=2)
+    with pytest.raises(ValueError, match="offsets outside its values"):
+        columnar.row_encodings(batch)
 
 
 def test_a_batch_sliced_out_of_a_table_with_list_offsets_encodes_its_own_rows():
@@ -225,7 +187,6 @@ def _batches(draw):
 def test_any_batch_of_covered_columns_encodes_as_its_dicts_do(batch):
     expected = encode_fingerprints(batch.to_pylist())
     assert columnar.row_encodings(batch) == expected
-    assert _unpacked(batch) == expected
 
 
 @pytest.mark.parametrize("arrow_type,schema_type,identical", [

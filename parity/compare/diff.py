@@ -14,7 +14,7 @@ import numpy as np
 
 from parity.compare import hashdiff
 
-from parity.encoding import canonical
+from parity.encoding import canonical, fields
 from parity.config import Tolerance, ToleranceSpec
 from parity.errors import FingerprintSetError
 from parity.missing import MISSING
@@ -245,6 +245,9 @@ class _PairValues:
         self._features: dict[tuple[int, int, bool], tuple] = {}
         self._fields: dict[tuple[int, int, int], tuple | None] = {}
         self._names: dict[bytes, Any] = {}
+        # every tolerance finds two equal finite numbers within (|delta| 0 <= abs + rel*|b|)
+        self._exact_match_within = all(math.isfinite(t.abs) and math.isfinite(t.rel) and t.abs >= 0 and t.rel >= 0
+                                       for t in (tolerance.default, *(t for _n, t in tolerance.features)))
 
     def _tol_for(self, name: str | None) -> Tolerance:
         return self._tolerance.for_feature(name) if name else self._tolerance.default
@@ -261,23 +264,23 @@ class _PairValues:
         return self._one(0, s, lfp), self._one(1, s, rfp)
 
     def _split(self, s: int, lfp: int, rfp: int) -> tuple | None:
-        """(decoded differing fields {name: (left, right)}, the only field's name or None) when both values
-        are dicts with the same field names; None otherwise."""
+        """(decoded differing fields {name: (left, right)}, the only field's name or None, plain (see
+        `fields.differing_fields`)) when both values are dicts with the same field names; None otherwise."""
         memo = (s, lfp, rfp)
         if memo not in self._fields:
             _remember(self._fields)
             ldata, lpart, lrow = self._bytes[0][(s, lfp)]
             rdata, rpart, rrow = self._bytes[1][(s, rfp)]
-            lf, rf = canonical.dict_fields(ldata), canonical.dict_fields(rdata)
-            if lf is None or rf is None or lf.keys() != rf.keys():
+            found = fields.differing_fields(ldata, rdata)
+            if found is None:
                 self._fields[memo] = None
             else:
                 stage, (lset, rset) = STAGES[s], self._sets
-                differing = {self._name(lpart, lrow, stage, k): (lset.decode_value(lpart, lrow, stage, lf[k]),
-                                                                 rset.decode_value(rpart, rrow, stage, rf[k]))
-                             for k in lf if lf[k] != rf[k]}
-                only = self._name(lpart, lrow, stage, next(iter(lf))) if len(lf) == 1 else None
-                self._fields[memo] = (differing, only)
+                differing = {self._name(lpart, lrow, stage, k): (lset.decode_value(lpart, lrow, stage, a),
+                                                                 rset.decode_value(rpart, rrow, stage, b))
+                             for k, a, b in found[0]}
+                only = self._name(lpart, lrow, stage, found[2]) if found[2] is not None else None
+                self._fields[memo] = (differing, only, found[1])
         return self._fields[memo]
 
     def _name(self, part: str, row: int, stage: str, data: bytes) -> Any:
@@ -288,12 +291,15 @@ class _PairValues:
         return self._names[data]
 
     def within(self, s: int, lfp: int, rfp: int) -> bool:
-        """values_within of the two values (dict fields with equal bytes are within)."""
+        """values_within of the two values: of their differing dict fields only (fields with equal bytes are
+        within), except for decoded whole values whose equal fields are not all plain, or under a tolerance
+        that could refuse an exact match, which are walked whole."""
         memo = (s, lfp, rfp)
         if memo not in self._within:
             _remember(self._within)
-            split = None if (0, s, lfp) in self._whole and (1, s, rfp) in self._whole else self._split(s, lfp, rfp)
-            if split is None:
+            split = self._split(s, lfp, rfp)
+            decoded = (0, s, lfp) in self._whole and (1, s, rfp) in self._whole
+            if split is None or (decoded and not (split[2] and self._exact_match_within)):
                 verdict = values_within(*self.whole(s, lfp, rfp), self._tol_for)
             else:
                 verdict = all(values_within(a, b, self._tol_for, name if isinstance(name, str) else None)
@@ -342,16 +348,16 @@ def _fetch(fset: FingerprintSet, pending: list[_Pending], left: bool) -> dict[tu
     """(canonical bytes, part, row) by (stage index, fingerprint) for the differing stages of the pending pairs,
     each distinct value read once."""
     wanted: dict[tuple[int, int], tuple[str, int]] = {}
+    stages_at: dict[tuple[str, int], list[str]] = {}
     for found in pending:
         chunk, positions = (found.lchunk, found.lpos) if left else (found.rchunk, found.rpos)
         parts, rows = chunk.column("part", positions), chunk.column("row", positions)
-        for s in range(len(STAGES)):
-            fps = chunk.fps[s][positions].tolist()
-            for n in np.flatnonzero(found.differs[s]).tolist():
-                wanted.setdefault((s, fps[n]), (parts[n], rows[n]))
-    stages_at: dict[tuple[str, int], list[str]] = {}
-    for (s, _fp), ref in wanted.items():
-        stages_at.setdefault(ref, []).append(STAGES[s])
+        for s, stage in enumerate(STAGES):
+            at = np.flatnonzero(found.differs[s])
+            for n, fp in zip(at.tolist(), chunk.fps[s][positions[at]].tolist()):
+                if (s, fp) not in wanted:
+                    ref = wanted[(s, fp)] = (parts[n], rows[n])
+                    stages_at.setdefault(ref, []).append(stage)
     data = fset.stage_bytes(stages_at)
     return {(s, fp): (data[ref][STAGES[s]], *ref) for (s, fp), ref in wanted.items()}
 

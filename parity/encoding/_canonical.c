@@ -11,9 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,7 +26,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 3
+#define API_VERSION 5
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -1109,112 +1107,6 @@ static unsigned char *write_rows(Slot *slots, Py_ssize_t m, Py_ssize_t i0, Py_ss
     return p;
 }
 
-/* Rows i0..i1-1 for write_rows, run by the helper thread (with its own copy of the slots, which write_rows
- * sets labels in). */
-typedef struct {
-    Slot *slots;
-    Py_ssize_t m, i0, i1;
-    unsigned char *out, *offs, *fps, *end;
-} RowsJob;
-
-static void rows_job(RowsJob *job) {
-    job->end = write_rows(job->slots, job->m, job->i0, job->i1, job->out, job->offs, job->fps);
-}
-
-/* The helper: one thread per process that writes the second half of a batch's rows while the caller writes
- * the first. It waits for a job spinning for 1 ms, then asleep, so that batches handed over one after the
- * other start at once: waking a sleeping thread costs about what half a batch of 2,000 rows takes here.
- * One caller at a time owns it (busy); another writes all its rows itself. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CPU_RELAX() __builtin_ia32_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
-#define HELPER_SPIN_NS 1000000 /* how long the helper spins for a job before it sleeps: 1 ms */
-
-static int64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    RowsJob *_Atomic job; /* handed over, not yet taken */
-    atomic_int done;      /* the job handed over is written */
-    atomic_int busy;      /* a caller owns the helper */
-    int running;          /* the thread exists in this process (guarded by busy) */
-} helper = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
-
-static void *helper_main(void *unused) {
-    for (;;) {
-        RowsJob *job = atomic_load(&helper.job);
-        for (int64_t until = now_ns() + HELPER_SPIN_NS; !job; job = atomic_load(&helper.job)) {
-            for (int k = 0; k < 64 && !job; k++) {
-                CPU_RELAX();
-                job = atomic_load(&helper.job);
-            }
-            if (job || now_ns() > until) break;
-        }
-        if (!job) {
-            pthread_mutex_lock(&helper.mu);
-            while (!(job = atomic_load(&helper.job))) pthread_cond_wait(&helper.wake, &helper.mu);
-            pthread_mutex_unlock(&helper.mu);
-        }
-        atomic_store(&helper.job, NULL);
-        rows_job(job);
-        atomic_store(&helper.done, 1);
-    }
-    return unused;
-}
-
-/* In a forked child: the helper thread is not there (and the lock may have been held when it forked). */
-static void helper_forget(void) {
-    pthread_mutex_init(&helper.mu, NULL);
-    pthread_cond_init(&helper.wake, NULL);
-    atomic_store(&helper.job, NULL);
-    atomic_store(&helper.busy, 0);
-    helper.running = 0;
-}
-
-/* Hands job to the helper (started the first time); 0 when another caller owns it or it cannot start. */
-static int helper_submit(RowsJob *job) {
-    int idle = 0;
-    if (!atomic_compare_exchange_strong(&helper.busy, &idle, 1)) return 0;
-    if (!helper.running) {
-        pthread_attr_t attr;
-        pthread_t thread;
-        int ok = pthread_attr_init(&attr) == 0;
-        if (ok) {
-            pthread_attr_setstacksize(&attr, 1 << 18);
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            ok = pthread_create(&thread, &attr, helper_main, NULL) == 0;
-            pthread_attr_destroy(&attr);
-        }
-        if (!ok) {
-            atomic_store(&helper.busy, 0);
-            return 0;
-        }
-        helper.running = 1;
-    }
-    atomic_store(&helper.done, 0);
-    pthread_mutex_lock(&helper.mu);
-    atomic_store(&helper.job, job);
-    pthread_cond_signal(&helper.wake);
-    pthread_mutex_unlock(&helper.mu);
-    return 1;
-}
-
-/* Waits for the job handed over (about as long as the caller's own half took) and frees the helper. */
-static void helper_wait(void) {
-    for (unsigned k = 0; !atomic_load(&helper.done); k++) {
-        if (k & 1023) CPU_RELAX();
-        else sched_yield();
-    }
-    atomic_store(&helper.busy, 0);
-}
-
 /* The bound of rows i0..i0+n-1 (names and heads: per_row bytes a row); -1 and an exception for offsets
  * outside the values. */
 static Py_ssize_t rows_bound(const Column *cols, Py_ssize_t m, Py_ssize_t per_row, Py_ssize_t i0, Py_ssize_t n) {
@@ -1227,37 +1119,12 @@ static Py_ssize_t rows_bound(const Column *cols, Py_ssize_t m, Py_ssize_t per_ro
     return bound;
 }
 
-/* Rows of a batch at least this long are written by two threads, a half each (with threads=2) */
-#define SPLIT_ROWS 512
-
-/* Writes rows 0..n-1 into out (room for bound_a + SLACK + the second half's bound + SLACK when split), with
- * the GIL released: the rows from `mid` on by the helper thread, at out + bound_a + SLACK, then moved to
- * follow the first half's. Returns the end. */
-static unsigned char *write_all_rows(Slot *slots, Slot *copy, Py_ssize_t m, Py_ssize_t n, Py_ssize_t mid,
-                                     Py_ssize_t bound_a, unsigned char *out, unsigned char *offs, unsigned char *fps) {
+/* Writes rows 0..n-1 into out (room for their bound + SLACK), the GIL released; returns the end. */
+static unsigned char *write_all_rows(Slot *slots, Py_ssize_t m, Py_ssize_t n, unsigned char *out,
+                                     unsigned char *offs, unsigned char *fps) {
     unsigned char *end;
-    if (mid >= n) {
-        Py_BEGIN_ALLOW_THREADS
-        end = write_rows(slots, m, 0, n, out, offs, fps);
-        Py_END_ALLOW_THREADS
-        return end;
-    }
-    unsigned char *second = out + bound_a + SLACK;
-    RowsJob job = {copy, m, mid, n, second, offs, fps, NULL};
     Py_BEGIN_ALLOW_THREADS
-    int handed = helper_submit(&job);
-    end = write_rows(slots, m, 0, mid, out, offs, fps);
-    if (handed) helper_wait();
-    else rows_job(&job); /* no helper: the second half after the first */
-    /* the second half follows the first; its offsets were from its own start */
-    int64_t shift = end - out, off;
-    memmove(end, second, (size_t)(job.end - second));
-    for (Py_ssize_t k = mid + 1; k <= n; k++) {
-        memcpy(&off, offs + 8 * k, 8);
-        off += shift;
-        memcpy(offs + 8 * k, &off, 8);
-    }
-    end += job.end - second;
+    end = write_rows(slots, m, 0, n, out, offs, fps);
     Py_END_ALLOW_THREADS
     return end;
 }
@@ -1269,33 +1136,27 @@ static int name_cmp(const void *pa, const void *pb) {
     return cmp_bytes((const char *)x->key, x->len, (const char *)y->key, y->len);
 }
 
-/* encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1)
- *     -> (list[bytes], list[int]), or with packed (data, offsets, fingerprints) as bytes, or None
+/* encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]), or None
  *
  * The canonical bytes and xxh3_64 of each row of an Arrow record batch (anything with
  * __arrow_c_array__ whose array is a struct), a row being the dict {name: value} of its cells (names: the
  * columns' names, as str, since a C name ends at a NUL) plus None for each name of null_names: the same
  * bytes as encode() of that dict. None when a column's type is not covered or two names are equal
- * (parity/columnar.py says which types are).
- *
- * Packed: the rows' bytes one after the other in `data`, row i at data[offsets[i]:offsets[i + 1]] (n + 1
- * int64 offsets) and its fingerprint at fingerprints[8 * i:8 * i + 8] (n uint64), native byte order: the
- * buffers of an Arrow large_binary and a uint64 array, with no Python object per row.
+ * (parity/encoding/columnar.py says which types are).
  *
  * The rows are written one after the other into one buffer sized from each column's end offsets, and each
- * is hashed as soon as it is written; with threads=2 (or more), a batch of SPLIT_ROWS rows or more is
- * written in two halves at once, the GIL released. */
+ * is hashed as soon as it is written, the GIL released. */
 static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     PyObject *batch, *column_names, *nulls;
-    int f32_as_f64, packed = 0, threads = 1;
-    if (!PyArg_ParseTuple(args, "OO!O!p|pi:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
-                          &nulls, &f32_as_f64, &packed, &threads)) return NULL;
+    int f32_as_f64;
+    if (!PyArg_ParseTuple(args, "OO!O!p:encode_batch", &batch, &PyTuple_Type, &column_names, &PyTuple_Type,
+                          &nulls, &f32_as_f64)) return NULL;
     PyObject *capsules = PyObject_CallMethod(batch, "__arrow_c_array__", NULL);
     if (!capsules) return NULL;
     PyObject *result = NULL, *name_bytes = NULL, *data = NULL, *offs = NULL, *fps = NULL;
     Column *cols = NULL;
     Name *names = NULL;
-    Slot *slots = NULL, *copy = NULL;
+    Slot *slots = NULL;
     Py_ssize_t m = 0, i, j;
     if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
         PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ did not return (schema, array) capsules");
@@ -1349,27 +1210,14 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         slot_init(&slots[j], &cols[names[j].column], names[j].key, names[j].len);
         per_row += names[j].len;
     }
-    Py_ssize_t mid = threads >= 2 && n >= SPLIT_ROWS ? n / 2 : n;
-    Py_ssize_t bound_a = rows_bound(cols, m, per_row, 0, mid);
-    Py_ssize_t bound_b = bound_a < 0 ? -1 : rows_bound(cols, m, per_row, mid, n - mid);
-    if (bound_b < 0) goto done;
-    if (mid < n) {
-        copy = PyMem_Malloc((size_t)(m + 1) * sizeof(Slot));
-        if (!copy) { PyErr_NoMemory(); goto done; }
-        memcpy(copy, slots, (size_t)(m + 1) * sizeof(Slot));
-    }
-    data = PyBytes_FromStringAndSize(NULL, bound_a + bound_b + 2 * SLACK);
+    Py_ssize_t bound = rows_bound(cols, m, per_row, 0, n);
+    if (bound < 0) goto done;
+    data = PyBytes_FromStringAndSize(NULL, bound + SLACK);
     offs = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
     fps = PyBytes_FromStringAndSize(NULL, 8 * n);
     if (!data || !offs || !fps) goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
-    unsigned char *end = write_all_rows(slots, copy, m, n, mid, bound_a, out, (unsigned char *)PyBytes_AS_STRING(offs),
-                                        (unsigned char *)PyBytes_AS_STRING(fps));
-    if (packed) {
-        if (_PyBytes_Resize(&data, end - out) < 0) goto done;
-        result = PyTuple_Pack(3, data, offs, fps);
-        goto done;
-    }
+    write_all_rows(slots, m, n, out, (unsigned char *)PyBytes_AS_STRING(offs), (unsigned char *)PyBytes_AS_STRING(fps));
     PyObject *rows = PyList_New(n), *fp_list = PyList_New(n);
     if (rows && fp_list) {
         const unsigned char *o = (const unsigned char *)PyBytes_AS_STRING(offs);
@@ -1396,7 +1244,6 @@ done:
     PyMem_Free(cols);
     PyMem_Free(names);
     PyMem_Free(slots);
-    PyMem_Free(copy);
     Py_XDECREF(name_bytes);
     Py_XDECREF(data);
     Py_XDECREF(offs);
@@ -1472,6 +1319,400 @@ static PyObject *py_wide_float(PyObject *self, PyObject *value) {
     return PyBool_FromLong(has_wide_float(value, 0));
 }
 
+/* ---------------------------------------------------------------------------------------------- decoding */
+
+/* decode(data) and dict_fields(data): the fast paths of canonical.decode and canonical.dict_fields for bytes
+ * objects. The Python functions in canonical.py are the reference: whatever C does not accept (an error of
+ * any kind, input nested deeper than DECODE_DEPTH, a type other than bytes), canonical.py hands to them, so
+ * every error and its message is theirs. decode accepts only what the reference accepts: it checks its result
+ * by encoding it again, as the reference does. Datetimes, dates and Decimals are built by the reference's
+ * _dec, called from here (configure_decoder). */
+
+#define DECODE_DEPTH 100
+
+static PyObject *float32_type = NULL; /* numpy.float32 */
+static PyObject *leaf_decoder = NULL; /* canonical._dec: (data, pos, hashable) -> (value, pos) */
+static PyObject *reference_decoder = NULL; /* canonical._decode_py: data -> value */
+
+typedef struct {
+    PyObject *src;
+    const unsigned char *p;
+    Py_ssize_t n, pos;
+} Reader;
+
+static int not_decoded(void) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "not decoded in C: the reference names why");
+    return -1;
+}
+
+/* uleb128 at r->pos; anything longer than 9 bytes (63 bits) is left to the reference */
+static int read_uleb(Reader *r, uint64_t *out) {
+    uint64_t n = 0;
+    for (int shift = 0; shift < 63; shift += 7) {
+        if (r->pos >= r->n) return not_decoded();
+        unsigned char b = r->p[r->pos++];
+        n |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) { *out = n; return 0; }
+    }
+    return not_decoded();
+}
+
+/* a length followed by that many bytes: their offset in *at */
+static int read_sized(Reader *r, Py_ssize_t *at, Py_ssize_t *len) {
+    uint64_t n;
+    if (read_uleb(r, &n) < 0) return -1;
+    if (n > (uint64_t)(r->n - r->pos)) return not_decoded();
+    *at = r->pos;
+    *len = (Py_ssize_t)n;
+    r->pos += (Py_ssize_t)n;
+    return 0;
+}
+
+static PyObject *dec(Reader *r, int hashable, int depth);
+
+static PyObject *dec_int(Reader *r) {
+    Py_ssize_t at, n;
+    if (read_sized(r, &at, &n) < 0) return NULL;
+    const unsigned char *s = r->p + at;
+    if (n == 0 || n > 8) {
+        if (n == 0) { not_decoded(); return NULL; } /* not canonical ("0" is 00) */
+        return _PyLong_FromByteArray(s, (size_t)n, 0, 1);
+    }
+    uint64_t u = (s[0] & 0x80) ? UINT64_MAX : 0; /* sign extension */
+    for (Py_ssize_t i = 0; i < n; i++) u = (u << 8) | s[i];
+    return PyLong_FromLongLong((long long)u);
+}
+
+static PyObject *dec_items(Reader *r, unsigned char tag, int hashable, int depth) {
+    uint64_t count;
+    if (read_uleb(r, &count) < 0) return NULL;
+    if (count > (uint64_t)(r->n - r->pos)) { not_decoded(); return NULL; } /* each item is a byte or more */
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        PyObject *x = dec(r, hashable || tag == 0x65, depth + 1);
+        if (!x) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, i, x);
+    }
+    PyObject *out = list;
+    if (tag == 0x65) out = PyFrozenSet_New(list);
+    else if (hashable) out = PyList_AsTuple(list);
+    if (out != list) Py_DECREF(list);
+    return out;
+}
+
+static PyObject *dec_dict(Reader *r, int depth) {
+    uint64_t count;
+    if (read_uleb(r, &count) < 0) return NULL;
+    if (count > (uint64_t)(r->n - r->pos) / 2) { not_decoded(); return NULL; } /* two bytes or more an entry */
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (uint64_t i = 0; i < count; i++) {
+        PyObject *k = dec(r, 1, depth + 1);
+        PyObject *v = k ? dec(r, 0, depth + 1) : NULL;
+        int bad = !v || PyDict_SetItem(d, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) { Py_DECREF(d); return NULL; }
+    }
+    return d;
+}
+
+/* a datetime, date or Decimal, by the reference */
+static PyObject *dec_leaf(Reader *r, int hashable) {
+    if (!leaf_decoder) { not_decoded(); return NULL; }
+    PyObject *res = PyObject_CallFunction(leaf_decoder, "Oni", r->src, r->pos - 1, hashable);
+    if (!res) return NULL;
+    PyObject *value = NULL;
+    if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 2) {
+        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(res, 1));
+        if (end >= r->pos && end <= r->n) {
+            r->pos = end;
+            value = PyTuple_GET_ITEM(res, 0);
+            Py_INCREF(value);
+        }
+    }
+    Py_DECREF(res);
+    if (!value) not_decoded();
+    return value;
+}
+
+static PyObject *dec(Reader *r, int hashable, int depth) {
+    if (depth > DECODE_DEPTH || r->pos >= r->n) { not_decoded(); return NULL; }
+    unsigned char tag = r->p[r->pos++];
+    const unsigned char *s;
+    Py_ssize_t at, n;
+    switch (tag) {
+    case 0x4E: Py_RETURN_NONE;
+    case 0x54: Py_RETURN_TRUE;
+    case 0x46: Py_RETURN_FALSE;
+    case 0x69: return dec_int(r);
+    case 0x66:
+    case 0x67: {
+        Py_ssize_t size = tag == 0x66 ? 8 : 4;
+        if (r->n - r->pos < size) { not_decoded(); return NULL; }
+        s = r->p + r->pos;
+        r->pos += size;
+        uint64_t u = 0;
+        for (Py_ssize_t i = 0; i < size; i++) u = (u << 8) | s[i];
+        if (tag == 0x66) {
+            double d;
+            memcpy(&d, &u, 8);
+            return PyFloat_FromDouble(d);
+        }
+        if (!float32_type) { not_decoded(); return NULL; }
+        uint32_t u32 = (uint32_t)u;
+        float f;
+        memcpy(&f, &u32, 4);
+        PyObject *wide = PyFloat_FromDouble((double)f);
+        if (!wide) return NULL;
+        PyObject *out = PyObject_CallOneArg(float32_type, wide);
+        Py_DECREF(wide);
+        return out;
+    }
+    case 0x73:
+        if (read_sized(r, &at, &n) < 0) return NULL;
+        return PyUnicode_DecodeUTF8((const char *)r->p + at, n, "surrogatepass");
+    case 0x62:
+        if (read_sized(r, &at, &n) < 0) return NULL;
+        return PyBytes_FromStringAndSize((const char *)r->p + at, n);
+    case 0x6C:
+    case 0x65: return dec_items(r, tag, hashable, depth);
+    case 0x64: return dec_dict(r, depth);
+    case 0x74:
+    case 0x44:
+    case 0x6D: return dec_leaf(r, hashable);
+    default: not_decoded(); return NULL;
+    }
+}
+
+/* decode_c(data): C alone; raises on anything it does not take (the tests' view of it) */
+static PyObject *py_decode_c(PyObject *self, PyObject *data) {
+    if (!PyBytes_CheckExact(data)) { not_decoded(); return NULL; }
+    Reader r = {data, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), 0};
+    PyObject *value = dec(&r, 0, 0);
+    if (!value) return NULL;
+    if (r.pos != r.n) { Py_DECREF(value); not_decoded(); return NULL; }
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    int same = enc(&b, value) == 0 && b.len == r.n && memcmp(b.data, r.p, (size_t)r.n) == 0;
+    buf_free(&b);
+    if (!same) { Py_DECREF(value); not_decoded(); return NULL; }
+    return value;
+}
+
+/* decode(data): decode_c, and what it does not take decoded by the reference (canonical._decode_py), so every
+ * error and its message is the reference's own */
+static PyObject *py_decode(PyObject *self, PyObject *data) {
+    PyObject *value = py_decode_c(self, data);
+    if (value || !reference_decoder || !PyErr_ExceptionMatches(PyExc_Exception)) return value;
+    PyErr_Clear();
+    return PyObject_CallOneArg(reference_decoder, data);
+}
+
+/* The offset after the value at pos, without decoding it (the reference's _skip); -1: the value overruns the
+ * data or has an unknown tag (the reference gives None then); -2: nested too deep for C. */
+static Py_ssize_t skip_value(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos, int depth) {
+    if (depth > DECODE_DEPTH) return -2;
+    if (pos >= n) return -1;
+    unsigned char tag = p[pos++];
+    Py_ssize_t size = -1;
+    switch (tag) {
+    case 0x4E: case 0x54: case 0x46: size = 0; break;
+    case 0x67: size = 4; break;
+    case 0x66: case 0x74: case 0x44: size = 8; break;
+    }
+    if (size >= 0) return size <= n - pos ? pos + size : -1;
+    int sized = tag == 0x69 || tag == 0x73 || tag == 0x62 || tag == 0x6D;
+    if (!sized && tag != 0x6C && tag != 0x65 && tag != 0x64) return -1;
+    uint64_t count = 0;
+    for (int shift = 0;; shift += 7) { /* lenient, as the reference: non-minimal forms are read */
+        if (pos >= n) return -1;
+        unsigned char b = p[pos++];
+        uint64_t bits = b & 0x7F;
+        if (bits && (shift >= 64 || (shift > 57 && (bits >> (64 - shift))))) count = UINT64_MAX;
+        else if (bits) count |= bits << shift;
+        if (b < 0x80) break;
+        if (shift > 70) shift = 70;
+    }
+    if (sized) return count <= (uint64_t)(n - pos) ? pos + (Py_ssize_t)count : -1;
+    if (tag == 0x64) count = count > UINT64_MAX / 2 ? UINT64_MAX : 2 * count;
+    for (uint64_t i = 0; i < count; i++) {
+        pos = skip_value(p, n, pos, depth + 1);
+        if (pos < 0) return pos;
+    }
+    return pos;
+}
+
+/* dict_fields(data) -> {key bytes: value bytes} | None, or NotImplemented: left to the reference */
+static PyObject *py_dict_fields(PyObject *self, PyObject *data) {
+    if (data == Py_None) Py_RETURN_NONE;
+    if (!PyBytes_CheckExact(data)) Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (n == 0 || p[0] != 0x64) Py_RETURN_NONE;
+    Py_ssize_t pos = 1;
+    uint64_t count = 0;
+    for (int shift = 0;; shift += 7) {
+        if (pos >= n) Py_RETURN_NONE;
+        unsigned char b = p[pos++];
+        uint64_t bits = b & 0x7F;
+        if (bits && (shift >= 64 || (shift > 57 && (bits >> (64 - shift))))) count = UINT64_MAX;
+        else if (bits) count |= bits << shift;
+        if (b < 0x80) break;
+        if (shift > 70) shift = 70;
+    }
+    PyObject *fields = PyDict_New();
+    if (!fields) return NULL;
+    for (uint64_t i = 0; i < count; i++) {
+        Py_ssize_t middle = skip_value(p, n, pos, 1);
+        Py_ssize_t end = middle < 0 ? middle : skip_value(p, n, middle, 1);
+        if (end < 0) {
+            Py_DECREF(fields);
+            if (end == -2) Py_RETURN_NOTIMPLEMENTED;
+            Py_RETURN_NONE;
+        }
+        PyObject *k = PyBytes_FromStringAndSize((const char *)p + pos, middle - pos);
+        PyObject *v = k ? PyBytes_FromStringAndSize((const char *)p + middle, end - middle) : NULL;
+        int bad = !v || PyDict_SetItem(fields, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) { Py_DECREF(fields); return NULL; }
+        pos = end;
+    }
+    if (pos != n || (uint64_t)PyDict_GET_SIZE(fields) != count) {
+        Py_DECREF(fields);
+        Py_RETURN_NONE;
+    }
+    return fields;
+}
+
+/* The end of the value at pos when it is plain for the tolerance tier (built only of None, bools, ints of at
+ * most 127 bytes, floats, float32s, str, bytes, lists, datetimes, dates and dicts with str keys: two
+ * values of the same bytes are within any tolerance), else -1 (not plain, or overruns); -2: nested deeper
+ * than C goes. */
+static Py_ssize_t plain_end(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos, int depth) {
+    if (depth > DECODE_DEPTH) return -2;
+    if (pos >= n) return -1;
+    unsigned char tag = p[pos];
+    if (tag == 0x69) { /* an int: one whose float() could overflow is not plain */
+        Py_ssize_t end = skip_value(p, n, pos, depth);
+        return (end < 0 || p[pos + 1] >= 0x80) ? -1 : end; /* a one-byte length: 127 bytes at most */
+    }
+    if (tag == 0x6C || tag == 0x64) {
+        uint64_t count = 0;
+        pos++;
+        for (int shift = 0;; shift += 7) {
+            if (pos >= n || shift > 56) return -1; /* no count that long fits in the bytes */
+            unsigned char b = p[pos++];
+            count |= (uint64_t)(b & 0x7F) << shift;
+            if (b < 0x80) break;
+        }
+        for (uint64_t i = 0; i < count; i++) {
+            if (tag == 0x64) {
+                if (pos >= n || p[pos] != 0x73) return -1;
+                pos = skip_value(p, n, pos, depth + 1);
+                if (pos < 0) return pos;
+            }
+            pos = plain_end(p, n, pos, depth + 1);
+            if (pos < 0) return pos;
+        }
+        return pos;
+    }
+    if (tag == 0x65 || tag == 0x6D) return -1; /* sets and Decimals: equal NaNs in them are not == */
+    Py_ssize_t end = skip_value(p, n, pos, depth);
+    return end;
+}
+
+/* differing_fields(left, right) -> None | NotImplemented | (differing, plain, only): see
+ * parity/encoding/fields.py, whose Python function is the reference; NotImplemented leaves a pair to it
+ * (key lists that differ, keys out of order, nesting deeper than C goes, other types than bytes). */
+static PyObject *py_differing_fields(PyObject *self, PyObject *args) {
+    PyObject *left, *right;
+    if (!PyArg_ParseTuple(args, "OO:differing_fields", &left, &right)) return NULL;
+    if (!PyBytes_CheckExact(left) || !PyBytes_CheckExact(right)) Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *lp = (const unsigned char *)PyBytes_AS_STRING(left);
+    const unsigned char *rp = (const unsigned char *)PyBytes_AS_STRING(right);
+    Py_ssize_t ln = PyBytes_GET_SIZE(left), rn = PyBytes_GET_SIZE(right);
+    if (ln == 0 || rn == 0 || lp[0] != 0x64 || rp[0] != 0x64) Py_RETURN_NONE;
+    uint64_t counts[2] = {0, 0};
+    Py_ssize_t pos[2] = {1, 1};
+    const unsigned char *ps[2] = {lp, rp};
+    Py_ssize_t ns[2] = {ln, rn};
+    for (int side = 0; side < 2; side++) {
+        for (int shift = 0;; shift += 7) {
+            if (pos[side] >= ns[side]) Py_RETURN_NONE;
+            unsigned char b = ps[side][pos[side]++];
+            if (shift > 56) Py_RETURN_NOTIMPLEMENTED;
+            counts[side] |= (uint64_t)(b & 0x7F) << shift;
+            if (b < 0x80) break;
+        }
+    }
+    if (counts[0] != counts[1]) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *differing = PyList_New(0);
+    if (!differing) return NULL;
+    int plain = 1;
+    Py_ssize_t prev_key = -1, prev_len = 0, first_key = 1, first_len = 0;
+    Py_ssize_t lpos = pos[0], rpos = pos[1];
+    for (uint64_t i = 0; i < counts[0]; i++) {
+        Py_ssize_t lk = skip_value(lp, ln, lpos, 1), rk = skip_value(rp, rn, rpos, 1);
+        Py_ssize_t lv = lk < 0 ? lk : skip_value(lp, ln, lk, 1), rv = rk < 0 ? rk : skip_value(rp, rn, rk, 1);
+        if (lv < 0 || rv < 0) {
+            Py_DECREF(differing);
+            if (lv == -2 || rv == -2) Py_RETURN_NOTIMPLEMENTED;
+            Py_RETURN_NONE;
+        }
+        Py_ssize_t klen = lk - lpos;
+        if (klen != rk - rpos || memcmp(lp + lpos, rp + rpos, (size_t)klen) != 0 ||
+            (prev_key >= 0 && cmp_bytes((const char *)lp + prev_key, prev_len, (const char *)lp + lpos, klen) >= 0)) {
+            Py_DECREF(differing); /* other keys, or keys out of order: the reference compares them as sets */
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (i == 0) { first_key = lpos; first_len = klen; }
+        prev_key = lpos;
+        prev_len = klen;
+        if (lp[lpos] != 0x73) plain = 0;
+        if (lv - lk == rv - rk && memcmp(lp + lk, rp + rk, (size_t)(lv - lk)) == 0) {
+            Py_ssize_t end = plain ? plain_end(lp, ln, lk, 1) : lv;
+            if (end == -2) {
+                Py_DECREF(differing);
+                Py_RETURN_NOTIMPLEMENTED;
+            }
+            if (end != lv) plain = 0;
+        } else {
+            PyObject *entry = Py_BuildValue("(y#y#y#)", lp + lpos, klen, lp + lk, lv - lk, rp + rk, rv - rk);
+            if (!entry || PyList_Append(differing, entry) < 0) {
+                Py_XDECREF(entry);
+                Py_DECREF(differing);
+                return NULL;
+            }
+            Py_DECREF(entry);
+        }
+        lpos = lv;
+        rpos = rv;
+    }
+    if (lpos != ln || rpos != rn) {
+        Py_DECREF(differing);
+        Py_RETURN_NONE;
+    }
+    PyObject *only = counts[0] == 1 ? PyBytes_FromStringAndSize((const char *)lp + first_key, first_len) : Py_NewRef(Py_None);
+    if (!only) { Py_DECREF(differing); return NULL; }
+    return Py_BuildValue("(NON)", differing, plain ? Py_True : Py_False, only);
+}
+
+static PyObject *py_configure_decoder(PyObject *self, PyObject *args) {
+    PyObject *f32, *leaf, *reference;
+    if (!PyArg_ParseTuple(args, "OOO:configure_decoder", &f32, &leaf, &reference)) return NULL;
+    Py_INCREF(f32);
+    Py_INCREF(leaf);
+    Py_INCREF(reference);
+    Py_XSETREF(float32_type, f32);
+    Py_XSETREF(leaf_decoder, leaf);
+    Py_XSETREF(reference_decoder, reference);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_configure(PyObject *self, PyObject *args) {
     PyObject *k, *f, *ff = Py_None;
     if (!PyArg_ParseTuple(args, "O!O|O:configure", &PyDict_Type, &k, &f, &ff)) return NULL;
@@ -1499,13 +1740,24 @@ static PyMethodDef methods[] = {
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
     {"encode_batch", py_encode_batch, METH_VARARGS,
-     "encode_batch(batch, names, null_names, float32_as_float64, packed=False, threads=1) -> (list[bytes], "
-     "list[int]), with packed (data, offsets, fingerprints) buffers, or None: the rows of an Arrow record batch "
-     "as dicts."},
+     "encode_batch(batch, names, null_names, float32_as_float64) -> (list[bytes], list[int]), or None: the rows "
+     "of an Arrow record batch as dicts."},
     {"plain", py_plain, METH_O,
      "plain(values) -> bool: every value built only of exact dict/list/tuple/None/bool/int/float/str/bytes."},
     {"wide_float", py_wide_float, METH_O,
      "wide_float(value) -> bool: a float not strictly within +-2**63 among its dicts' and lists' values."},
+    {"configure_decoder", py_configure_decoder, METH_VARARGS,
+     "configure_decoder(float32_type, dec, decode_py): numpy.float32, the Python _dec for datetimes, dates and "
+     "Decimals, the Python decode for what C does not take."},
+    {"decode", py_decode, METH_O,
+     "decode(data) -> value: canonical.decode; what C does not take is decoded by the Python reference."},
+    {"decode_c", py_decode_c, METH_O,
+     "decode_c(bytes) -> value: C alone; raises on anything the reference must decode or name."},
+    {"dict_fields", py_dict_fields, METH_O,
+     "dict_fields(bytes) -> {key bytes: value bytes} | None, or NotImplemented: nested too deep for C."},
+    {"differing_fields", py_differing_fields, METH_VARARGS,
+     "differing_fields(left, right) -> ([(key, left value, right value) bytes], plain, only key) | None, or "
+     "NotImplemented: left to the reference (parity/encoding/fields.py)."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
     {NULL, NULL, 0, NULL},
@@ -1518,7 +1770,6 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__canonical(void) {
-    pthread_atfork(NULL, NULL, helper_forget);
 #ifdef XXH_DISPATCH_AVX2
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2");

@@ -299,7 +299,7 @@ def _load_native() -> Any:
         from parity.encoding import _canonical
     except ImportError:
         return None
-    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 3:
+    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 5:
         return None  # a stale build of an older source: `pip install -e .` (make setup) rebuilds it
     _canonical.configure(_NATIVE_KINDS, _encode_py)
     return _canonical
@@ -478,6 +478,12 @@ def _skip(data: bytes, pos: int) -> int:
 def dict_fields(data: bytes | None) -> dict[bytes, bytes] | None:
     """A canonical dict's entries as {key bytes: value bytes}, undecoded (the diff decodes only the fields that
     differ); None when `data` is not one canonical dict."""
+    return _dict_fields_py(data)
+
+
+def _dict_fields_py(data: bytes | None) -> dict[bytes, bytes] | None:
+    """``dict_fields`` in pure Python: the reference, and what the C one leaves (values nested deeper than it
+    goes)."""
     if not data or data[0] != _DICT:
         return None
     try:
@@ -503,6 +509,11 @@ def decode(data: bytes) -> Any:
         ValueError: the bytes are truncated, have trailing bytes, or are not canonical (e.g. a
             non-minimal int, another NaN, dict keys out of order, keys that are equal in Python).
     """
+    return _decode_py(data)
+
+
+def _decode_py(data: bytes) -> Any:
+    """``decode`` in pure Python: the reference, and the C decoder's fallback for everything it does not accept."""
     data = bytes(data)
     try:
         value, pos = _dec(data, 0, False)
@@ -517,6 +528,19 @@ def decode(data: bytes) -> Any:
         at = next((i for i, (a, b) in enumerate(zip(again, data)) if a != b), min(len(again), len(data)))
         raise ValueError(f"non-canonical bytes: they differ from the canonical encoding at offset {at}")
     return value
+
+
+def _dict_fields_c(data: bytes | None) -> dict[bytes, bytes] | None:
+    """``dict_fields`` by the C splitter; what it leaves (NotImplemented: nested deeper than it goes) by the
+    reference."""
+    fields = _native.dict_fields(data)
+    return _dict_fields_py(data) if fields is NotImplemented else fields
+
+
+if _native is not None:  # the same functions in C: same values, same errors
+    _native.configure_decoder(np.float32, _dec, _decode_py)  # what C does not take, the reference decodes
+    decode = _native.decode  # type: ignore[assignment]  # noqa: F811
+    dict_fields = _dict_fields_c  # type: ignore[assignment]  # noqa: F811
 
 
 # ----------------------------------------------------------------------------------------------- JSON

@@ -9,22 +9,13 @@ their large forms), and lists (and large lists) of any of these, nested to any d
 (structs, maps, timestamps, decimals, dictionaries, float16), two equal names, or a build without the C
 encoder give None: the caller then encodes the rows as dicts, with the same bytes.
 
-`packed_encodings(batch)` gives the same bytes and fingerprints as two Arrow arrays (a ``large_binary`` of
-the rows' bytes and a ``uint64`` of their fingerprints) built on the C encoder's own buffers: no Python
-object per row, for consumers that keep columns (it is the kernel `benchmarks/` measures). On a machine with
-two cores or more, a batch of 512 rows or more is written in two halves at once (the GIL released): the
-second by a helper thread that, after each batch, spins for 1 ms waiting for the next before it sleeps.
-`row_encodings` writes with one thread by default: in the replay, the rows' Python objects and the
-per-record steps after it cost far more than the encoding, and the helper's spinning would take CPU from
-the pipeline's other threads.
-
 The Parquet reader (`parity/capture/parquet.py`) uses `row_encodings` for the `input` stage of each record
 batch whose columns the schema leaves as they are (`identity_schema`): the replay steps after it hold a
 record's bytes and fingerprint as Python objects.
 
 Example:
     >>> import pyarrow as pa
-    >>> from parity import canonical
+    >>> from parity.encoding import canonical
     >>> batch = pa.RecordBatch.from_pydict({"fare": [7.5, None], "zone": ["A", "B"]})
     >>> data, fps = row_encodings(batch)
     >>> data == canonical.encode_many(batch.to_pylist())
@@ -33,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -44,7 +34,7 @@ from parity.encoding import canonical
 if TYPE_CHECKING:  # for hints only: the encoding imports nothing of the readers above it
     from parity.capture.schema import FieldType
 
-__all__ = ["covered", "identity_schema", "packed_encodings", "row_encodings"]
+__all__ = ["covered", "identity_schema", "row_encodings"]
 
 _FLAT = {
     pa.null(), pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
@@ -97,51 +87,18 @@ def identity_schema(arrow_schema: pa.Schema, schema: Mapping[str, FieldType] | N
     return True
 
 
-def _encode_batch(batch: pa.RecordBatch, null_fields: Iterable[str], float32_as_float64: bool, packed: bool,
-                  threads: int) -> tuple | None:
-    """The C `encode_batch` over the batch's columns plus None for each of `null_fields` it lacks; None
-    without the C encoder."""
+def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
+                  float32_as_float64: bool = True) -> tuple[list[bytes], list[int]] | None:
+    """Each row's canonical bytes and fingerprint, the row being ``{name: value}`` over the batch's columns
+    plus a None for each of `null_fields` the batch lacks; None when a column is not covered (see the module
+    docstring) or without the C encoder.
+
+    float32 values are encoded as the Python floats ``to_pylist()`` makes of them (tag ``f``), or, with
+    ``float32_as_float64=False``, as float32 (tag ``g``, as numpy.float32 values are).
+    """
     native = canonical._native
     if native is None:
         return None
     names = tuple(batch.schema.names)
     nulls = tuple(name for name in null_fields if name not in names)
-    return native.encode_batch(batch, names, nulls, float32_as_float64, packed, threads)
-
-
-# threads packed_encodings writes with by default: two where there are two cores
-DEFAULT_THREADS = 2 if (os.cpu_count() or 1) >= 2 else 1
-
-
-def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
-                  float32_as_float64: bool = True, threads: int = 1) -> tuple[list[bytes], list[int]] | None:
-    """Each row's canonical bytes and fingerprint, the row being ``{name: value}`` over the batch's columns
-    plus a None for each of `null_fields` the batch lacks; None when a column is not covered (see the module
-    docstring).
-
-    float32 values are encoded as the Python floats ``to_pylist()`` makes of them (tag ``f``), or, with
-    ``float32_as_float64=False``, as float32 (tag ``g``, as numpy.float32 values are). `threads`: as for
-    `packed_encodings`.
-    """
-    return _encode_batch(batch, null_fields, float32_as_float64, False, threads)
-
-
-def packed_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (), float32_as_float64: bool = True,
-                     threads: int = DEFAULT_THREADS) -> tuple[pa.LargeBinaryArray, pa.UInt64Array] | None:
-    """`row_encodings` as Arrow arrays: each row's canonical bytes (``large_binary``) and fingerprint
-    (``uint64``), built without copying on the buffers the C encoder wrote; None where `row_encodings` is.
-    `threads`: 2 writes a batch of 512 rows or more in two halves at once (the module docstring says how).
-
-    Example:
-        >>> batch = pa.RecordBatch.from_pydict({"fare": [7.5, None], "zone": ["A", "B"]})
-        >>> data, fps = packed_encodings(batch)
-        >>> (data.to_pylist(), fps.to_pylist()) == row_encodings(batch)
-        True
-    """
-    packed = _encode_batch(batch, null_fields, float32_as_float64, True, threads)
-    if packed is None:
-        return None
-    data, offsets, fingerprints = packed
-    rows = batch.num_rows
-    return (pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)]),
-            pa.Array.from_buffers(pa.uint64(), rows, [None, pa.py_buffer(fingerprints)]))
+    return native.encode_batch(batch, names, nulls, float32_as_float64)
