@@ -36,7 +36,7 @@ setup(
     package_data={"parity.report.templates": ["*.j2"]},  # the HTML report's Jinja2 templates
     python_requires=">=3.10",
     install_requires=[
-        "apache-beam[gcp]>=2.59,<3",
+        "apache-beam[gcp,aws]>=2.59,<3",  # Beam's FileSystems for gs:// and s3:// (boto3)
         "tensorflow-transform>=1.16,<2",
         "tensorflow>=2.16,<3",  # tensorflow-transform pins its own minor
         "tfx-bsl>=1.16,<2",
@@ -50,7 +50,8 @@ setup(
         "jinja2>=3.0",  # the HTML report's templates (autoescaping on)
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "xmlschema", "build", "wheel"],
+        # moto[server]: the cluster test bed's S3 server (tests/cluster)
+        "test": ["pytest", "hypothesis", "xmlschema", "build", "wheel", "moto[server]>=5"],
     },
     entry_points={"console_scripts": ["parity=parity.cli:main"]},
 )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A standalone Flink session cluster on localhost (one JobManager + one TaskManager, 2 slots, small memory),
+# A standalone Flink session cluster on localhost (one JobManager + one or more TaskManagers, 2 slots each, small
+# memory, a fixed-delay restart strategy),
 # for submitting parity replays to a real cluster: `--runner FlinkRunner -- --flink_master=localhost:8081`.
 #
 #   scripts/flink_cluster.sh install   only install Flink (idempotent)
@@ -17,7 +18,13 @@
 #   PARITY_FLINK_VENV=DIR              the venv (default: .flink-venv in the repo; gitignored)
 #   PARITY_FLINK_CLUSTER_VERSION=X.Y.Z the Flink release (default 1.19.3, the newest 1.19 on PyPI)
 #   PARITY_FLINK_REST_PORT=N           the REST port (default 8081)
-#   PARITY_FLINK_CLUSTER_TIMEOUT=S     seconds `start` waits for the REST API and a free slot (default 180)
+#   PARITY_FLINK_CLUSTER_TIMEOUT=S     seconds `start` waits for the REST API and every slot (default 180)
+#   PARITY_FLINK_TASKMANAGERS=N        how many TaskManagers (default 1; the cluster test bed starts 2)
+#   PARITY_FLINK_SLOTS=N               task slots per TaskManager (default 2)
+#   PARITY_FLINK_TM_MEMORY=SIZE        taskmanager.memory.process.size (default 1728m)
+#   PARITY_FLINK_RPC_PORT=N            the JobManager's RPC port (default 6123; two clusters need two)
+#   PARITY_FLINK_RESTART_ATTEMPTS=N    fixed-delay restart strategy: attempts (default 3), 2 s apart
+#   PARITY_FLINK_RUN_DIR=DIR           configuration, logs and pid files (default: \$PARITY_FLINK_VENV/cluster)
 #   PARITY_PYTHON=EXE                  the interpreter that creates the venv (default python3)
 set -euo pipefail
 
@@ -28,7 +35,12 @@ VERSION="${PARITY_FLINK_CLUSTER_VERSION:-1.19.3}"
 PORT="${PARITY_FLINK_REST_PORT:-8081}"
 TIMEOUT="${PARITY_FLINK_CLUSTER_TIMEOUT:-180}"
 PYTHON="${PARITY_PYTHON:-python3}"
-RUN_DIR="$VENV/cluster"
+RUN_DIR="${PARITY_FLINK_RUN_DIR:-$VENV/cluster}"
+TASKMANAGERS="${PARITY_FLINK_TASKMANAGERS:-1}"
+SLOTS="${PARITY_FLINK_SLOTS:-2}"
+TM_MEMORY="${PARITY_FLINK_TM_MEMORY:-1728m}"
+RPC_PORT="${PARITY_FLINK_RPC_PORT:-6123}"
+RESTART_ATTEMPTS="${PARITY_FLINK_RESTART_ATTEMPTS:-3}"
 
 log() { echo "flink_cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -65,7 +77,8 @@ install() {
   log "installed Flink $VERSION in $(( $(date +%s) - started )) s: FLINK_HOME=$home"
 }
 
-# A copy of conf/ with localhost binds, 2 slots and small memory: the installed package stays untouched.
+# A copy of conf/ with localhost binds, 2 slots and small memory: the installed package stays untouched. Every
+# TaskManager of this host reads the same file (their RPC and data ports are chosen free at start).
 configure() {
   local home="$1" conf="$RUN_DIR/conf"
   mkdir -p "$RUN_DIR/log" "$RUN_DIR/pid" "$RUN_DIR/tmp"
@@ -80,17 +93,21 @@ configure() {
 # Written by scripts/flink_cluster.sh: a small local session cluster.
 env.java.opts.all: "$java_opts"
 jobmanager.rpc.address: localhost
-jobmanager.rpc.port: 6123
+jobmanager.rpc.port: $RPC_PORT
 jobmanager.bind-host: localhost
 taskmanager.bind-host: localhost
 taskmanager.host: localhost
 rest.address: localhost
 rest.bind-address: localhost
 rest.port: $PORT
-taskmanager.numberOfTaskSlots: 2
+taskmanager.numberOfTaskSlots: $SLOTS
 parallelism.default: 1
 jobmanager.memory.process.size: 1024m
-taskmanager.memory.process.size: 1728m
+taskmanager.memory.process.size: $TM_MEMORY
+# A failed task (an SDK worker or a TaskManager killed) restarts the job from its start, a few times.
+restart-strategy.type: fixed-delay
+restart-strategy.fixed-delay.attempts: $RESTART_ATTEMPTS
+restart-strategy.fixed-delay.delay: 2 s
 # A Beam pipeline translates to ~100 Flink tasks chained in one slot (the taxi example's offline side): the
 # default network memory (10% of 1.7 GB) leaves too few buffers ("Insufficient number of network buffers").
 taskmanager.memory.network.min: 256m
@@ -130,16 +147,19 @@ start() {
   flink_env "$home"
   started=$(date +%s)
   "$home/bin/jobmanager.sh" start >&2
-  "$home/bin/taskmanager.sh" start >&2
+  local n want=$(( TASKMANAGERS * SLOTS ))
+  for n in $(seq 1 "$TASKMANAGERS"); do
+    "$home/bin/taskmanager.sh" start >&2
+  done
   while :; do
-    # Ready when a TaskManager has registered its slots.
-    if body="$(overview)" && [[ "$body" =~ \"slots-total\":[1-9] ]]; then
+    # Ready when every TaskManager has registered its slots.
+    if body="$(overview)" && [[ "$body" =~ \"slots-total\":([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge "$want" ]; then
       log "running at http://localhost:$PORT after $(( $(date +%s) - started )) s (logs: $RUN_DIR/log)"
       echo "$body"
       return 0
     fi
     if [ $(( $(date +%s) - started )) -ge "$TIMEOUT" ]; then
-      log "error: the cluster did not answer with a TaskManager slot within $TIMEOUT s; logs in $RUN_DIR/log:"
+      log "error: the cluster did not answer with $want TaskManager slots within $TIMEOUT s; logs in $RUN_DIR/log:"
       tail -n 20 "$RUN_DIR"/log/*.log >&2 2>/dev/null || true
       stop
       exit 1
@@ -154,7 +174,7 @@ stop() {
   home="$(flink_home)"
   [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || { log "never started: nothing to stop"; return 0; }
   flink_env "$home"
-  "$home/bin/taskmanager.sh" stop >&2 || true
+  "$home/bin/taskmanager.sh" stop-all >&2 || true
   "$home/bin/jobmanager.sh" stop >&2 || true
   for _ in $(seq 1 30); do
     overview >/dev/null || { log "stopped"; return 0; }

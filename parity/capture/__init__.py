@@ -21,13 +21,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from parity.capture.items import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, too_deep
+from parity.capture.items import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_capture, too_deep
 from parity.capture.schema import FieldType
 from parity.errors import InputError
+from parity.storage import urls
 from parity.storage.outdir import is_parity_output
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
-           "is_gzip", "list_capture_files", "read_file", "reason_kind", "sniff_format", "too_deep"]
+           "is_gzip", "list_capture_files", "open_capture", "read_file", "reason_kind", "sniff_format", "too_deep"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
@@ -72,6 +73,8 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     Raises:
         InputError: nothing matches; the message names the pattern.
     """
+    if urls.is_url(pattern):
+        return _list_url(pattern)
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
     if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
         return [full]
@@ -95,6 +98,20 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
                          f"capture.path (a relative path starts at the config file's folder, {base_dir})")
     raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
                      f"(a relative path starts at the config file's folder, {base_dir})")
+
+
+def _list_url(pattern: str) -> list[str]:
+    """`list_capture_files` for a URL (`s3://bucket/capture/*.jsonl`), through Beam's FileSystems."""
+    try:
+        if urls.isfile(pattern):
+            return [pattern]
+        files = urls.match(pattern) if any(char in pattern for char in "*?[") else urls.list_folder(pattern)
+    except OSError as exc:
+        raise InputError(f"capture path {pattern!r} cannot be listed: {exc}") from exc
+    if files:
+        return files
+    raise InputError(f"capture path {pattern!r} matches no file; check capture.path and the storage options "
+                     f"(e.g. -- --s3_endpoint_url=...)")
 
 
 def _fixed_folder(pattern: str) -> str:
@@ -128,12 +145,11 @@ def sniff_format(path: str) -> str | None:
     """The binary format a file's first bytes show (gzip-compressed or not), or None: a TFRecord's first record
     header (its length's masked CRC-32C checks) or Parquet's `PAR1`. ExampleGen names its shards
     `data_tfrecord-00000-of-00012.gz`, an extension that says nothing of the records."""
-    import gzip
     import struct
     import zlib
 
     try:
-        with (gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")) as handle:
+        with open_capture(path) as handle:
             head = handle.read(16)
     except (OSError, EOFError, zlib.error):
         return None
@@ -176,7 +192,7 @@ def read_file(
             f"{display_path}: reading {_NEEDS_SCHEMA[fmt]} captures needs field types; add `capture.schema` "
             "(e.g. {trip_id: int64, fare: float64, zone: string})"
         )
-    if not os.path.isfile(path):  # checked here, so that the error comes before the first batch is asked for
+    if not urls.isfile(path):  # checked here, so that the error comes before the first batch is asked for
         raise InputError(f"cannot read capture file {path}: not an existing file")
     reader = importlib.import_module(f"parity.capture.{fmt}")
     items = reader.read(path, schema, display_path, batch_size)

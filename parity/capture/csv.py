@@ -20,6 +20,7 @@ from typing import IO, Any
 from parity.capture.items import Quarantined, ReadItem, open_error, preview
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError
+from parity.storage import urls
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -73,7 +74,7 @@ def read(
             "(e.g. {trip_id: int64, fare: float64, zone: string})"
         )
     try:
-        handle = open(path, "rb")  # bytes, so that one non-UTF-8 line is quarantined rather than fatal
+        handle = urls.open_read(path)  # bytes, so that one non-UTF-8 line is quarantined rather than fatal
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

@@ -3,10 +3,12 @@ records) and the helpers every reader shares. The readers import this module, an
 the readers: the package's own `__init__` would make each reader and the package import each other."""
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import IO, Any, Union
 
 from parity.errors import InputError
+from parity.storage import urls
 
 _PREVIEW_LIMIT = 120
 # Levels of lists and dicts a record may nest, itself included. Deeper records cannot be replayed: pickling
@@ -51,7 +53,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 def is_gzip(path: str) -> bool:
     """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
     try:
-        with open(path, "rb") as handle:
+        with urls.open_read(path) as handle:
             return handle.read(2) == GZIP_MAGIC
     except OSError:
         return False
@@ -85,3 +87,25 @@ def preview(raw: Any) -> str:
 def open_error(path: str, exc: OSError) -> InputError:
     """The InputError for a capture file that cannot be opened."""
     return InputError(f"cannot read capture file {path}: {exc.strerror or exc}")
+
+
+class _GzipFile(gzip.GzipFile):
+    """A gzip stream over an open file that closes the file too."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def open_capture(path: str) -> IO[bytes]:
+    """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
+    URL Beam's FileSystems read (`s3://...`)."""
+    if not urls.is_url(path):
+        return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    return _GzipFile(urls.open_read(path)) if is_gzip(path) else urls.open_read(path)

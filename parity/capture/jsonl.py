@@ -12,7 +12,6 @@ and other fields are kept as they are.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import math
 import zlib
@@ -22,8 +21,8 @@ from typing import IO, Any
 
 import orjson
 
-from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_error, preview,
-                                  too_deep)
+from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_capture, open_error,
+                                  preview, too_deep)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
 
@@ -41,7 +40,7 @@ def read(
     """
     del batch_size  # records are coerced CHUNK lines at a time, whatever the caller's batches
     try:  # bytes, so that one non-UTF-8 line is quarantined rather than fatal; gzip told from the first bytes
-        handle: IO[bytes] = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+        handle: IO[bytes] = open_capture(path)
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

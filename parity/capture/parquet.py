@@ -41,6 +41,7 @@ from parity.capture.items import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, o
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.encoding import columnar
 from parity.errors import first_line
+from parity.storage import urls
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
@@ -57,7 +58,7 @@ def read(
         InputError: the file does not exist or cannot be opened by the operating system.
     """
     try:
-        parquet_file = pq.ParquetFile(path)
+        parquet_file = pq.ParquetFile(urls.open_read(path) if urls.is_url(path) else path)
         columns = parquet_file.schema_arrow
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc
@@ -197,7 +198,7 @@ def _convert(value: Any) -> Any:
 
 def _head(path: str) -> str:
     try:
-        with open(path, "rb") as handle:
+        with urls.open_read(path) as handle:
             return preview(handle.read(64))
     except OSError:
         return ""

@@ -22,7 +22,6 @@ by name. Good records are located at `<display_path>:record <index>` (0-based, c
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from typing import IO, Any
 
 import google_crc32c
 
-from parity.capture.items import Quarantined, ReadItem, is_gzip, open_error, preview
+from parity.capture.items import Quarantined, ReadItem, open_capture, open_error, preview
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 from parity.errors import InputError
 
@@ -80,7 +79,7 @@ def read(
         )
     example_class = _example_class()
     try:
-        handle: IO[bytes] = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+        handle: IO[bytes] = open_capture(path)
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

@@ -33,6 +33,7 @@ from parity.replay.write_step import WriteBatchFn
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.transform import RecordError, TFTInput
+from parity.storage import urls
 
 BATCH_SIZE = 2000
 TFT_OUTPUT = "tft_output"
@@ -304,7 +305,8 @@ def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str
     from parity.capture import list_capture_files
 
     files = list_capture_files(side.capture.path, config.base_dir)
-    return [(index, path, os.path.relpath(path, config.base_dir)) for index, path in enumerate(files)]
+    return [(index, path, path if urls.is_url(path) else os.path.relpath(path, config.base_dir))
+            for index, path in enumerate(files)]
 
 
 def unwrap_pipeline_error(exc: BaseException) -> ParityError | None:

@@ -24,6 +24,7 @@ from parity.sets.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
+from parity.storage import urls
 
 _IS_NONE = functools.partial(operator.is_, None)
 
@@ -50,8 +51,10 @@ class ReadBatchesFn(beam.DoFn):
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
+        self._storage = urls.options()  # the run's storage options, for a worker that reads a URL
 
     def setup(self) -> None:
+        urls.configure(self._storage)
         side = self._side
         self._event_time = EventTime(side.timestamp)
         self._windowfn = window_stage.build_windowfn(side.window)

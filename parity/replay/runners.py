@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from parity.errors import ConfigError
+from parity.storage import urls
 
 RUNNERS = ("DirectRunner", "FlinkRunner")
 
@@ -96,6 +97,8 @@ def check_beam_args(beam_args: Sequence[str] | None) -> None:
 
 def make_options(runner: str, beam_args: Sequence[str] | None) -> PipelineOptions:
     args = list(beam_args or [])
+    # URLs (s3://, gs://) use the run's storage options (--s3_endpoint_url, ...) in this process too
+    urls.configure(args)
     if runner == "FlinkRunner":
         from parity.replay.flink import flink_defaults
 

@@ -1,0 +1,292 @@
+"""The cluster test bed's parts, each started by the test session and stopped at its end (tests/cluster/conftest.py):
+
+- an S3 server (moto in server mode) on 127.0.0.1, reached through Beam's real S3 filesystem;
+- the standalone Flink 1.19 cluster of scripts/flink_cluster.sh with two TaskManagers and a fixed-delay restart
+  strategy, on ports of its own (the LOOPBACK cluster test in tests/flink keeps 8081);
+- a Beam SDK worker pool run as another Unix user (`parityworker`), with its own HOME and TMPDIR: the Python
+  work of an `--environment_type=EXTERNAL` job runs there, and the client's folders (pytest's tmp_path is
+  root-owned, mode 700) are closed to it, as another host's disk would be.
+
+Every process is started here and stopped by its own id (its process group), never by name.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FLINK_SCRIPT = os.path.join(ROOT, "scripts", "flink_cluster.sh")
+WORKER_USER = os.environ.get("PARITY_TESTBED_USER", "parityworker")
+S3_CREDENTIALS = ("testing", "testing", "us-east-1")  # moto takes any key; Beam needs some
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(what: str, ready, process: subprocess.Popen | None, timeout: float, log: str | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} while starting{_tail(log)}")
+        if ready():
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"{what} did not answer within {timeout:g} s{_tail(log)}")
+
+
+def _tail(log: str | None) -> str:
+    if not log or not os.path.exists(log):
+        return ""
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        return ":\n" + "".join(handle.readlines()[-20:])
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM to the process group this module started (start_new_session), then SIGKILL."""
+    if process.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=timeout)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """moto's S3 API on 127.0.0.1:port; `options` are Beam's own S3 pipeline options for it."""
+    port: int
+    process: subprocess.Popen
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def options(self) -> list[str]:
+        key, secret, region = S3_CREDENTIALS
+        return [f"--s3_endpoint_url={self.endpoint}", f"--s3_access_key_id={key}",
+                f"--s3_secret_access_key={secret}", f"--s3_region_name={region}"]
+
+    def client(self):
+        import boto3
+
+        key, secret, region = S3_CREDENTIALS
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=key,
+                            aws_secret_access_key=secret, region_name=region)
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def start_s3(log_dir: str, timeout: float = 60) -> S3Server:
+    port = free_port()
+    log = os.path.join(log_dir, "moto.log")
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+
+    try:
+        _wait("the moto S3 server", ready, process, timeout, log)
+    except BaseException:
+        _stop(process)
+        raise
+    return S3Server(port, process)
+
+
+def ensure_worker_user(user: str = WORKER_USER) -> pwd.struct_passwd:
+    """The worker pool's Unix user, created when missing (the test bed runs as root, as CI does)."""
+    try:
+        return pwd.getpwnam(user)
+    except KeyError:
+        pass
+    if os.geteuid() != 0:
+        raise RuntimeError(f"the cluster test bed needs root to create the user {user!r} (or create it first)")
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+                   check=True, capture_output=True)
+    return pwd.getpwnam(user)
+
+
+def _open_for(entry: pwd.struct_passwd, paths: list[str]) -> list[str]:
+    """Let the worker user traverse every folder above `paths` (x, never r): the interpreter of the venv may lie
+    under root's home (pyenv). With setfacl, only that user gets it; without, `o+x` on the folders that lack it.
+    Returns what was changed, for the session's log."""
+    changed = []
+    seen = set()
+    for path in paths:
+        folder = os.path.dirname(os.path.realpath(path))
+        while folder not in seen:
+            seen.add(folder)
+            mode = os.stat(folder).st_mode
+            if not mode & 0o001:
+                if shutil.which("setfacl"):
+                    subprocess.run(["setfacl", "-m", f"u:{entry.pw_name}:x", folder], check=True)
+                else:
+                    os.chmod(folder, (mode & 0o7777) | 0o001)
+                changed.append(folder)
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return changed
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(child) for child in out.stdout.split()]
+
+
+@dataclass(frozen=True)
+class WorkerPool:
+    """Beam's SDK worker pool (`worker_pool_main`) as `user`: `--environment_config` for EXTERNAL jobs."""
+    port: int
+    user: str
+    home: str
+    process: subprocess.Popen
+    log: str
+
+    @property
+    def address(self) -> str:
+        return f"localhost:{self.port}"
+
+    @property
+    def options(self) -> list[str]:
+        return ["--environment_type=EXTERNAL", f"--environment_config={self.address}"]
+
+    def children(self) -> list[int]:
+        """The pids of the SDK harnesses the pool runs now: the child processes of the pool, which is itself
+        the child of `runuser` (the process this module started)."""
+        return [harness for pool in _children(self.process.pid) for harness in _children(pool)]
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
+    """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders."""
+    entry = ensure_worker_user()
+    python = sys.executable
+    opened = _open_for(entry, [python, os.path.realpath(python), os.path.join(ROOT, "parity", "__init__.py")])
+    home = os.path.join(base, "home")
+    tmp = os.path.join(base, "tmp")
+    for folder in (base, home, tmp):
+        os.makedirs(folder, exist_ok=True)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+        os.chmod(folder, 0o700)
+    port = free_port()
+    log = os.path.join(base, "worker_pool.log")
+    env = {
+        # The pool starts each SDK harness as `python` from PATH: the venv's bin comes first.
+        "PATH": os.path.dirname(python) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": tmp, "USER": entry.pw_name,
+        "LANG": "C.UTF-8", "PYTHONPATH": ROOT,  # this checkout's parity, as the client imports it
+        "PYTHONDONTWRITEBYTECODE": "1",  # the repository is not the worker's to write
+    }
+    with open(log, "wb") as out:
+        os.chown(log, entry.pw_uid, entry.pw_gid)
+        process = subprocess.Popen(
+            # runuser resets HOME to the passwd entry's: `env` sets the pool's own again.
+            ["runuser", "-u", entry.pw_name, "--", "env", f"HOME={home}", python, "-m", "apache_beam.runners.worker.worker_pool_main",
+             f"--service_port={port}"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=home,
+            start_new_session=True)
+    try:
+        _wait(f"the Beam worker pool (as {entry.pw_name}, opened {opened or 'nothing'})",
+              lambda: _port_open(port), process, timeout, log)
+    except BaseException:
+        _stop(process)
+        raise
+    return WorkerPool(port, entry.pw_name, home, process, log)
+
+
+@dataclass(frozen=True)
+class FlinkCluster:
+    """scripts/flink_cluster.sh with two TaskManagers, on its own REST and RPC ports and run folder."""
+    rest_port: int
+    env: dict
+
+    @property
+    def master(self) -> str:
+        return f"localhost:{self.rest_port}"
+
+    def script(self, command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run([FLINK_SCRIPT, command], capture_output=True, text=True, env=self.env,
+                              timeout=timeout)
+
+    def overview(self) -> dict:
+        import json
+
+        with urllib.request.urlopen(f"http://{self.master}/overview", timeout=10) as response:
+            return json.load(response)
+
+    def get(self, path: str) -> dict:
+        import json
+
+        with urllib.request.urlopen(f"http://{self.master}{path}", timeout=10) as response:
+            return json.load(response)
+
+    def failures(self) -> int:
+        """How many task failures Flink recorded (and recovered from, or not) over all jobs so far."""
+        jobs = self.get("/jobs/overview")["jobs"]
+        return sum(len(self.get(f"/jobs/{job['jid']}/exceptions").get("exceptionHistory", {}).get("entries", []))
+                   for job in jobs)
+
+    def taskmanager_pids(self) -> list[int]:
+        """The TaskManagers' pids, from the pid file flink-daemon.sh keeps in the run folder."""
+        pid_dir = os.path.join(self.env["PARITY_FLINK_RUN_DIR"], "pid")
+        pids = []
+        for name in sorted(os.listdir(pid_dir)):
+            if "taskexecutor" in name:
+                with open(os.path.join(pid_dir, name), encoding="utf-8") as handle:
+                    pids += [int(line) for line in handle.read().split()]
+        return pids
+
+    def stop(self) -> None:
+        self.script("stop", timeout=120)
+
+
+def start_flink(run_dir: str, taskmanagers: int = 2) -> FlinkCluster:
+    rest, rpc = free_port(), free_port()
+    env = dict(os.environ, PARITY_FLINK_RUN_DIR=run_dir, PARITY_FLINK_REST_PORT=str(rest),
+               PARITY_FLINK_RPC_PORT=str(rpc), PARITY_FLINK_TASKMANAGERS=str(taskmanagers),
+               PARITY_FLINK_SLOTS="2")
+    cluster = FlinkCluster(rest, env)
+    done = cluster.script("start")
+    if done.returncode != 0:
+        cluster.stop()
+        raise RuntimeError(f"scripts/flink_cluster.sh start (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return cluster
