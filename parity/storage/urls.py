@@ -1,4 +1,4 @@
-"""Paths that may be URLs: every file parity reads or writes by a name a user gives goes through here.
+"""Paths that may be URLs: the capture files a run reads go through here (its other paths are local so far).
 
 A local path is handled with the standard library, exactly as before (nothing about local runs changes). A
 URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own FileSystems, with Beam's own
