@@ -123,11 +123,21 @@ def _type_name(value: Any) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Equal as fingerprints see them (canonical bytes), falling back to typed `==`."""
+    """Equal as fingerprints see them (canonical bytes), falling back to typed `==`.
+
+    Two equal strs, ints, bools, bytes or non-zero floats of one type have equal bytes: they are not encoded
+    (0.0 == -0.0 but their bytes differ); every answer is the reference's (tests/compare_oracles.py).
+    """
+    t = type(a)
+    if t is type(b) and t in _EQUAL_IS_SAME and a == b and (t is not float or a != 0.0):
+        return True
     try:
         return encode(a) == encode(b)
     except (TypeError, ValueError, OverflowError):
         return type(a) is type(b) and a == b
+
+
+_EQUAL_IS_SAME = frozenset((str, int, bool, bytes, float))
 
 
 def _is_int(v: Any) -> bool:
