@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from parity.compare import analyzers
 from parity.compare.causes import CauseContext
-from parity.compare.diff import DiffStream
+from parity.compare.diff import DiffStream, diff_gc
 from parity.config import Config, SideConfig, load_config
 from parity.console import progress, signals
 from parity.encoding import canonical
@@ -223,18 +223,21 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
     report_spec = config.report if config else ReportSpec()
     outcome = DiffStream(left, right, tolerance, keep_unpaired=report_spec.examples)  # read once, by build_report
     analyzer_entries = analyzers.compare(read_analyzers(left.path), read_analyzers(right.path))
-    report = build_report(
-        name=config.name if config else left.manifest.get("config_name", ""),
-        sides=(left.side, right.side), outcome=outcome,
-        quarantined=(left.manifest["records"]["quarantined"], right.manifest["records"]["quarantined"]),
-        quarantine_reasons=(left.manifest.get("quarantine_reasons", {}), right.manifest.get("quarantine_reasons", {})),
-        tolerance=tolerance, examples=report_spec.examples, redact=report_spec.redact,
-        cause_context=cause_context(config, left, right, analyzer_entries, redact=report_spec.redact,
-                                    nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"])),
-        noise=noise,
-        analyzers=analyzer_entries,
-        environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
-        feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
+    with diff_gc():
+        report = build_report(
+            name=config.name if config else left.manifest.get("config_name", ""),
+            sides=(left.side, right.side), outcome=outcome,
+            quarantined=(left.manifest["records"]["quarantined"], right.manifest["records"]["quarantined"]),
+            quarantine_reasons=(left.manifest.get("quarantine_reasons", {}),
+                                right.manifest.get("quarantine_reasons", {})),
+            tolerance=tolerance, examples=report_spec.examples, redact=report_spec.redact,
+            cause_context=cause_context(
+                config, left, right, analyzer_entries, redact=report_spec.redact,
+                nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"])),
+            noise=noise,
+            analyzers=analyzer_entries,
+            environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
+            feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
     _require_pairs(report, left, right)
     taps = tap_set.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were

@@ -6,6 +6,8 @@ to apply tolerance and classify the cause. Memory is bounded: nothing holds all 
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -130,6 +132,26 @@ _INFS = (math.inf, -math.inf)
 
 def _is_integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer))
+
+
+DIFF_GC_THRESHOLDS = (100_000, 1000, 1000)
+
+
+@contextlib.contextmanager
+def diff_gc() -> Iterator[None]:
+    """Collects less often while the differing pairs are walked (and their report built); restores the
+    collector's state after. Every differing pair allocates dicts, tuples and decoded values, most of them kept
+    a while in the bounded memos, so the default thresholds ran full and middle collections over them (and, in a
+    `parity check`, over the replay's whole heap) again and again; the diff's values hold no reference cycles.
+    The objects alive when it starts are frozen out of the collections."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*DIFF_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 FETCH_PAIRS = 50_000      # differing pairs whose stage values are fetched together (one read per values file)
@@ -298,10 +320,10 @@ class _PairValues:
             if found is None:
                 self._fields[memo] = None
             else:
-                stage, (lset, rset) = STAGES[s], self._sets
-                differing = {self._name(lpart, lrow, stage, k): (lset.decode_value(lpart, lrow, stage, a),
-                                                                 rset.decode_value(rpart, rrow, stage, b))
-                             for k, a, b in found[0]}
+                stage, (lset, rset), names, differing = STAGES[s], self._sets, self._names, {}
+                for k, a, b in found[0]:  # a known name is not looked up twice
+                    name = names[k] if k in names else self._name(lpart, lrow, stage, k)
+                    differing[name] = lset.decode_value(lpart, lrow, stage, a), rset.decode_value(rpart, rrow, stage, b)
                 only = self._name(lpart, lrow, stage, found[2]) if found[2] is not None else None
                 self._fields[memo] = (differing, only, found[1])
         return self._fields[memo]
