@@ -20,7 +20,7 @@ from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph
 from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
-from parity.sets import tap_set
+from parity.sets import tap_align
 from parity.sets.analyzers import ANALYZERS_FILE
 from parity.sets.analyzers import read as read_analyzers
 from parity.sets.fingerprint_set import FingerprintSet, read_set
@@ -211,7 +211,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
 
 def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None,
                   noise: dict[str, dict[str, list[str]]] | None) -> dict[str, Any]:
-    left, right = tap_set.align(read_set(left_dir), read_set(right_dir))
+    left, right = tap_align.align(read_set(left_dir), read_set(right_dir))
     if config is not None:
         names = [s.name for s in config.sides]
         if left.side not in names or right.side not in names:
@@ -239,7 +239,7 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
             environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
             feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
     _require_pairs(report, left, right)
-    taps = tap_set.report_taps(left, right)
+    taps = tap_align.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
         report["taps"] = taps
     write_reports(report, out_dir)

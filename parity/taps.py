@@ -45,9 +45,9 @@ from parity.encoding import canonical
 from parity.encoding.fingerprint import (digest_hex, feature_fingerprints, fingerprint_bytes, key_fingerprint,
                                          key_fingerprint_int)
 from parity.sets.fingerprint_set import write_quarantine_part
-from parity.sets.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, finalize_tap_set,
-                                 key_sampled, sample_threshold, write_tap_meta, write_tap_part,
-                                 write_worker_environment)
+from parity.sets.tap_finalize import finalize_tap_set
+from parity.sets.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, key_sampled,
+                                 sample_threshold, write_tap_meta, write_tap_part, write_worker_environment)
 from parity.stages import STAGES
 
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
@@ -63,7 +63,7 @@ _MIN_US = MIN_TIMESTAMP.micros
 
 
 def finalize(set_dir: str, **kwargs: Any) -> dict[str, Any]:
-    """Merges what the taps wrote under `set_dir` into a fingerprint set (parity.sets.tap_set.finalize_tap_set);
+    """Merges what the taps wrote under `set_dir` into a fingerprint set (parity.sets.tap_finalize.finalize_tap_set);
     run it after the pipeline has finished. Returns the manifest."""
     return finalize_tap_set(set_dir, **kwargs)
 

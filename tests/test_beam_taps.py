@@ -22,14 +22,14 @@ from apache_beam.transforms import window
 
 import parity
 from parity import commands as run
-from parity.encoding import canonical
-from parity.sets import tap_set
 from parity.beam import TapStage, finalize, sampled
 from parity.cli import main
-from parity.config import ToleranceSpec, load_config
-from parity.stages import STAGES
 from parity.compare.diff import compare
+from parity.config import ToleranceSpec, load_config
+from parity.encoding import canonical
+from parity.sets import tap_align, tap_finalize, tap_set
 from parity.sets.fingerprint_set import read_set
+from parity.stages import STAGES
 
 REPO = Path(__file__).resolve().parents[1]
 TAXI_CONFIG = REPO / "pipelines" / "taxi" / "parity.yaml"
@@ -162,7 +162,7 @@ def test_sampling_at_ten_percent_taps_the_same_keys_on_both_sides_and_the_counts
     diverged = [m for m in full.mismatches if m.diverged and m.key_fp in tapped_keys]
     late = [m for m in diverged if m.first_stage == "window"]
 
-    left, right = tap_set.write_views(str(offline_set), str(tapped_10), str(tmp_path / "views"))
+    left, right = tap_align.write_views(str(offline_set), str(tapped_10), str(tmp_path / "views"))
     assert main(["diff", left, right, "--out", str(tmp_path / "diff"), "--config", str(TAXI_CONFIG)]) == 1
     report = _report(tmp_path / "diff")
     records = report["records"]
@@ -178,7 +178,7 @@ def test_sampling_at_ten_percent_taps_the_same_keys_on_both_sides_and_the_counts
 
 
 def test_parity_diff_restricts_the_replay_to_the_sampled_keys_by_itself(tapped_10, offline_set, tmp_path):
-    left, right = tap_set.write_views(str(offline_set), str(tapped_10), str(tmp_path / "views"))
+    left, right = tap_align.write_views(str(offline_set), str(tapped_10), str(tmp_path / "views"))
     main(["diff", left, right, "--out", str(tmp_path / "via_views")])
     main(["diff", str(offline_set), str(tapped_10), "--out", str(tmp_path / "direct")])
     direct, via_views = _report(tmp_path / "direct"), _report(tmp_path / "via_views")
@@ -207,7 +207,7 @@ def test_a_report_of_a_tap_set_says_which_stages_and_sample_it_compared(
 
 
 def test_a_key_is_never_half_tapped(tapped_10, offline_set):
-    stage_keys = tap_set.iter_stage_keys(str(tapped_10))  # the parts each stage's taps wrote
+    stage_keys = tap_finalize.iter_stage_keys(str(tapped_10))  # the parts each stage's taps wrote
     manifest = read_set(str(tapped_10)).manifest
     late_keys = {k for tap in manifest["taps"] if tap["late"]
                  for k in _keys_of(tapped_10 / "_taps" / "window" / tap["label"])}
@@ -372,7 +372,7 @@ def test_partial_taps_compare_only_the_stages_tapped(small, tmp_path):
     assert manifest["stages_tapped"] == ["input", "window"]
     table = read_set(str(taps)).table
     assert set(table.column("transform_fp").to_pylist()) == {tap_set.UNTAPPED_FP}
-    left, right = tap_set.write_views(str(small["replay"]), str(taps), str(tmp_path / "views"))
+    left, right = tap_align.write_views(str(small["replay"]), str(taps), str(tmp_path / "views"))
     assert main(["diff", left, right, "--out", str(tmp_path / "diff")]) == 0
     assert read_set(left).manifest["stages_compared"] == ["input", "window"]
     assert _report(tmp_path / "diff")["taps"] == {"stages_compared": ["input", "window"], "sample_rate": 1.0,

@@ -16,12 +16,11 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from parity import commands as run
-
-from parity.sets import tap_set
 from parity.beam import TapStage, finalize, sampled
 from parity.cli import main
 from parity.config import load_config
 from parity.errors import FingerprintSetError
+from parity.sets import tap_align
 from parity.sets.fingerprint_set import read_set
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +93,7 @@ def test_a_set_of_an_earlier_format_version_is_refused_clearly(small, tmp_path, 
 
 
 def test_a_tapped_set_of_the_current_format_diffs_with_a_replay(small, tapped, tmp_path):
-    left, right = tap_set.write_views(str(small["replay"]), str(tapped), str(tmp_path / "views"))
+    left, right = tap_align.write_views(str(small["replay"]), str(tapped), str(tmp_path / "views"))
     assert main(["diff", left, right, "--out", str(tmp_path / "diff")]) == 0
     report = json.loads((tmp_path / "diff" / "report.json").read_text())
     assert report["records"]["matched"] == 200
@@ -130,13 +129,13 @@ def test_other_stages_are_refused(small, tapped, tmp_path, capsys):
 def test_align_refuses_an_unknown_tap_format_and_sets_without_a_stage_in_common(small, tapped, tmp_path):
     future = _edited_copy(tapped, tmp_path / "future", tap_format="parity.taps/2")
     with pytest.raises(FingerprintSetError, match="tap format 'parity.taps/2' is not 'parity.taps/1'"):
-        tap_set.align(read_set(str(small["replay"])), read_set(str(future)))
+        tap_align.align(read_set(str(small["replay"])), read_set(str(future)))
     window_only = _edited_copy(tapped, tmp_path / "window_only", stages_tapped=["window"])
     with pytest.raises(FingerprintSetError, match="no tapped stage in common"):
-        tap_set.align(read_set(str(window_only)), read_set(str(tapped)))
+        tap_align.align(read_set(str(window_only)), read_set(str(tapped)))
     bad = _edited_copy(tapped, tmp_path / "bad", stages_tapped=["input", "sink"])
     with pytest.raises(FingerprintSetError, match="stages_tapped"):
-        tap_set.align(read_set(str(small["replay"])), read_set(str(bad)))
+        tap_align.align(read_set(str(small["replay"])), read_set(str(bad)))
 
 
 def test_parity_diff_refuses_an_unknown_tap_format_and_no_stage_in_common(small, tapped, tmp_path, capsys):
@@ -169,7 +168,7 @@ def test_sets_sampled_at_two_rates_compare_on_the_smaller_sample(small, tmp_path
         sets[rate] = tmp_path / f"taps-{rate}"
         _tap(small["capture"], sets[rate], sample_rate=rate)
         finalize(str(sets[rate]), side=f"rate-{rate}")
-    left, right = tap_set.write_views(str(sets[0.5]), str(sets[0.3]), str(tmp_path / "views"))
+    left, right = tap_align.write_views(str(sets[0.5]), str(sets[0.3]), str(tmp_path / "views"))
     assert main(["diff", left, right, "--out", str(tmp_path / "diff")]) == 0
     records = json.loads((tmp_path / "diff" / "report.json").read_text())["records"]
     expected = sum(1 for i in range(200) if sampled(1000 + 3 * i, 0.3))

@@ -13,14 +13,13 @@ import pytest
 
 from tests.cluster.test_s3_paths import cluster_check, direct_report  # noqa: F401 (a fixture)
 
-# Not in CI yet: of two runs here, one passed (the job restarted, the report was the same) and one hung: the
-# killed harness's job stayed RUNNING for more than 12 minutes with no harness and no task failure, so the
-# check never returned. Until the cause is found (Beam's cached EXTERNAL environment in the TaskManager?) and
-# the check has an upper bound, run it by hand with PARITY_TESTBED_FAULTS=1.
-pytestmark = [pytest.mark.cluster,
-              pytest.mark.skipif(os.environ.get("PARITY_TESTBED_FAULTS") != "1",
-                                 reason="kill-a-worker can hang the job (see the module); PARITY_TESTBED_FAULTS=1"),
-              pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")]
+# A drill, not part of the suite (pytest collects test_*.py only): run it by hand with
+#     .venv/bin/python -m pytest tests/cluster/drill_kill_worker.py
+# Of two runs here, one passed (the job restarted, the report was the same) and one hung: the killed harness's
+# job stayed RUNNING for more than 12 minutes with no harness and no task failure, so the check never returned.
+# Until the cause is found (Beam's cached EXTERNAL environment in the TaskManager?) and the check has an upper
+# bound, surviving a killed worker is not a feature parity claims (issue 26, item 5, not done).
+pytestmark = [pytest.mark.cluster, pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")]
 
 
 def _kill_first(find_pids, killed: list, stop: threading.Event, delay: float = 3.0) -> None:
