@@ -141,9 +141,9 @@ DIFF_GC_THRESHOLDS = (100_000, 1000, 1000)
 def diff_gc() -> Iterator[None]:
     """Collects less often while the differing pairs are walked (and their report built); restores the
     collector's state after. Every differing pair allocates dicts, tuples and decoded values, most of them kept
-    a while in the bounded memos, so the default thresholds ran full and middle collections over them (and, in a
-    `parity check`, over the replay's whole heap) again and again; the diff's values hold no reference cycles.
-    The objects alive when it starts are frozen out of the collections."""
+    a while in the bounded memos, so the default thresholds ran full and middle collections over them again and
+    again in a `parity diff` (in a check, the replay's large old generation already defers the full ones); the
+    diff's values hold no reference cycles. The objects alive when it starts are frozen out of the collections."""
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(*DIFF_GC_THRESHOLDS)
