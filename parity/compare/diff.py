@@ -7,7 +7,6 @@ to apply tolerance and classify the cause. Memory is bounded: nothing holds all 
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -16,6 +15,7 @@ import numpy as np
 
 from parity.compare import hashdiff
 from parity.config import Tolerance, ToleranceSpec
+from parity.console.collector import collecting_less
 from parity.encoding import canonical, fields
 from parity.errors import FingerprintSetError
 from parity.missing import MISSING
@@ -137,21 +137,13 @@ def _is_integer(value: Any) -> bool:
 DIFF_GC_THRESHOLDS = (100_000, 1000, 1000)
 
 
-@contextlib.contextmanager
-def diff_gc() -> Iterator[None]:
-    """Collects less often while the differing pairs are walked (and their report built); restores the
-    collector's state after. Every differing pair allocates dicts, tuples and decoded values, most of them kept
-    a while in the bounded memos, so the default thresholds ran full and middle collections over them again and
-    again in a `parity diff` (in a check, the replay's large old generation already defers the full ones); the
-    diff's values hold no reference cycles. The objects alive when it starts are frozen out of the collections."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*DIFF_GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+def diff_gc() -> contextlib.AbstractContextManager[None]:
+    """Collects less often while the differing pairs are walked and their report built (`collecting_less`).
+    Every differing pair allocates dicts, tuples and decoded values, most of them kept a while in the bounded
+    memos, so the default thresholds ran full and middle collections over them again and again in a `parity
+    diff` (in a check, the replay's large old generation already defers the full ones); the diff's values hold
+    no reference cycles."""
+    return collecting_less(DIFF_GC_THRESHOLDS)
 
 
 FETCH_PAIRS = 50_000      # differing pairs whose stage values are fetched together (one read per values file)

@@ -6,11 +6,11 @@ the Prism runner binary. `--direct_num_workers` and `--direct_running_mode` are 
 from __future__ import annotations
 
 import contextlib
-import gc
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from parity.console.collector import collecting_less
 from parity.errors import ConfigError
 from parity.storage import urls
 
@@ -25,33 +25,12 @@ RUNNERS = ("DirectRunner", "FlinkRunner")
 GC_THRESHOLDS = (50_000, 50, 100)
 
 
-_replay_gc_depth = 0  # replay_gc contexts open in this process: only the outermost one sets and restores
-
-
-@contextlib.contextmanager
-def replay_gc() -> Iterator[None]:
-    """Collects less often while a pipeline is built and runs in this process; restores the collector's state
-    after. Nested (`parity.commands.replay` around the construction of its pipeline, the runner's `run_pipeline`
-    within it), the inner one changes nothing. It starts before the pipeline is built because TFT's tracing of
-    the preprocessing function allocates enough to trigger full collections."""
-    global _replay_gc_depth
-    if _replay_gc_depth:
-        _replay_gc_depth += 1
-        try:
-            yield
-        finally:
-            _replay_gc_depth -= 1
-        return
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    _replay_gc_depth = 1
-    try:
-        yield
-    finally:
-        _replay_gc_depth = 0
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+def replay_gc() -> contextlib.AbstractContextManager[None]:
+    """Collects less often while a pipeline is built and runs in this process (`collecting_less`); nested
+    (`parity.commands.replay` around the construction of its pipeline, the runner's `run_pipeline` within it),
+    the inner one changes nothing. It starts before the pipeline is built because TFT's tracing of the
+    preprocessing function allocates enough to trigger full collections."""
+    return collecting_less(GC_THRESHOLDS)
 
 
 def make_runner(name: str) -> Any:

@@ -1,0 +1,37 @@
+"""Cyclic garbage collection while parity's own hot loops run: collect less often, restore it after.
+
+A replay decodes batches and a diff walks differing pairs; both allocate many short-lived containers that
+reference counting frees, and at Python's default thresholds the collector keeps walking them (and, in its
+full passes, every object the process holds). `collecting_less` raises the thresholds and freezes the objects
+alive when it starts out of the collections, then restores both. Nested, the inner context changes nothing,
+so a step that opens one inside another keeps the outer's setting until the outer closes.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Iterator
+
+_depth = 0  # collecting_less contexts open in this process: only the outermost one sets and restores
+
+
+@contextlib.contextmanager
+def collecting_less(thresholds: tuple[int, int, int]) -> Iterator[None]:
+    global _depth
+    if _depth:
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth -= 1
+        return
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*thresholds)
+    _depth = 1
+    try:
+        yield
+    finally:
+        _depth = 0
+        gc.set_threshold(*before)
+        gc.unfreeze()
