@@ -9,7 +9,6 @@ whether the two still agree.
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 import xxhash
@@ -17,7 +16,6 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
 from parity.config import MAX_WINDOWS_PER_RECORD, AggregateSpec
-from parity.encoding import canonical
 from parity.errors import UserCodeError
 from parity.replay import culprit, read_step
 from parity.replay.batch import RecBatch, key_text
@@ -83,40 +81,10 @@ def _bucket(buckets: tuple[tuple[str, int], ...], u: int) -> str:
 
 
 def add_value(agg: AggregateSpec, state: list, record: dict, order: tuple = (0, 0)) -> None:
-    """Adds one record's value to a group's aggregate state."""
-    if agg.combine == "sequential":
-        value = record.get(agg.field)  # type: ignore[arg-type]
-        if value is not None and not isinstance(value, bool) and isinstance(value, (int, float)):
-            state[0].append((order, float(value)))
-        return
-    if agg.op == "count":
-        state[0] += 1
-        return
-    value = record.get(agg.field)  # type: ignore[arg-type]
-    if value is None or (isinstance(value, float) and math.isnan(value) and agg.op != "distinct_count"):
-        return
-    if agg.op in ("sum", "mean"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            try:
-                value = float(value)
-            except (TypeError, ValueError, OverflowError):
-                return
-            if math.isnan(value):  # a string "NaN" is skipped like a NaN float (it has no integer ratio)
-                return
-        state[0] += 1
-        if isinstance(value, int):
-            state[1] += value
-        else:
-            if math.isinf(value):
-                state[2] = value if not isinstance(state[2], float) or state[2] == value else math.nan
-            elif not isinstance(state[2], float):
-                num, den = float(value).as_integer_ratio()
-                state[2] += num * ((1 << shard._SCALE) // den)
-            state[3] = True
-    elif agg.op == "distinct_count":
-        state[0].add(xxhash.xxh3_64_intdigest(canonical.encode(value)))
-    elif state[0] is None or (value < state[0] if agg.op == "min" else value > state[0]):
-        state[0] = value
+    """Adds one record's value to a group's aggregate state: the shard stage's general case
+    (`shard._add_value`), which `add_values` applies to a record outside its fast case (`_added_at_once`), so
+    the batch checks against this compare that fast case with the general one."""
+    shard._add_value(agg, state, record, order)
 
 
 def aggregate_add(aggregator: shard.Aggregator, group: tuple, record: dict, order: tuple = (0, 0)) -> None:
