@@ -14,10 +14,11 @@ import pytest
 
 import parity
 from parity import commands as run
-from parity.replay import sides_at_once as overlap
 from parity.cli import main
 from parity.config import load_config
 from parity.errors import ConfigError, InputError, RunnerError, UserCodeError
+from parity.replay import sides_at_once as overlap
+from parity.replay.pipeline import FromSideGraph, await_graph
 from parity.sets.fingerprint_set import FINGERPRINTS, STAGE_VALUES_DIR, VALUES_DIR, read_values
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,21 +166,27 @@ def test_the_child_starts_before_this_process_imports_the_configs_modules(monkey
     assert load_config(str(config)) == unchecked and "preprocess_early" in sys.modules
 
 
+def _await_graph(config, side, out_dir: str) -> str:
+    """The child's `AwaitGraph` step: `pipeline.await_graph` at the child's end of the gate (`ParentsWord`)."""
+    graph = FromSideGraph.of(config, side, out_dir, "")
+    return await_graph(3, overlap.ParentsWord(), graph)
+
+
 def test_the_gate_raises_when_the_first_side_never_finished(monkeypatch, tmp_path):
     config = load_config(str(TAXI / "parity.yaml"))
     monkeypatch.setattr(sys, "stdin", io.StringIO("stop\n"))
     with pytest.raises(RunnerError, match="waited for side 'offline'"):
-        overlap.await_graph(3, config, config.side("production"), str(tmp_path / "production"), "")
+        _await_graph(config, config.side("production"), str(tmp_path / "production"))
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # the parent is gone: end of input
     with pytest.raises(RunnerError, match="did not finish"):
-        overlap.await_graph(3, config, config.side("production"), str(tmp_path / "production"), "")
+        _await_graph(config, config.side("production"), str(tmp_path / "production"))
 
 
 def test_the_gate_opens_on_the_parents_word_and_names_the_first_sides_graph(monkeypatch, tmp_path):
     config = load_config(str(TAXI / "parity.yaml"))
     (tmp_path / "offline" / "tft_output" / "transform_fn").mkdir(parents=True)
     monkeypatch.setattr(sys, "stdin", io.StringIO("go\n"))
-    found = overlap.await_graph(3, config, config.side("production"), str(tmp_path / "production"), "")
+    found = _await_graph(config, config.side("production"), str(tmp_path / "production"))
     assert found == str(tmp_path / "offline" / "tft_output")
 
 

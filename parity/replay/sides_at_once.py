@@ -187,18 +187,6 @@ class ParentsWord(TransformGate):
         raise TypeError("the parent opens the child's gate; the child only waits at it")
 
 
-def await_graph(unused_batches: int, config: Config, side: SideConfig, out_dir: str,
-                transform_from: str | None) -> str:
-    """The child's `AwaitGraph` step in one call (`parity.replay.pipeline.await_graph` at `ParentsWord`): waits
-    for the parent's word, then finds the first side's graph."""
-    from parity.replay.pipeline import FromSideGraph
-    from parity.replay.pipeline import await_graph as wait_then_find
-
-    graph = FromSideGraph.of(config, side, out_dir, transform_from)
-    assert graph is not None, f"side '{side.name}' applies no other side's graph"
-    return wait_then_find(unused_batches, ParentsWord(), graph)
-
-
 def _portable(exc: BaseException) -> BaseException:
     """The exception itself when it pickles back whole, else a RunnerError with its text."""
     try:
