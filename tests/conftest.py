@@ -18,8 +18,12 @@ randomness setting.
 from __future__ import annotations
 
 import os
+import time
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import suite_times
 
 PROFILE_VARIABLE = "PARITY_HYPOTHESIS_PROFILE"
 MODES = ("derandomized", "explore")
@@ -37,3 +41,19 @@ settings.register_profile("ci-engine", max_examples=25,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
                           **_COMMON)
 settings.load_profile("parity")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    started = time.monotonic()
+    yield
+    node = item.nodeid.replace("\\", "/")
+    for folder, label in suite_times.FOLDERS.items():
+        if folder in node:
+            suite_times.add(label, folder.strip("/").split("/")[-1] + "_tests_seconds", time.monotonic() - started)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for label, times in suite_times.TIMES.items():
+        parts = [f"{key.replace('_', ' ')}: {value:.1f}" for key, value in sorted(times.items())]
+        terminalreporter.write_line(f"{label}: " + ", ".join(parts))

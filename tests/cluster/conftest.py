@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests import suite_times
 from tests.cluster import testbed as bed
 
-_TIMES: dict[str, float] = {}
 JOB_TIMEOUT = float(os.environ.get("PARITY_TESTBED_JOB_TIMEOUT", "300"))  # seconds one test bed job may take
 
 
@@ -99,8 +99,9 @@ def testbed(testbed_dir, s3_server, record_testsuite_property):
         for stop in reversed(stops):
             stop()
         pytest.fail(f"the cluster test bed could not start: {exc}", pytrace=False)
-    _TIMES["testbed_start_seconds"] = round(time.monotonic() - started, 1)
-    record_testsuite_property("cluster_testbed_start_seconds", _TIMES["testbed_start_seconds"])
+    start_seconds = round(time.monotonic() - started, 1)
+    suite_times.add("Cluster test bed", "testbed_start_seconds", start_seconds)
+    record_testsuite_property("cluster_testbed_start_seconds", start_seconds)
     yield TestBed(s3, flink, pool, server.endpoint, "parity")
     for stop in reversed(stops):
         stop()
@@ -114,17 +115,3 @@ def client_dir(tmp_path):
     os.chmod(path, 0o700)
     os.chmod(tmp_path, 0o700)
     return path
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    started = time.monotonic()
-    yield
-    if "tests/cluster/" in item.nodeid.replace("\\", "/"):
-        _TIMES["cluster_tests_seconds"] = _TIMES.get("cluster_tests_seconds", 0.0) + time.monotonic() - started
-
-
-def pytest_terminal_summary(terminalreporter):
-    if _TIMES:
-        parts = [f"{key.replace('_', ' ')}: {value:.1f}" for key, value in sorted(_TIMES.items())]
-        terminalreporter.write_line("Cluster test bed: " + ", ".join(parts))
