@@ -10,6 +10,7 @@ import atexit
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -221,6 +222,22 @@ class JobServer:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
+    def rest_after(self, offset: int) -> str | None:
+        """The REST address (`http://localhost:PORT`) the embedded Flink says in this server's log after byte
+        `offset`: with `[local]`, each job runs on a MiniCluster of its own, which says it when the job starts."""
+        if not self.log_path or not os.path.exists(self.log_path):
+            return None
+        with open(self.log_path, "rb") as handle:
+            handle.seek(offset)
+            found = re.search(rb"Rest endpoint listening at (\S+)", handle.read())
+        if found is None:
+            return None
+        address = found.group(1).decode("ascii", "replace")
+        return address if "://" in address else f"http://{address}"
+
+    def log_size(self) -> int:
+        return os.path.getsize(self.log_path) if self.log_path and os.path.exists(self.log_path) else 0
+
     def __enter__(self) -> "JobServer":
         self.start()
         return self
@@ -287,11 +304,40 @@ def stop_job_servers() -> None:
         os.environ.pop(_INHERITED, None)
 
 
+def rest_source(flink_master: str | None, job_endpoint: str | None) -> Callable[[], str | None] | None:
+    """Where Flink's REST API of a job about to be submitted will answer (`parity.replay.watch` reads the job's
+    counts there while it runs), as a function that returns None until it is known; None when it cannot be
+    known: a user's own job server, unless its `--flink_master` is passed too.
+
+    A `--flink_master` address is the cluster's REST address. The embedded Flink (`[local]`) of a job server this
+    process started says its address in the server's log when the job starts."""
+    if flink_master and flink_master not in (LOCAL_MASTER, "[auto]", "[collection]"):
+        url = flink_master.rstrip("/") if "://" in flink_master else f"http://{flink_master.rstrip('/')}"
+        return lambda: url
+    with _LOCK:
+        server = next((one for one in _SERVERS.values() if one.endpoint == job_endpoint
+                       and one.flink_master == LOCAL_MASTER), None)
+    if server is None:
+        return None
+    offset = server.log_size()
+    known: list[str] = []
+
+    def address() -> str | None:
+        if not known:
+            found = server.rest_after(offset)
+            if found is None:
+                return None
+            known.append(found)
+        return known[0]
+
+    return address
+
+
 def _has(args: Sequence[str], name: str) -> bool:
     return any(a == name or a.startswith(name + "=") for a in args)
 
 
-def _value(args: Sequence[str], name: str) -> str | None:
+def option_value(args: Sequence[str], name: str) -> str | None:
     """The last value of `--name=value` or `--name value` in Beam-style arguments."""
     found = None
     for index, arg in enumerate(args):
@@ -319,10 +365,10 @@ def flink_defaults(args: Sequence[str], *, start: bool = True) -> list[str]:
         args.append("--environment_type=LOOPBACK")
     if not _has(args, "--parallelism"):
         args.append("--parallelism=1")
-    endpoint = _value(args, "--job_endpoint")
+    endpoint = option_value(args, "--job_endpoint")
     if endpoint is None:
-        jar = _value(args, "--flink_job_server_jar") or job_server_jar()
-        master = _value(args, "--flink_master") or LOCAL_MASTER
+        jar = option_value(args, "--flink_job_server_jar") or job_server_jar()
+        master = option_value(args, "--flink_master") or LOCAL_MASTER
         if start:
             args.append(f"--job_endpoint={shared_job_endpoint(jar, master)}")
     elif start and endpoint != "embed" and not _answers(endpoint, timeout=ENDPOINT_PROBE_TIMEOUT):

@@ -9,18 +9,21 @@ import json
 import os
 import re
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from parity.config import Config, SideConfig
 from parity.console import progress, signals
 from parity.errors import ParityError, RunnerError, UserCodeError
 from parity.replay import spill
+from parity.replay.counters import STAGED, WRITTEN
 from parity.replay.environment import environment_manifest
 from parity.replay.gate import TransformGate
 from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph, ReplaySide, unwrap_pipeline_error
 from parity.replay.runners import make_options, make_runner, replay_gc
+from parity.replay.watch import Watch, job_name
 from parity.sets import analyzers
 from parity.sets.fingerprint_set import finalize
 from parity.storage import files
@@ -53,13 +56,20 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
     waits = gate is not None and graph is not None  # the graph is looked for once the gate opens
     saved_dir = None if waits or graph is None else graph.find()
     progress.event("replay_start", side=side.name, runner=runner)
+    progress.begin(side.name)
     started = time.monotonic()
     with replay_gc():  # from the pipeline's construction on: TFT traces the preprocessing function there
-        pipeline = beam.Pipeline(runner=make_runner(runner), options=make_options(runner, beam_args))
+        beam_args, rest, job = _named_job(side, runner, beam_args)
+        options = make_options(runner, beam_args)
+        pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
         _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, graph, reorder=reorder,
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner))
         try:
-            pipeline.run().wait_until_finish()
+            result = pipeline.run()
+            watch = Watch(side.name, result, rest=rest(options) if rest else None, job=job)
+            with watch:
+                result.wait_until_finish()
+            counts = watch.final() or {}
         except ParityError as exc:  # raised in a step: Beam appended its " [while running ...]" to the message
             raise unwrap_pipeline_error(exc) from exc  # type: ignore[misc]
         except KeyboardInterrupt:
@@ -96,8 +106,32 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
     timings = {"replay_seconds": round(time.monotonic() - started, 3)}
     files.write_text(os.path.join(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
-                   quarantined=manifest["records"]["quarantined"], seconds=round(time.monotonic() - started, 1))
+                   quarantined=manifest["records"]["quarantined"],
+                   **{what.removeprefix("records_"): counts[what] for what in (STAGED, WRITTEN) if what in counts},
+                   seconds=round(time.monotonic() - started, 1))
     return manifest
+
+
+def _named_job(side: SideConfig, runner: str, beam_args: Sequence[str] | None) -> tuple[
+        list[str], Callable[[PipelineOptions], Callable[[], str | None] | None] | None, str | None]:
+    """The Beam arguments with a Flink job name (`parity.replay.watch.job_name`, unless the user gave
+    `--job_name`), where Flink's REST API will be for the options built from them, and the job's name; the
+    arguments as they are and no REST API on other runners."""
+    args = list(beam_args or [])
+    if runner != "FlinkRunner":
+        return args, None, None
+    from parity.replay import flink
+
+    job = flink.option_value(args, "--job_name")
+    if job is None:
+        job = job_name(side.name)
+        args.append(f"--job_name={job}")
+
+    def rest(options: PipelineOptions) -> Callable[[], str | None] | None:
+        given = options.get_all_options()
+        return flink.rest_source(given.get("flink_master"), given.get("job_endpoint"))
+
+    return args, rest, job
 
 
 def _tensorflow_error(exc: BaseException) -> str | None:

@@ -13,10 +13,10 @@ import apache_beam as beam
 
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import SideConfig
-from parity.console import progress
 from parity.encoding import canonical
 from parity.encoding.fingerprint import encode_fingerprints, fingerprint_bytes
 from parity.errors import UserCodeError
+from parity.replay import counters
 from parity.replay.batch import RecBatch, key_text
 from parity.replay.culprit import first_failing, raised
 from parity.sets.fingerprint_set import write_quarantine_part
@@ -62,6 +62,7 @@ class ReadBatchesFn(beam.DoFn):
         self._lateness = side.window.lateness if side.window else None
         self._arrival_unit = side.timestamp.unit if side.timestamp and side.timestamp.field else "s"
         self._arrival_tz = side.timestamp.tz if side.timestamp and side.timestamp.field else side.capture.tz
+        self._counts = counters.SideCounters(side.name, counters.READ, counters.QUARANTINED)
 
     def process(self, element: tuple[int, str, str]) -> Iterator[RecBatch]:
         file_index, path, display = element
@@ -74,7 +75,8 @@ class ReadBatchesFn(beam.DoFn):
             first = batch_index * self._batch_size
             self._fill(batch, [(file_index, first + i) for i in range(len(read.records))], read.locations,
                        read.records, quarantined, read.encoded, read.fingerprints)
-            progress.records_read(side.name, len(read.records) + len(read.quarantined))
+            self._counts.add(counters.READ, len(read.records) + len(read.quarantined))
+            self._counts.add(counters.QUARANTINED, len(quarantined))  # the reader's and the checks' (`_fill`)
             if quarantined:
                 if self._redact:
                     quarantined = [redact_entry(entry) for entry in quarantined]

@@ -13,7 +13,7 @@ import apache_beam as beam
 from parity.config import Ref, SideConfig
 from parity.errors import UserCodeError
 from parity.missing import MISSING
-from parity.replay import spill
+from parity.replay import counters, spill
 from parity.replay.batch import READ, RecBatch, side_field_types
 from parity.replay.culprit import first_failing, raised
 from parity.replay.side_inputs import _attached, final_windows
@@ -64,6 +64,7 @@ class ApplyStagesFn(beam.DoFn):
                 raise UserCodeError(f"sides.{side.name}.coder: cannot build the coder ({what}): "
                                     f"{type(exc).__name__}: {exc}") from exc
         self._seed = _seed_spec(side)
+        self._counts = counters.SideCounters(side.name, counters.STAGED)
 
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
@@ -119,6 +120,7 @@ class ApplyStagesFn(beam.DoFn):
         # the read bounds) and parity's own values
         check_value_sizes(batch, self._side, "seed", encoded[SETTLED_STAGES.index("seed")][0], batch.values["seed"])
         batch.settle(SETTLED_STAGES, encoded)
+        self._counts.add(counters.STAGED, count)
         yield batch
 
     def _record_values(self, shared: dict, expired: list[tuple] | None, windows: list[tuple], group: Any,

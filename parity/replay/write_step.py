@@ -14,6 +14,7 @@ from parity.config import SideConfig
 from parity.encoding import canonical
 from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, key_fingerprint_bytes
 from parity.errors import UserCodeError
+from parity.replay import counters
 from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
 from parity.replay.culprit import first_failing
 from parity.sets.fingerprint_set import write_part_columns
@@ -70,6 +71,9 @@ class WriteBatchFn(beam.DoFn):
         self._out_dir = out_dir
         self._side = side  # its capture.max_record_bytes bounds each stage value too
 
+    def setup(self) -> None:
+        self._counts = counters.SideCounters(self._side.name if self._side else "", counters.WRITTEN)
+
     def process(self, batch: RecBatch) -> Iterator[str]:
         count = len(batch)
         hash128 = key_fingerprint_bytes
@@ -105,4 +109,5 @@ class WriteBatchFn(beam.DoFn):
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features_column
         write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)
+        self._counts.add(counters.WRITTEN, count)
         yield batch.part
