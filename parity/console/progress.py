@@ -71,11 +71,10 @@ def tally(side: str, what: str, count: int) -> None:
     """A step in this process counted `count` more (once per batch); redraws the live line on a terminal."""
     if mode() != "tty" or not count:
         return
-    with _LOCK:
+    with _LOCK:  # the drawing too: steps on several threads, and the watch, draw the same line
         mine = _TALLY.setdefault(side, {})
         mine[what] = mine.get(what, 0) + count
-        shown = _shown(side)
-    _draw(side, shown)
+        _draw(side, _shown(side))
 
 
 def counts(side: str, reported: Mapping[str, int], *, final: bool = False) -> None:
@@ -92,9 +91,9 @@ def counts(side: str, reported: Mapping[str, int], *, final: bool = False) -> No
         if final:
             _TALLY.pop(side, None)
             _REPORTED.pop(side, None)
-    if current == "tty":
-        _draw(side, shown)
-    elif changed and not final and any(shown.values()):
+        if current == "tty":
+            _draw(side, shown)
+    if current == "log" and changed and not final and any(shown.values()):
         event("progress", side=side, **{name.removeprefix("records_"): shown.get(name, 0) for name, _ in _WORDS})
 
 

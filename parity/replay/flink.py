@@ -34,6 +34,7 @@ JVM_OPTIONS = (
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--add-opens=java.base/java.util=ALL-UNNAMED",
 )
+REST_ENV = "PARITY_FLINK_REST"  # where the client reaches Flink's REST API, when --flink_master does not say it
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # parity/replay/flink.py
 _JARS = os.path.join(_REPO_ROOT, "vendor", "jars")
 _FETCH_HINT = "run `make setup` (or scripts/fetch_flink_jar.sh) to fetch it through Maven, or set PARITY_FLINK_JAR"
@@ -309,10 +310,14 @@ def rest_source(flink_master: str | None, job_endpoint: str | None) -> Callable[
     counts there while it runs), as a function that returns None until it is known; None when it cannot be
     known: a user's own job server, unless its `--flink_master` is passed too.
 
-    A `--flink_master` address is the cluster's REST address. The embedded Flink (`[local]`) of a job server this
-    process started says its address in the server's log when the job starts."""
-    if flink_master and flink_master not in (LOCAL_MASTER, "[auto]", "[collection]"):
-        url = flink_master.rstrip("/") if "://" in flink_master else f"http://{flink_master.rstrip('/')}"
+    `PARITY_FLINK_REST` (`http://HOST:PORT`) names it where the client reaches the cluster at another address
+    than the job server does (a job server in a container). Else a `--flink_master` address is the cluster's
+    REST address. The embedded Flink (`[local]`) of a job server this process started says its address in the
+    server's log when the job starts."""
+    given = os.environ.get(REST_ENV) or (flink_master if flink_master not in (None, LOCAL_MASTER, "[auto]",
+                                                                              "[collection]") else None)
+    if given:
+        url = given.rstrip("/") if "://" in given else f"http://{given.rstrip('/')}"
         return lambda: url
     with _LOCK:
         server = next((one for one in _SERVERS.values() if one.endpoint == job_endpoint
