@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import apache_beam as beam
 from apache_beam.metrics import monitoring_infos
@@ -98,3 +99,16 @@ def test_a_direct_runner_replays_metrics_count_every_record_of_its_fingerprint_s
     assert counts == {"records_read": records["read"], "quarantined": records["quarantined"],
                       "records_staged": records["fingerprinted"], "records_written": records["fingerprinted"]}
     assert counts["records_read"] == counts["records_written"] + counts["quarantined"]
+
+
+def test_a_watch_whose_runner_and_flink_both_fail_reads_nothing_and_raises_nothing():
+    class Unanswering:  # a pipeline result whose runner has gone (its job service closed)
+        def metrics(self):
+            raise ConnectionError("the job service is gone")
+
+    with socket.socket() as sock:  # a port nothing listens on any more
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    reading = watch.Watch("offline", Unanswering(), rest=lambda: f"http://127.0.0.1:{port}", job="parity-x")
+    assert reading.reading() is None
+    assert reading.final() is None
