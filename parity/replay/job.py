@@ -59,14 +59,14 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
     progress.begin(side.name)
     started = time.monotonic()
     with replay_gc():  # from the pipeline's construction on: TFT traces the preprocessing function there
-        beam_args, rest, job = _named_job(side, runner, beam_args)
+        beam_args, job = _flink_job(side, runner, beam_args)
         options = make_options(runner, beam_args)
         pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
         _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, graph, reorder=reorder,
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner))
         try:
             result = pipeline.run()
-            watch = Watch(side.name, result, rest=rest(options) if rest else None, job=job)
+            watch = Watch(side.name, result, rest=_flink_rest(options) if job else None, job=job)
             with watch:
                 result.wait_until_finish()
             counts = watch.final() or {}
@@ -112,26 +112,28 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
     return manifest
 
 
-def _named_job(side: SideConfig, runner: str, beam_args: Sequence[str] | None) -> tuple[
-        list[str], Callable[[PipelineOptions], Callable[[], str | None] | None] | None, str | None]:
-    """The Beam arguments with a Flink job name (`parity.replay.watch.job_name`, unless the user gave
-    `--job_name`), where Flink's REST API will be for the options built from them, and the job's name; the
-    arguments as they are and no REST API on other runners."""
+def _flink_job(side: SideConfig, runner: str, beam_args: Sequence[str] | None) -> tuple[list[str], str | None]:
+    """The Beam arguments, and the name of the side's Flink job (`parity.replay.watch.job_name`, added to them
+    unless the user gave `--job_name`): the watch finds the job by it in Flink's REST API. None on other
+    runners."""
     args = list(beam_args or [])
     if runner != "FlinkRunner":
-        return args, None, None
+        return args, None
     from parity.replay import flink
 
     job = flink.option_value(args, "--job_name")
     if job is None:
         job = job_name(side.name)
         args.append(f"--job_name={job}")
+    return args, job
 
-    def rest(options: PipelineOptions) -> Callable[[], str | None] | None:
-        given = options.get_all_options()
-        return flink.rest_source(given.get("flink_master"), given.get("job_endpoint"))
 
-    return args, rest, job
+def _flink_rest(options: PipelineOptions) -> Callable[[], str | None] | None:
+    """Where Flink's REST API of the job submitted with `options` answers (`parity.replay.flink.rest_source`)."""
+    from parity.replay import flink
+
+    given = options.get_all_options()
+    return flink.rest_source(given.get("flink_master"), given.get("job_endpoint"))
 
 
 def _tensorflow_error(exc: BaseException) -> str | None:
