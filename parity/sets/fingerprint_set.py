@@ -653,7 +653,8 @@ def read_set(path: str) -> FingerprintSet:
             raise FingerprintSetError(f"{manifest_path}: field '{field}' must be {what}, got "
                                       f"{json.dumps(manifest[field])[:80]}; the set is damaged: replay the side "
                                       f"again")
-    if urls.exists(urls.join(path, BUCKETS_FILE)):  # bucket files are opened when read
+    if urls.exists(urls.join(path, BUCKETS_FILE)) or urls.exists(urls.join(path, BUCKET_FILES_DIR)):
+        # a bucketed set (its summaries refused when missing): its bucket files are opened when read
         return FingerprintSet(path=path, manifest=manifest, buckets=_read_buckets(path)["buckets"])
     reader = _open_fingerprints(path)  # the rows are read when used: `parity diff` streams them
     missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
