@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 
 from parity.cli import main
 from parity.compare import hashdiff
+from parity.compare.diff import compare
+from parity.config import ToleranceSpec
 from parity.sets import buckets
 from parity.sets.fingerprint_set import (BUCKET_FILES_DIR, BUCKETS_FILE, FINGERPRINTS, FP_SCHEMA, MANIFEST, finalize,
                                          read_set, sort_rows)
@@ -117,6 +119,16 @@ def test_a_diverged_check_reads_only_the_buckets_whose_summaries_differ(tmp_path
     assert _diff(left, right, tmp_path / "after") == before
     report = json.loads(before)
     assert report["records"]["diverged"] == 1 and report["records"]["matched"] == RECORDS - 1
+
+
+def test_a_bucketed_set_whose_rows_were_read_whole_still_diffs_only_its_differing_buckets(tmp_path):
+    left, right = _check(tmp_path, diverged=True)
+    fresh = compare(read_set(left), read_set(right), ToleranceSpec())
+    loaded = [read_set(left), read_set(right)]
+    assert [fset.table.num_rows for fset in loaded] == [RECORDS, RECORDS]
+    again = compare(*loaded, ToleranceSpec())
+    assert (again.left_rows, again.paired, again.matched, len(again.mismatches)) == \
+        (fresh.left_rows, fresh.paired, fresh.matched, len(fresh.mismatches)) == (RECORDS, RECORDS, RECORDS - 1, 1)
 
 
 def test_bucketed_sets_give_the_report_of_the_one_file_layout_byte_for_byte(tmp_path):

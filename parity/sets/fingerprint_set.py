@@ -492,14 +492,14 @@ class FingerprintSet:
     def iter_tables(self, rows: int, skip: frozenset[int] = frozenset()) -> Iterator[pa.Table]:
         """The fingerprint rows in file order (sorted by key), about `rows` at a time, as FP_SCHEMA tables;
         of a bucketed set, the buckets in `skip` are left out (and their files not opened)."""
-        if self._table is not None:
-            for batch in self._table.to_batches(max_chunksize=rows):
-                yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
-            return
-        if self.buckets is not None:  # bucket order is key order
+        if self.buckets is not None:  # bucket order is key order (the files, even once `table` was read)
             for bucket in self.buckets:
                 if bucket["bucket"] not in skip:
                     yield from _iter_parquet(bucket_file(self.path, bucket["bucket"]), rows)
+            return
+        if self._table is not None:
+            for batch in self._table.to_batches(max_chunksize=rows):
+                yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
             return
         path = os.path.join(self.path, FINGERPRINTS)
         reader = _open_fingerprints(self.path)
