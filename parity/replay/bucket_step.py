@@ -6,6 +6,8 @@ differ between the sides, so neither grows with the records of a clean run.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -13,7 +15,7 @@ import pyarrow as pa
 from apache_beam.transforms.window import GlobalWindows
 
 from parity.sets import buckets
-from parity.sets.fingerprint_set import BUCKETS_FILE, FP_PART_SUFFIX, PARTS_DIR
+from parity.sets.fingerprint_set import BUCKETS_FILE, FP_PART_SUFFIX, PARTS_DIR, ROUTED_DIR
 from parity.storage import urls
 
 ROUTE_ROWS = 100_000  # rows a worker gathers from its batches before it splits them: ~400 per bucket, not ~8
@@ -42,21 +44,24 @@ class WriteBuckets(beam.PTransform):
 
 
 class _RouteRowsFn(beam.DoFn):
-    """Reads each batch's fingerprint part and hands its rows on as (bucket, Arrow IPC bytes), gathering
-    ROUTE_ROWS rows of a bundle first: one element per bucket and gathering, never per record."""
+    """Reads each batch's fingerprint part, and per ROUTE_ROWS rows of a bundle writes each bucket's rows as one
+    Arrow IPC file under `_parts/_routed/<bb>/` and hands on (bucket, its path): the GroupByKey carries paths,
+    never rows (the in-process runners hold what they group in memory), one per bucket and gathering."""
 
     def __init__(self, out_dir: str) -> None:
         self._out_dir = out_dir
         self._tables: list[pa.Table] = []
+        self._parts: list[str] = []
         self._rows = 0
 
     def start_bundle(self) -> None:
-        self._tables, self._rows = [], 0
+        self._tables, self._parts, self._rows = [], [], 0
 
-    def process(self, part: str) -> Iterator[tuple[int, bytes]]:
+    def process(self, part: str) -> Iterator[tuple[int, str]]:
         path = urls.join(self._out_dir, PARTS_DIR, f"{part}{FP_PART_SUFFIX}")
         table = pa.ipc.open_file(pa.py_buffer(urls.read_bytes(path))).read_all()
         self._tables.append(table)
+        self._parts.append(part)
         self._rows += table.num_rows
         if self._rows >= ROUTE_ROWS:
             yield from self._flush()
@@ -65,16 +70,24 @@ class _RouteRowsFn(beam.DoFn):
         for element in self._flush():
             yield GlobalWindows.windowed_value(element)
 
-    def _flush(self) -> Iterator[tuple[int, bytes]]:
-        tables, self._tables, self._rows = self._tables, [], 0
-        if tables:
-            for bucket, rows in buckets.split_rows(pa.concat_tables(tables)):
-                yield bucket, buckets.to_ipc(rows)
+    def _flush(self) -> Iterator[tuple[int, str]]:
+        tables, parts = self._tables, self._parts
+        self._tables, self._parts, self._rows = [], [], 0
+        if not tables:
+            return
+        # named after the parts it holds: a retried bundle rewrites the same files
+        name = hashlib.sha256("\n".join(sorted(parts)).encode("utf-8")).hexdigest()[:24]
+        for bucket, rows in buckets.split_rows(pa.concat_tables(tables)):
+            path = urls.join(self._out_dir, PARTS_DIR, ROUTED_DIR, f"{bucket:02x}", f"{name}{FP_PART_SUFFIX}")
+            if not urls.is_url(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            urls.write_bytes(path, buckets.to_ipc(rows))
+            yield bucket, path
 
 
-def _write_bucket(grouped: tuple[int, Iterable[bytes]], out_dir: str) -> dict[str, Any]:
-    bucket, blobs = grouped
-    return buckets.write_bucket(out_dir, bucket, [buckets.from_ipc(blob) for blob in blobs])
+def _write_bucket(grouped: tuple[int, Iterable[str]], out_dir: str) -> dict[str, Any]:
+    bucket, paths = grouped
+    return buckets.write_bucket(out_dir, bucket, [buckets.from_ipc(urls.read_bytes(path)) for path in sorted(paths)])
 
 
 def _write_summaries(summaries: list[dict[str, Any]], out_dir: str) -> str:

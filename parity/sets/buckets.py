@@ -87,8 +87,7 @@ def split_rows(table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
 
 
 def to_ipc(table: pa.Table) -> bytes:
-    """A table as Arrow IPC stream bytes: what the job's GroupByKey carries (bytes, not a pickled table, whose
-    slices would carry their whole buffers)."""
+    """A table as Arrow IPC stream bytes (a slice's own rows only), as the job's routed files hold them."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, FP_SCHEMA) as writer:
         writer.write_table(table.cast(FP_SCHEMA))

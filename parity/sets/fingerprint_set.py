@@ -42,6 +42,7 @@ FP_PART_SUFFIX = ".arrow"  # a batch's fingerprint rows until `finalize` (Arrow 
 # (parity.sets.buckets), instead of one FINGERPRINTS file: `fingerprints/<bb>.parquet` and `buckets.json`.
 BUCKET_FILES_DIR = "fingerprints"
 BUCKETS_FILE = "buckets.json"
+ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way to the bucket files
 
 FP_SCHEMA = pa.schema(
     [("key_fp", pa.binary(16)), ("key", pa.string())]
@@ -404,9 +405,12 @@ def _finalize_buckets(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     quarantined = summary["quarantined"]
     parts_dir = urls.join(out_dir, PARTS_DIR)
     urls.delete(urls.match(urls.join(parts_dir, f"*{FP_PART_SUFFIX}"))
-                + urls.match(urls.join(parts_dir, "*.quarantine.jsonl")))
-    if not urls.is_url(parts_dir) and os.path.isdir(parts_dir) and not os.listdir(parts_dir):
-        os.rmdir(parts_dir)
+                + urls.match(urls.join(parts_dir, "*.quarantine.jsonl"))
+                + urls.match(urls.join(parts_dir, ROUTED_DIR, "*", f"*{FP_PART_SUFFIX}")))
+    if not urls.is_url(parts_dir) and os.path.isdir(parts_dir):
+        for folder, _, _ in sorted(os.walk(parts_dir), reverse=True):  # the emptied folders, deepest first
+            if not os.listdir(folder):
+                os.rmdir(folder)
     manifest = dict(manifest)
     manifest.update({
         "format": FORMAT,
