@@ -214,3 +214,12 @@ def test_the_concurrent_floor_serves_production_from_spilled_batches_once_the_of
     assert list((work / "floor_concurrent-r1" / "production-spill").iterdir()) == []
     serial = data["contenders"]["parity_serial"]
     assert serial["runs"] == 1 and serial["outcome"]["paired"] == 300 and serial["outcome"]["diverged"] == 0
+
+
+def test_the_digests_memory_benchmark_measures_both_layouts_of_a_tiny_pair_and_their_reports_agree(tmp_path):
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "digests_memory.py"), "--records", "300",
+                           "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| 300 |")]
+    assert [row[1].strip() for row in rows] == ["bucketed", "one file"]
+    assert all(row[2].strip() == "0" and row[-1].strip() == "True" for row in rows)

@@ -21,6 +21,8 @@ from parity.encoding.fingerprint import encode_fingerprints
 from parity.sets.fingerprint_set import read_set
 from parity.capture.schema import coerce_record, parse_type
 
+from tests.set_files import fingerprint_table
+
 pytestmark = pytest.mark.skipif(canonical._native is None, reason="the C encoder is not built")
 
 
@@ -259,8 +261,7 @@ def test_a_replay_of_a_parquet_capture_writes_the_same_set_with_or_without_the_c
     as_dicts = parity.check(str(tmp_path / "parity.yaml"), out_dir=str(tmp_path / "dicts"))
     assert with_columns == as_dicts and with_columns["records"]["matched"] == 250
     for side in ("offline", "production"):
-        sets = [pq.read_table(os.path.join(tmp_path, out, "sides", side, "fingerprints.parquet"))
-                for out in ("columns", "dicts")]
+        sets = [fingerprint_table(os.path.join(tmp_path, out, "sides", side)) for out in ("columns", "dicts")]
         assert sets[0].equals(sets[1])
         # each input fingerprint is the hash of the input bytes the set keeps for the record
         written = read_set(os.path.join(tmp_path, "columns", "sides", side))

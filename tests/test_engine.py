@@ -13,6 +13,8 @@ import pytest
 import parity
 from parity.cli import main
 
+from tests.set_files import fingerprint_files, fingerprint_table
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FEATURES = '''
@@ -217,7 +219,7 @@ def test_a_replay_leaves_no_spill_files_behind_whether_it_succeeds_or_fails(tmp_
     parity.check(config, out_dir=str(tmp_path / "out"))
     for side in ("offline", "production"):
         names = os.listdir(tmp_path / "out" / "sides" / side)
-        assert "fingerprints.parquet" in names and "_spill" not in names
+        assert {"buckets.json", "fingerprints"} <= set(names) and "_spill" not in names
     (tmp_path / "raising").mkdir()
     config = _write_pair(tmp_path / "raising", module="engine_features_spill_raise")
     (tmp_path / "raising" / "engine_features_spill_raise.py").write_text(
@@ -296,8 +298,6 @@ def test_a_record_above_the_size_limit_is_quarantined_not_dropped(tmp_path):
 
 def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_arrow_or_as_dicts(tmp_path,
                                                                                                   monkeypatch):
-    import pyarrow.parquet as pq
-
     from parity.config import load_config
     from parity.commands import replay
     from parity.stages.transform import TFTInput
@@ -312,10 +312,9 @@ def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_a
     replay(config, "offline", str(tmp_path / "dicts"))
 
     assert sum(arrow_built) == 3000
-    for name in ("fingerprints.parquet", "analyzers.json"):
-        ours, theirs = tmp_path / "arrow" / name, tmp_path / "dicts" / name
-        assert ours.read_bytes() == theirs.read_bytes(), name
-    assert pq.read_table(tmp_path / "arrow" / "fingerprints.parquet").num_rows == 3000
+    assert fingerprint_files(tmp_path / "arrow") == fingerprint_files(tmp_path / "dicts")
+    assert (tmp_path / "arrow" / "analyzers.json").read_bytes() == (tmp_path / "dicts" / "analyzers.json").read_bytes()
+    assert fingerprint_table(tmp_path / "arrow").num_rows == 3000
 
 
 def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_the_same_values(tmp_path,
@@ -341,8 +340,7 @@ def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_
     replay(config, "offline", str(tmp_path / "together"))
 
     apart, together = read_set(str(tmp_path / "apart")), read_set(str(tmp_path / "together"))
-    assert (tmp_path / "apart" / "fingerprints.parquet").read_bytes() == \
-        (tmp_path / "together" / "fingerprints.parquet").read_bytes()
+    assert fingerprint_files(tmp_path / "apart") == fingerprint_files(tmp_path / "together")
     assert os.listdir(tmp_path / "apart" / STAGE_VALUES_DIR) and not (tmp_path / "together" / STAGE_VALUES_DIR).exists()
     assert pq.read_schema(next((tmp_path / "apart" / "values").iterdir())).names == ["key_bytes", "transform"]
     refs = list(zip(apart.table.column("part").to_pylist(), apart.table.column("row").to_pylist()))

@@ -19,7 +19,9 @@ from parity.config import load_config
 from parity.errors import ConfigError, InputError, RunnerError, UserCodeError
 from parity.replay import sides_at_once as overlap
 from parity.replay.pipeline import FromSideGraph, await_graph
-from parity.sets.fingerprint_set import FINGERPRINTS, STAGE_VALUES_DIR, VALUES_DIR, read_values
+from parity.sets.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR, read_values
+
+from tests.set_files import fingerprint_files
 
 REPO = Path(__file__).resolve().parents[1]
 TAXI = REPO / "pipelines" / "taxi"
@@ -99,7 +101,7 @@ def test_replaying_the_second_side_in_a_child_process_gives_byte_identical_repor
 def test_the_gated_side_writes_the_same_fingerprint_set_and_analyzer_values(both_ways):
     at_once, in_turn = both_ways
     side = Path("sides") / "production"
-    assert (at_once / side / FINGERPRINTS).read_bytes() == (in_turn / side / FINGERPRINTS).read_bytes()
+    assert fingerprint_files(at_once / side) == fingerprint_files(in_turn / side)
     # the gated side spills its staged batches, so it writes their stage values apart (`stage_values/`): the
     # same columns, row for row
     parts = sorted(p.stem for p in (in_turn / side / VALUES_DIR).glob("*.parquet"))

@@ -195,7 +195,13 @@ class DiffStream:
     def __iter__(self) -> Iterator[PairOutcome]:
         pending: list[_Pending] = []
         waiting = 0
-        for lchunk, rchunk in hashdiff.chunks(self._left, self._right):
+        whole = hashdiff.whole_buckets(self._left, self._right)  # matched by their summaries: rows never read
+        self.left_rows += whole.rows
+        self.right_rows += whole.rows
+        self.paired += whole.rows
+        self.matched += whole.rows
+        self.buckets_whole += whole.prefixes
+        for lchunk, rchunk in hashdiff.chunks(self._left, self._right, whole.buckets):
             found = self._count(lchunk, rchunk, hashdiff.pair(lchunk, rchunk))
             if found is not None:
                 pending.append(found)

@@ -9,6 +9,10 @@ buckets are drilled into: their records are paired by (key, ordinal among the ke
 stage by stage, with numpy over whole columns. Two buckets with different contents get equal digests with a
 probability of about 2^-64 per stage.
 
+Two sets the replay wrote as key-range bucket files (parity.sets.buckets) carry a summary per first key byte: a
+bucket whose summaries agree (`whole_buckets`) is matched without reading its rows, and only the other buckets'
+files are read and go through the chunks below.
+
 Example:
     >>> for chunk in chunks(left_set, right_set):
     ...     pairs = pair(chunk.left, chunk.right)
@@ -21,14 +25,15 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from parity.errors import FingerprintSetError
+from parity.sets.buckets import key_words as _words
+from parity.sets.buckets import row_digests
+from parity.sets.buckets import uint64_column as _uint64
 from parity.sets.fingerprint_set import FP_SCHEMA, FingerprintSet
 from parity.stages import STAGES
 
 BUCKET_BITS = 16          # 65,536 key ranges: ~150 records per bucket at 10M records
 CHUNK_ROWS = 65_536       # fingerprint rows read per side before the complete buckets among them are compared
 _ALL_BUCKETS = 1 << BUCKET_BITS
-_SALTS = np.array([0x9E3779B97F4A7C15 * (i + 1) % (1 << 64) for i in range(len(STAGES))], dtype=np.uint64)
 
 
 @dataclass
@@ -62,9 +67,37 @@ class Pairs:
     buckets_drilled: int
 
 
-def chunks(left: FingerprintSet, right: FingerprintSet) -> Iterator[tuple[Chunk, Chunk]]:
-    """Both sets' rows, a range of complete buckets at a time (the same range on both sides)."""
-    lstream, rstream = _Stream(left), _Stream(right)
+@dataclass(frozen=True)
+class WholeBuckets:
+    """Key-range buckets of two bucketed sets (parity.sets.buckets) matched by their summaries alone: their
+    rows are never read."""
+
+    buckets: frozenset[int]     # the first key bytes matched
+    rows: int                   # rows on each side (equal)
+    prefixes: int               # the hashdiff buckets (BUCKET_BITS) their rows fall in
+
+
+def whole_buckets(left: FingerprintSet, right: FingerprintSet) -> WholeBuckets:
+    """The buckets whose summaries agree on both sides (rows, duplicate rows none, the key digest and every
+    stage's), as `pair` would find every hashdiff bucket within them; none unless both sets are bucketed."""
+    if left.buckets is None or right.buckets is None:
+        return WholeBuckets(frozenset(), 0, 0)
+    theirs = {b["bucket"]: b for b in right.buckets}
+    same = [b for b in left.buckets if b["bucket"] in theirs and _agree(b, theirs[b["bucket"]])]
+    return WholeBuckets(frozenset(b["bucket"] for b in same), sum(b["rows"] for b in same),
+                        sum(b["prefixes"] for b in same))
+
+
+def _agree(left: dict, right: dict) -> bool:
+    return (left["rows"] == right["rows"] and left["duplicates"] == right["duplicates"] == 0
+            and left["digests"] == right["digests"] and left["prefixes"] == right["prefixes"])
+
+
+def chunks(left: FingerprintSet, right: FingerprintSet,
+           skip: frozenset[int] = frozenset()) -> Iterator[tuple[Chunk, Chunk]]:
+    """Both sets' rows, a range of complete buckets at a time (the same range on both sides); the rows of the
+    bucketed sets' buckets in `skip` (`whole_buckets`) are left out."""
+    lstream, rstream = _Stream(left, skip), _Stream(right, skip)
     while True:
         lstream.fill()
         rstream.fill()
@@ -97,8 +130,8 @@ def pair(left: Chunk, right: Chunk) -> Pairs:
 class _Stream:
     """Reads one set in key order and hands out the rows of complete buckets."""
 
-    def __init__(self, fset: FingerprintSet) -> None:
-        self._tables = fset.iter_tables(CHUNK_ROWS)
+    def __init__(self, fset: FingerprintSet, skip: frozenset[int] = frozenset()) -> None:
+        self._tables = fset.iter_tables(CHUNK_ROWS, skip)
         self._table = FP_SCHEMA.empty_table()
         self._buckets = np.zeros(0, np.int64)
         self._done = False
@@ -150,23 +183,8 @@ def _bucket_of(hi: np.ndarray) -> np.ndarray:
     return (hi >> np.uint64(64 - BUCKET_BITS)).astype(np.int64)
 
 
-def _words(key_fps: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """16-byte key fingerprints as (hi, lo) uint64 arrays that compare like the bytes."""
-    array = key_fps.combine_chunks() if isinstance(key_fps, pa.ChunkedArray) else key_fps
-    n = len(array)
-    if n == 0:
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
-    if array.null_count:
-        raise FingerprintSetError("a fingerprint set holds a record without a key fingerprint; the set is "
-                                  "damaged: replay the side again")
-    words = np.frombuffer(array.buffers()[1], dtype=">u8", count=(array.offset + n) * 2)[array.offset * 2:]
-    words = words.reshape(n, 2).astype(np.uint64)
-    return words[:, 0].copy(), words[:, 1].copy()
 
 
-def _uint64(column: pa.ChunkedArray) -> np.ndarray:
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.uint64)
 
 
 def _ordinals(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -179,13 +197,6 @@ def _ordinals(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return index - np.maximum.accumulate(np.where(starts, index, 0))
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, elementwise (uint64 arithmetic wraps)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def _digests(chunk: Chunk, ords: np.ndarray, index: np.ndarray, buckets: int) -> np.ndarray:
@@ -195,9 +206,8 @@ def _digests(chunk: Chunk, ords: np.ndarray, index: np.ndarray, buckets: int) ->
         return out
     starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
     at = index[starts]
-    key = _mix(chunk.hi ^ _mix(chunk.lo))
-    columns = [np.ones(chunk.rows, np.uint64), (ords > 0).astype(np.uint64), key]
-    columns += [_mix(key ^ _mix(fps ^ salt)) for fps, salt in zip(chunk.fps, _SALTS)]
+    columns = [np.ones(chunk.rows, np.uint64), (ords > 0).astype(np.uint64)]
+    columns += row_digests(chunk.hi, chunk.lo, chunk.fps)  # the key's, then each stage's
     for c, values in enumerate(columns):
         out[c, at] = np.add.reduceat(values, starts)
     return out

@@ -3,6 +3,7 @@
 The pipeline works on batches of records (`RecBatch`, column by column), never one element per record:
 
     ReadBatches -> [Lateness] -> [MergeWindows] -> [Aggregates] -> ApplyStages -> Transform -> WriteSet
+        -> WriteBuckets (the rows by key-range bucket, each sorted, written and summarized: parity.sets.buckets)
 
 Stages that need the whole side (lateness in arrival order, session merging, per-(window, key) aggregates,
 TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
@@ -24,6 +25,7 @@ from parity.errors import (ConfigError, FingerprintSetError, InputError, ParityE
                            first_line)
 from parity.replay import spill
 from parity.replay.batch import RecBatch, side_field_types
+from parity.replay.bucket_step import WriteBuckets
 from parity.replay.gate import TransformGate
 from parity.replay.read_step import ReadBatchesFn
 from parity.replay.side_inputs import aggregate_partials, arrival_rows, concat_lists, merge_rows
@@ -82,7 +84,9 @@ class ReplaySide(beam.PTransform):
                   | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
                                                 aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
-        return transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
+        parts = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
+        _ = parts | "WriteBuckets" >> WriteBuckets(self.out_dir)
+        return parts
 
     def _lateness(self, batches: beam.PCollection) -> Any:
         window = self.side.window

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError
 from parity.stages import STAGES
+from parity.storage import urls
 from parity.storage.files import replacing, write_text
 
 FORMAT = "parity.fingerprints/1"
@@ -37,6 +38,11 @@ QUARANTINE = "quarantine.jsonl"
 VALUES_DIR = "values"
 PARTS_DIR = "_parts"
 FP_PART_SUFFIX = ".arrow"  # a batch's fingerprint rows until `finalize` (Arrow IPC)
+# A replayed set's rows in key-range bucket files, written by the job's workers with their summaries
+# (parity.sets.buckets), instead of one FINGERPRINTS file: `fingerprints/<bb>.parquet` and `buckets.json`.
+BUCKET_FILES_DIR = "fingerprints"
+BUCKETS_FILE = "buckets.json"
+ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way to the bucket files
 
 FP_SCHEMA = pa.schema(
     [("key_fp", pa.binary(16)), ("key", pa.string())]
@@ -274,6 +280,11 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
     return written, features
 
 
+def bucket_file(set_dir: str, bucket: int) -> str:
+    """Where a bucketed set keeps the rows of key-range bucket `bucket` (its first key byte)."""
+    return urls.join(set_dir, BUCKET_FILES_DIR, f"{bucket:02x}.parquet")
+
+
 def sort_rows(table: pa.Table) -> pa.Table:
     """`table.sort_by(SORT_KEYS)`, its rows moved by `take_rows`."""
     return take_rows(table, pc.sort_indices(table, sort_keys=SORT_KEYS).to_numpy())
@@ -344,7 +355,11 @@ def _add_features(features: set[str], table: pa.Table) -> None:
 
 
 def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Merges the batch parts into the sorted fingerprint file and writes the manifest (in bounded memory)."""
+    """Writes the manifest of a set: from its bucket summaries when the job wrote them (`buckets.json`: a
+    replay), reading nothing else; else (a tap set) after merging the batch parts into the sorted fingerprint
+    file (in bounded memory)."""
+    if urls.exists(urls.join(out_dir, BUCKETS_FILE)):
+        return _finalize_buckets(out_dir, manifest)
     parts_dir = os.path.join(out_dir, PARTS_DIR)
     fp_parts = sorted(glob.glob(os.path.join(parts_dir, f"*{FP_PART_SUFFIX}"))
                       + glob.glob(os.path.join(parts_dir, "*.parquet")))
@@ -381,24 +396,83 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def _finalize_buckets(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest from `buckets.json` (the summaries the job's workers wrote; its size does not grow with the
+    records); the job's batch parts are removed."""
+    summary = _read_buckets(out_dir)
+    fingerprinted = sum(b["rows"] for b in summary["buckets"])
+    features = sorted({name for b in summary["buckets"] for name in b["features"]})
+    quarantined = summary["quarantined"]
+    parts_dir = urls.join(out_dir, PARTS_DIR)
+    urls.delete(urls.match(urls.join(parts_dir, f"*{FP_PART_SUFFIX}"))
+                + urls.match(urls.join(parts_dir, "*.quarantine.jsonl"))
+                + urls.match(urls.join(parts_dir, ROUTED_DIR, "*", f"*{FP_PART_SUFFIX}")))
+    if not urls.is_url(parts_dir) and os.path.isdir(parts_dir):
+        for folder, _, _ in sorted(os.walk(parts_dir), reverse=True):  # the emptied folders, deepest first
+            if not os.listdir(folder):
+                os.rmdir(folder)
+    manifest = dict(manifest)
+    manifest.update({
+        "format": FORMAT,
+        "encoding": canonical.ENCODING_VERSION,
+        "stages": list(STAGES),
+        "features": features,
+        "records": {"read": fingerprinted + quarantined, "fingerprinted": fingerprinted, "quarantined": quarantined},
+        "quarantine_reasons": dict(sorted(summary["quarantine_reasons"].items())),
+    })
+    urls.write_bytes(urls.join(out_dir, MANIFEST),
+                     (json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+    return manifest
+
+
+def _read_buckets(set_dir: str) -> dict[str, Any]:
+    """`buckets.json`, checked for the fields the readers use.
+
+    Raises:
+        FingerprintSetError: it is unreadable or malformed, naming it.
+    """
+    path = urls.join(set_dir, BUCKETS_FILE)
+    try:
+        summary = json.loads(urls.read_bytes(path))
+    except (OSError, ValueError) as exc:
+        raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side again") from exc
+    buckets = summary.get("buckets") if isinstance(summary, dict) else None
+    fields = (("bucket", int), ("rows", int), ("duplicates", int), ("prefixes", int), ("digests", list),
+              ("features", list))
+    if not isinstance(buckets, list) or not all(
+            isinstance(b, dict) and all(isinstance(b.get(f), t) for f, t in fields)
+            and len(b["digests"]) == 1 + len(STAGES) and 0 <= b["bucket"] < 256 for b in buckets) \
+            or [b["bucket"] for b in buckets] != sorted({b["bucket"] for b in buckets}) \
+            or not isinstance(summary.get("quarantined"), int) \
+            or not isinstance(summary.get("quarantine_reasons"), dict):
+        raise FingerprintSetError(f"{path}: malformed bucket summaries; the set is damaged: replay the side again")
+    return summary
+
+
 class FingerprintSet:
     """A fingerprint set opened for reading.
 
     `table` (all fingerprint rows) is read on first use; `iter_tables` streams the rows in key order without
     holding them all, which is what `parity diff` does. A set built from a table in memory (e.g. an aligned
-    tap set) streams that table.
+    tap set) streams that table. `buckets`: a replayed set's bucket summaries (`buckets.json`, in bucket
+    order), or None for a set of one fingerprints file.
     """
 
-    def __init__(self, path: str, manifest: dict[str, Any], table: pa.Table | None = None) -> None:
+    def __init__(self, path: str, manifest: dict[str, Any], table: pa.Table | None = None,
+                 buckets: list[dict[str, Any]] | None = None) -> None:
         self.path = path
         self.manifest = manifest
         self._table = table
+        self.buckets = buckets if table is None else None
 
     def __repr__(self) -> str:
         return f"FingerprintSet(path={self.path!r}, side={self.side!r})"
 
     @property
     def table(self) -> pa.Table:
+        if self._table is None and self.buckets is not None:
+            tables = list(self.iter_tables(1 << 30))
+            self._table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
         if self._table is None:
             path = os.path.join(self.path, FINGERPRINTS)
             try:
@@ -415,10 +489,18 @@ class FingerprintSet:
     def num_rows(self) -> int:
         if self._table is not None:
             return self._table.num_rows
+        if self.buckets is not None:
+            return sum(b["rows"] for b in self.buckets)
         return _open_fingerprints(self.path).metadata.num_rows
 
-    def iter_tables(self, rows: int) -> Iterator[pa.Table]:
-        """The fingerprint rows in file order (sorted by key), about `rows` at a time, as FP_SCHEMA tables."""
+    def iter_tables(self, rows: int, skip: frozenset[int] = frozenset()) -> Iterator[pa.Table]:
+        """The fingerprint rows in file order (sorted by key), about `rows` at a time, as FP_SCHEMA tables;
+        of a bucketed set, the buckets in `skip` are left out (and their files not opened)."""
+        if self.buckets is not None:  # bucket order is key order (the files, even once `table` was read)
+            for bucket in self.buckets:
+                if bucket["bucket"] not in skip:
+                    yield from _iter_parquet(bucket_file(self.path, bucket["bucket"]), rows)
+            return
         if self._table is not None:
             for batch in self._table.to_batches(max_chunksize=rows):
                 yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
@@ -528,12 +610,14 @@ def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
             shutil.rmtree(path)
         elif os.path.lexists(path):
             os.remove(path)
-    path = os.path.join(set_dir, FINGERPRINTS)
-    table = pq.read_table(path)
-    keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
-    table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
-    with replacing(path) as temporary:
-        pq.write_table(table, temporary, **FP_PARQUET_OPTIONS)
+    bucketed = os.path.exists(os.path.join(set_dir, BUCKETS_FILE))
+    for path in (sorted(glob.glob(os.path.join(set_dir, BUCKET_FILES_DIR, "*.parquet"))) if bucketed
+                 else [os.path.join(set_dir, FINGERPRINTS)]):
+        table = pq.read_table(path)
+        keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
+        table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
+        with replacing(path) as temporary:
+            pq.write_table(table, temporary, **FP_PARQUET_OPTIONS)
     manifest_path = os.path.join(set_dir, MANIFEST)
     with open(manifest_path, encoding="utf-8") as handle:
         manifest = json.load(handle)
@@ -573,6 +657,9 @@ def read_set(path: str) -> FingerprintSet:
             raise FingerprintSetError(f"{manifest_path}: field '{field}' must be {what}, got "
                                       f"{json.dumps(manifest[field])[:80]}; the set is damaged: replay the side "
                                       f"again")
+    if urls.exists(urls.join(path, BUCKETS_FILE)) or urls.exists(urls.join(path, BUCKET_FILES_DIR)):
+        # a bucketed set (its summaries refused when missing): its bucket files are opened when read
+        return FingerprintSet(path=path, manifest=manifest, buckets=_read_buckets(path)["buckets"])
     reader = _open_fingerprints(path)  # the rows are read when used: `parity diff` streams them
     missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
     if missing:
@@ -592,3 +679,18 @@ def _open_fingerprints(path: str) -> pq.ParquetFile:
         return pq.ParquetFile(os.path.join(path, FINGERPRINTS))
     except (OSError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: {exc}") from exc
+
+
+def _iter_parquet(path: str, rows: int) -> Iterator[pa.Table]:
+    """A bucket file's rows, about `rows` at a time, as FP_SCHEMA tables."""
+    try:
+        handle = path if not urls.is_url(path) else urls.open_read(path)
+        reader = pq.ParquetFile(handle)
+        missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
+        if missing:
+            raise FingerprintSetError(f"{path}: cannot read: columns {', '.join(missing)} are missing; the set is "
+                                      f"damaged: replay the side again")
+        for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
+            yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
+    except (OSError, pa.ArrowException) as exc:
+        raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side again") from exc

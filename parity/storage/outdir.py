@@ -36,10 +36,11 @@ LIBRARIES_LOG = "libraries.log"
 LOGS = (ERROR_LOG, LIBRARIES_LOG)
 CHECK_OUTPUTS = (*REPORTS, TIMINGS, "sides", "noise", *LOGS)
 # what `parity replay` writes into a fingerprint set's folder
-SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "quarantine.jsonl", "analyzers.json", TIMINGS, "values",
+SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "fingerprints", "buckets.json", "quarantine.jsonl", "analyzers.json", TIMINGS, "values",
                "stage_values", "_parts", "_spill", "_tft_tmp", "tft_output", *LOGS)
 _OWN = (MARKER, LOCK)
-_SET_FILES = ("manifest.json", "fingerprints.parquet")  # a folder holding both is a fingerprint set
+# a folder holding both files of either pair is a fingerprint set (one fingerprints file, or bucket files)
+_SET_FILES = (("manifest.json", "fingerprints.parquet"), ("manifest.json", "buckets.json"))
 
 
 class Claim:
@@ -174,7 +175,8 @@ def is_parity_output(path: str, stop: str = os.sep) -> bool:
     stop = os.path.abspath(stop)
     folder = os.path.dirname(os.path.abspath(path))
     while True:
-        if _has_marker(folder) or all(os.path.isfile(os.path.join(folder, name)) for name in _SET_FILES):
+        if _has_marker(folder) or any(all(os.path.isfile(os.path.join(folder, name)) for name in names)
+                                      for names in _SET_FILES):
             return True
         if folder == stop or os.path.dirname(folder) == folder:
             return False

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
 
+from parity.errors import FingerprintSetError
+from parity.sets.fingerprint_set import read_set
 from robust_helpers import check, good_records, jsonl_lines, make_project, run_cli
+from tests.set_files import bucket_paths
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +93,9 @@ def test_sets_with_incompatible_keys_exit_two_saying_to_use_the_same_capture_key
 
 
 @pytest.mark.parametrize("damage", ["missing", "garbage"])
-def test_a_missing_or_corrupt_fingerprints_file_exits_two_naming_it(damage, sets, tmp_path, capsys):
+def test_missing_or_corrupt_bucket_summaries_exit_two_naming_them(damage, sets, tmp_path, capsys):
     left = _copy(sets[0], tmp_path / "left")
-    path = os.path.join(left, "fingerprints.parquet")
+    path = os.path.join(left, "buckets.json")
     if damage == "missing":
         os.remove(path)
     else:
@@ -99,7 +103,23 @@ def test_a_missing_or_corrupt_fingerprints_file_exits_two_naming_it(damage, sets
             handle.write(b"garbage")
     code, errors = _diff(left, sets[1], tmp_path, capsys)
     assert code == 2
-    assert f"{left}/fingerprints.parquet: cannot read" in errors
+    assert f"{left}/buckets.json: cannot read" in errors
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage"])
+def test_a_missing_or_corrupt_bucket_file_is_named_when_read_and_never_opened_when_its_summaries_agree(
+        damage, sets, tmp_path, capsys):
+    left = _copy(sets[0], tmp_path / "left")
+    path = bucket_paths(left)[0]
+    if damage == "missing":
+        os.remove(path)
+    else:
+        with open(path, "wb") as handle:
+            handle.write(b"garbage")
+    with pytest.raises(FingerprintSetError, match=re.escape(f"{path}: cannot read")):
+        _ = read_set(left).table
+    code, _errors = _diff(left, sets[1], tmp_path, capsys)  # the sides agree: the diff reads summaries only
+    assert code == 0
 
 
 def test_a_manifest_lacking_required_fields_exits_two_naming_the_field(sets, tmp_path, capsys):

@@ -27,6 +27,7 @@ from parity.config import load_config
 from parity.errors import ConfigError, ParityError
 from parity.sets.fingerprint_set import read_set
 from robust_helpers import REPO, check, good_records, jsonl_lines, make_project, run_cli, unique_module
+from tests.set_files import bucket_paths, rewrite_rows
 
 
 class _Planted:
@@ -187,10 +188,12 @@ def planted_set(tmp_path) -> tuple[str, str, str]:
         for stage in ("input", "transform"):
             columns[stage] = [payload] * table.num_rows
         pq.write_table(pa.table(columns, schema=table.schema), os.path.join(values, name))
-    fingerprints = pq.read_table(os.path.join(left, "fingerprints.parquet"))
-    columns = {column: fingerprints.column(column).to_pylist() for column in fingerprints.column_names}
-    columns["input_fp"] = [fp ^ 1 for fp in columns["input_fp"]]  # so that the diff fetches the values
-    pq.write_table(pa.table(columns, schema=fingerprints.schema), os.path.join(left, "fingerprints.parquet"))
+    def flipped(fingerprints: pa.Table) -> pa.Table:  # so that the diff fetches the values
+        columns = {column: fingerprints.column(column).to_pylist() for column in fingerprints.column_names}
+        columns["input_fp"] = [fp ^ 1 for fp in columns["input_fp"]]
+        return pa.table(columns, schema=fingerprints.schema)
+
+    rewrite_rows(left, flipped)
     return left, os.path.join(project.out, "sides", "production"), marker
 
 
@@ -226,13 +229,13 @@ def test_diff_and_show_of_a_set_with_a_pickled_value_exit_two_naming_the_file(co
 
 def test_arrow_extension_metadata_holding_a_pickle_is_not_unpickled_when_a_set_is_read(planted_set, tmp_path):
     left, _, marker = planted_set
-    path = os.path.join(left, "fingerprints.parquet")
-    table = pq.read_table(path)
     payload = pickle.dumps(_Planted(marker))
-    fields = [field.with_metadata({b"ARROW:extension:name": b"arrow.py_extension_type",
-                                   b"ARROW:extension:metadata": payload}) if field.name == "key" else field
-              for field in table.schema]
-    pq.write_table(table.cast(pa.schema(fields)), path)
+    for path in bucket_paths(left):
+        table = pq.read_table(path)
+        fields = [field.with_metadata({b"ARROW:extension:name": b"arrow.py_extension_type",
+                                       b"ARROW:extension:metadata": payload}) if field.name == "key" else field
+                  for field in table.schema]
+        pq.write_table(table.cast(pa.schema(fields)), path)
     fingerprint_set = read_set(left)
     assert fingerprint_set.table.num_rows == 5
     assert not os.path.exists(marker)

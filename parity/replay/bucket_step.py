@@ -1,0 +1,96 @@
+"""The replay's last writes, done by the workers: the batches' fingerprint rows routed to key-range buckets,
+each bucket sorted, written and summarized (`WriteBuckets`), then every summary in one file (parity.sets.buckets).
+
+The client then reads the summaries only (`finalize`), and `parity diff` reads only the buckets whose summaries
+differ between the sides, so neither grows with the records of a clean run.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.transforms.window import GlobalWindows
+
+from parity.sets import buckets
+from parity.sets.fingerprint_set import BUCKETS_FILE, FP_PART_SUFFIX, PARTS_DIR, ROUTED_DIR
+from parity.storage import urls
+
+ROUTE_ROWS = 100_000  # rows a worker gathers from its batches before it splits them: ~400 per bucket, not ~8
+
+
+class WriteBuckets(beam.PTransform):
+    """Writes a side's fingerprint rows as bucket files and their summaries, from the batch parts' names.
+
+    Input: a PCollection of part names (`WriteBatchFn`'s output). Output: the path of `buckets.json`, once.
+
+    Example:
+        >>> parts | "WriteBuckets" >> WriteBuckets(out_dir)
+    """
+
+    def __init__(self, out_dir: str) -> None:
+        super().__init__()
+        self.out_dir = out_dir
+
+    def expand(self, parts: beam.PCollection) -> beam.PCollection:
+        return (parts
+                | "RouteRows" >> beam.ParDo(_RouteRowsFn(self.out_dir))
+                | "GroupBuckets" >> beam.GroupByKey()
+                | "WriteBucket" >> beam.Map(_write_bucket, self.out_dir)
+                | "AllSummaries" >> beam.combiners.ToList()
+                | "WriteSummaries" >> beam.Map(_write_summaries, self.out_dir))
+
+
+class _RouteRowsFn(beam.DoFn):
+    """Reads each batch's fingerprint part, and per ROUTE_ROWS rows of a bundle writes each bucket's rows as one
+    Arrow IPC file under `_parts/_routed/<bb>/` and hands on (bucket, its path): the GroupByKey carries paths,
+    never rows (the in-process runners hold what they group in memory), one per bucket and gathering."""
+
+    def __init__(self, out_dir: str) -> None:
+        self._out_dir = out_dir
+        self._tables: list[pa.Table] = []
+        self._parts: list[str] = []
+        self._rows = 0
+
+    def start_bundle(self) -> None:
+        self._tables, self._parts, self._rows = [], [], 0
+
+    def process(self, part: str) -> Iterator[tuple[int, str]]:
+        path = urls.join(self._out_dir, PARTS_DIR, f"{part}{FP_PART_SUFFIX}")
+        table = pa.ipc.open_file(pa.py_buffer(urls.read_bytes(path))).read_all()
+        self._tables.append(table)
+        self._parts.append(part)
+        self._rows += table.num_rows
+        if self._rows >= ROUTE_ROWS:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[Any]:
+        for element in self._flush():
+            yield GlobalWindows.windowed_value(element)
+
+    def _flush(self) -> Iterator[tuple[int, str]]:
+        tables, parts = self._tables, self._parts
+        self._tables, self._parts, self._rows = [], [], 0
+        if not tables:
+            return
+        # named after the parts it holds: a retried bundle rewrites the same files
+        name = hashlib.sha256("\n".join(sorted(parts)).encode("utf-8")).hexdigest()[:24]
+        for bucket, rows in buckets.split_rows(pa.concat_tables(tables)):
+            path = urls.join(self._out_dir, PARTS_DIR, ROUTED_DIR, f"{bucket:02x}", f"{name}{FP_PART_SUFFIX}")
+            if not urls.is_url(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            urls.write_bytes(path, buckets.to_ipc(rows))
+            yield bucket, path
+
+
+def _write_bucket(grouped: tuple[int, Iterable[str]], out_dir: str) -> dict[str, Any]:
+    bucket, paths = grouped
+    return buckets.write_bucket(out_dir, bucket, [buckets.from_ipc(urls.read_bytes(path)) for path in sorted(paths)])
+
+
+def _write_summaries(summaries: list[dict[str, Any]], out_dir: str) -> str:
+    quarantine = urls.match(urls.join(out_dir, PARTS_DIR, "*.quarantine.jsonl"))
+    buckets.write_summaries(out_dir, summaries, quarantine)
+    return urls.join(out_dir, BUCKETS_FILE)
