@@ -210,19 +210,29 @@ def _tft_folders(config: Config, side: SideConfig, out_dir: str) -> tuple[str, s
     temp_location = PipelineOptions(list(urls.options())).view_as(GoogleCloudOptions).temp_location
     temp_dir = urls.child(temp_location, "parity_tft_tmp") if temp_location else urls.child(out_dir, TFT_TEMP)
     output_dir = urls.child(out_dir, TFT_OUTPUT)
-    import tensorflow as tf
-
-    schemes = sorted(s for s in tf.io.gfile.get_registered_schemes() if s)
     for path, what in ((output_dir, "the graph it exports (tft_output, under --out)"),
                        (temp_dir, "its temporary files (under --temp_location, else --out)")):
-        if urls.scheme(path) not in schemes:
+        if not _tensorflow_has_filesystem(path):
             raise OutputError(
                 f"{config.path}: sides.{side.name}.transform.tft: TensorFlow Transform writes {what} with "
-                f"TensorFlow's file system, which has none for {urls.scheme(path)}:// here ({path}; it has "
-                f"{', '.join(f'{s}://' for s in schemes)}); give a local --out or one on a scheme TensorFlow "
-                f"writes (gs://), or install a TensorFlow file system for {urls.scheme(path)}:// "
-                f"(tensorflow-io, where it has a build for this TensorFlow)")
+                f"TensorFlow's file system, which has none for {urls.scheme(path)}:// here ({path}); give a local "
+                f"--out or one on a scheme TensorFlow writes (gs://), or install a TensorFlow file system for "
+                f"{urls.scheme(path)}:// (tensorflow-io, where it has a build for this TensorFlow)")
     return output_dir, temp_dir
+
+
+def _tensorflow_has_filesystem(path: str) -> bool:
+    """Whether tf.io.gfile has a file system for `path`'s scheme: asked of TensorFlow itself (an unknown scheme
+    raises UnimplementedError; any other error, such as missing credentials, is for TFT to report)."""
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.exists(path)
+    except tf.errors.UnimplementedError:
+        return False
+    except Exception:  # noqa: BLE001 - the scheme is known; what else fails is TFT's to say, with its context
+        return True
+    return True
 
 
 def _with_custom_config(config: Config, side: SideConfig) -> Any:

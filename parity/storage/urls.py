@@ -24,9 +24,9 @@ from typing import IO, Any, Iterator, Sequence
 
 from parity.storage import files
 
-__all__ = ["child", "configure", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir", "isfile", "join",
-           "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write", "parent", "read_bytes",
-           "read_text", "readable", "remove", "scheme", "write_bytes", "write_text"]
+__all__ = ["basename", "child", "configure", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
+           "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
+           "options", "parent", "read_bytes", "read_text", "readable", "remove", "scheme", "write_bytes", "write_text"]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = "*?["
