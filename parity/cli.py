@@ -293,7 +293,14 @@ def _main(argv: Sequence[str] | None) -> int:
 def _write_rendered(path: str, text: str) -> None:
     """`parity report --out FILE`: the rendered report, or an OutputError naming the path and what is wrong."""
     from parity.errors import OutputError
+    from parity.storage import urls
 
+    if urls.is_url(path):  # an object: no folder to create first
+        try:
+            urls.write_text(path, text)
+        except OSError as exc:
+            raise OutputError(f"--out {path}: cannot write the report: {exc}") from exc
+        return
     folder = os.path.dirname(path) or "."
     if os.path.isdir(path):
         raise OutputError(f"--out {path}: is a folder; `parity report --out` takes a file path, e.g. "
@@ -321,6 +328,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from parity.report.text import printable_json
 
     check_beam_args(beam_args)  # before anything is written
+    from parity.storage import urls
+
+    urls.configure(beam_args)  # URLs (s3://...) among the paths use Beam's storage options given after --
 
     if args.command == "check":
         with terminal.user_output_to_stderr():  # stdout: the summary alone
@@ -341,7 +351,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.command == "diff":
         with terminal.user_output_to_stderr():
             config = load_config(args.config) if args.config else None
-            report = run.diff(args.left, args.right, args.out, config=config, force=args.force)
+            report = run.diff(args.left, args.right, args.out, config=config, force=args.force,
+                              pipeline_options=beam_args)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "report":
@@ -349,8 +360,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         from parity.report import RENDERERS
 
         try:
-            with open(args.report_json, encoding="utf-8") as handle:
-                report = json.load(handle)
+            report = json.loads(urls.read_text(args.report_json))
         except RecursionError as exc:  # json's decoder recurses once per level
             raise InputError(f"{args.report_json}: not a parity report: its JSON is nested too deeply for "
                              f"Python's recursion limit ({sys.getrecursionlimit():,}); a report.json is a few "
@@ -365,7 +375,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                                  f"not a complete parity report: write it again with `parity check` or `parity diff`")
         try:
             if args.format in ("md", "html"):  # name the report's own folder in `parity show` commands
-                text = RENDERERS[args.format](report, out_dir=os.path.dirname(args.report_json) or ".")
+                folder = args.report_json.rsplit("/", 1)[0] if urls.is_url(args.report_json) else \
+                    os.path.dirname(args.report_json) or "."
+                text = RENDERERS[args.format](report, out_dir=folder)
             else:
                 text = RENDERERS[args.format](report)
         except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError) as exc:

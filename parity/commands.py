@@ -25,8 +25,8 @@ from parity.sets.analyzers import ANALYZERS_FILE
 from parity.sets.analyzers import read as read_analyzers
 from parity.sets.fingerprint_set import FingerprintSet, read_set
 from parity.stages import STAGES
-from parity.storage import files
 from parity.storage import outdir as output
+from parity.storage import urls
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -77,10 +77,11 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     noise = config.report.noise if noise is None else noise
     timings: dict[str, Any] = {}
     order = _replay_order(config)
-    side_dirs = [os.path.join(out_dir, SIDES_DIR, side.name) for side in order]
+    side_dirs = [urls.child(out_dir, SIDES_DIR, side.name) for side in order]
     at_once = overlap.wanted(config, order, runner, pipeline_options, sides_at_once)
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
+    urls.configure(pipeline_options)  # an `--out` URL is claimed with the run's storage options
     with output.claim(out_dir, output.CHECK_OUTPUTS, force=force) as claimed:
         # the earlier run's sides/ are gone: the child reads the graph's raw feature spec in side_dirs[0] once
         # it appears (`SavedInputsFn`), never an earlier run's
@@ -119,13 +120,13 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
         noise_result = noise_baseline(config, out_dir, runner, pipeline_options)
         timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
-    left, right = (os.path.join(out_dir, SIDES_DIR, s.name) for s in config.sides)
+    left, right = (urls.child(out_dir, SIDES_DIR, s.name) for s in config.sides)
     report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result)
     timings["diff_seconds"] = round(time.monotonic() - started, 3)
     if config.report.redact:  # the reports are written: no raw value stays in the out folder
         _remove_values(out_dir, config)
     timings["runner"] = runner  # type: ignore[assignment]
-    _write_json(os.path.join(out_dir, output.TIMINGS), timings)
+    _write_json(urls.child(out_dir, output.TIMINGS), timings)
     return report
 
 
@@ -137,8 +138,8 @@ def _remove_values(out_dir: str, config: Config) -> None:
 
     for folder in (SIDES_DIR, NOISE_DIR):
         for side in config.sides:
-            set_dir = os.path.join(out_dir, folder, side.name)
-            if os.path.isfile(os.path.join(set_dir, "manifest.json")):
+            set_dir = urls.child(out_dir, folder, side.name)
+            if urls.isfile(urls.child(set_dir, "manifest.json")):
                 remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", ANALYZERS_FILE))
 
 
@@ -177,12 +178,12 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
 
     result: dict[str, dict[str, list[str]]] = {}
     for side in _replay_order(config):
-        primary = os.path.join(out_dir, SIDES_DIR, side.name)
-        again = os.path.join(out_dir, NOISE_DIR, side.name)
+        primary = urls.child(out_dir, SIDES_DIR, side.name)
+        again = urls.child(out_dir, NOISE_DIR, side.name)
         command = [sys.executable, "-m", "parity", "replay", config.path, "--side", side.name, "--out", again,
                    "--runner", runner, "--reorder"]
         if side.transform and side.transform.from_side:
-            command += ["--transform-from", os.path.join(out_dir, SIDES_DIR, side.transform.from_side)]
+            command += ["--transform-from", urls.child(out_dir, SIDES_DIR, side.transform.from_side)]
         if beam_args:
             command += ["--", *beam_args]
         env = signals.child_env()  # the replay ends with this process, even one killed with SIGKILL
@@ -199,12 +200,18 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
 
 
 def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,
-         noise: dict[str, dict[str, list[str]]] | None = None, force: bool = False) -> dict[str, Any]:
+         noise: dict[str, dict[str, list[str]]] | None = None, force: bool = False,
+         pipeline_options: Sequence[str] | None = None) -> dict[str, Any]:
     """Diffs two fingerprint sets and writes the reports; returns report.json's dict.
+
+    Any of the three folders may be a URL (`s3://...`), read and written with Beam's storage options among
+    `pipeline_options` (`--s3_endpoint_url=...`; `parity.storage.urls`).
 
     `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, the earlier reports removed, and refused when
     it is another's folder unless `force`; fingerprint sets in it (a check's `sides/`) are kept.
     """
+    if pipeline_options is not None:
+        urls.configure(pipeline_options)
     with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):
         return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise)
 
@@ -284,38 +291,37 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
     `parity show` commands, so a fixed command line gives the same bytes."""
     from parity.report import render_html, render_markdown
 
-    os.makedirs(out_dir, exist_ok=True)
+    urls.makedirs(out_dir)
     texts = {name: render_markdown(report, out_dir=out_dir) if fmt == "md" else
              render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
              for fmt, name in OUTPUT_FILES.items()}
     written: list[str] = []
     try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
         for name, text in texts.items():
-            files.write_text(os.path.join(out_dir, name), text)
-            written.append(os.path.join(out_dir, name))
+            urls.write_text(urls.child(out_dir, name), text)
+            written.append(urls.child(out_dir, name))
     except BaseException:
         for path in written:
-            output.remove(path)
+            urls.remove(path)
         raise
 
 
 def _write_json(path: str, data: Any) -> None:
-    files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    urls.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:
-    sides_dir = os.path.join(path, SIDES_DIR)
-    if not os.path.isdir(sides_dir):
+    sides_dir = urls.child(path, SIDES_DIR)
+    if not urls.isdir(sides_dir):
         raise FingerprintSetError(f"{path}: no {SIDES_DIR}/ folder; pass the --out folder of `parity check`")
-    report_path = os.path.join(path, "report.json")
-    names = sorted(os.listdir(sides_dir))
-    if os.path.exists(report_path):
-        with open(report_path, encoding="utf-8") as handle:
-            sides = json.load(handle).get("sides", {})
+    report_path = urls.child(path, "report.json")
+    names = urls.list_names(sides_dir)
+    if urls.exists(report_path):
+        sides = json.loads(urls.read_text(report_path)).get("sides", {})
         names = [sides.get("left"), sides.get("right")]
     if len(names) != 2:
         raise FingerprintSetError(f"{sides_dir}: expected two fingerprint sets, found {names}")
-    return read_set(os.path.join(sides_dir, names[0])), read_set(os.path.join(sides_dir, names[1]))
+    return read_set(urls.child(sides_dir, names[0])), read_set(urls.child(sides_dir, names[1]))
 
 
 def show(path: str, key: str) -> dict[str, Any]:

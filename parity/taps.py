@@ -49,6 +49,7 @@ from parity.sets.tap_finalize import finalize_tap_set
 from parity.sets.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, key_sampled,
                                  sample_threshold, write_tap_meta, write_tap_part, write_worker_environment)
 from parity.stages import STAGES
+from parity.storage import urls
 
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
 
@@ -81,8 +82,8 @@ class TapStage(beam.PTransform):
     """Fingerprints the elements flowing at this point of a pipeline as one parity stage.
 
     Args:
-        stage: `input`, `window`, `shard`, `coder`, `seed` or `transform`.
-        set_dir: the fingerprint set's folder (local or mounted file system), shared by every tap of the job.
+        set_dir: the fingerprint set's folder, shared by every tap of the job: a local or mounted path, or a URL
+            Beam's FileSystems support (`s3://...`, written with the pipeline's storage options).
         key_fields: the record key: one field (its value) or several (the list of their values); the
             config's `capture.key`. Elements must then be dicts.
         key_fn: `fn(element) -> key` instead of `key_fields` (e.g. for `(record, features)` pairs).
@@ -174,9 +175,12 @@ class _TapFn(beam.DoFn):
         self._redact = tap.redact
         self._late = tap.late
         self._batch_size = tap.batch_size
+        self._storage = urls.options()  # storage options parity was given, for a worker that writes to a URL
 
     def setup(self) -> None:
         from parity.replay.environment import environment_manifest
+
+        urls.configure(self._storage)
 
         # Sampling on the key's 128-bit fingerprint d as an int: d >> 64 < threshold iff d < threshold << 64.
         self._limit = sample_threshold(self._rate) << 64

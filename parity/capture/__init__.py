@@ -105,13 +105,42 @@ def _list_url(pattern: str) -> list[str]:
     try:
         if urls.isfile(pattern):
             return [pattern]
-        files = urls.match(pattern) if any(char in pattern for char in "*?[") else urls.list_folder(pattern)
+        globbed = any(char in pattern for char in "*?[")
+        files = urls.match(pattern) if globbed else urls.list_folder(pattern)
+        found = len(files)
+        if globbed and files:  # never parity's own output (an out URL under the glob's folder), as on disk
+            files = _not_parity_output(files, pattern[:pattern.rfind("/", 0, min(
+                pattern.index(c) for c in "*?[" if c in pattern)) + 1])
     except OSError as exc:
         raise InputError(f"capture path {pattern!r} cannot be listed: {exc}") from exc
     if files:
         return files
+    if found:
+        raise InputError(f"capture path {pattern!r} matches only files in parity's output folders or fingerprint "
+                         f"sets ({found}); check capture.path")
     raise InputError(f"capture path {pattern!r} matches no file; check capture.path and the storage options "
                      f"(e.g. -- --s3_endpoint_url=...)")
+
+
+def _not_parity_output(files: list[str], fixed: str) -> list[str]:
+    """The URLs of `files` outside parity's output folders and fingerprint sets below `fixed` (a folder holding
+    the `.parity-out` marker, or a manifest.json and a fingerprints.parquet), from one listing of `fixed`."""
+    from parity.storage.outdir import MARKER
+
+    names = set(urls.list_tree(fixed))
+
+    def ours(folder: str) -> bool:
+        return f"{folder}/{MARKER}" in names or (f"{folder}/manifest.json" in names
+                                                 and f"{folder}/fingerprints.parquet" in names)
+
+    kept = []
+    for path in files:
+        folder = urls.parent(path)
+        while len(folder) + 1 >= len(fixed) and not ours(folder):
+            folder = urls.parent(folder)
+        if len(folder) + 1 < len(fixed):
+            kept.append(path)
+    return kept
 
 
 def _fixed_folder(pattern: str) -> str:

@@ -347,6 +347,10 @@ def _transform(ctx: Ctx, body: Any, path: str) -> TransformSpec | None:
                                                                f"{path}.saved.from_side"))
         value = value.get("path")
     saved = ctx.string(value, f"{path}.saved")
+    if "://" in saved and not saved.startswith("file://"):
+        # a URL (s3://...): read when the transform is set up, with the run's storage options (which the config
+        # does not know), copied to a local folder for TensorFlow (parity.stages.transform.local_graph)
+        return TransformSpec("saved", path=saved.rstrip("/"))
     full = os.path.join(ctx.base_dir, saved)
     if not os.path.isdir(full):
         raise ctx.fail(f"{path}.saved", f"{_show(saved)} is not a directory (resolved to {full}); "

@@ -6,7 +6,6 @@ side through here.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from typing import Any, Callable, Sequence
@@ -26,8 +25,9 @@ from parity.replay.runners import make_options, make_runner, replay_gc
 from parity.replay.watch import Watch, job_name
 from parity.sets import analyzers
 from parity.sets.fingerprint_set import finalize
-from parity.storage import files
+from parity.stages.transform import local_graph
 from parity.storage import outdir as output
+from parity.storage import urls
 
 
 def replay_side(config: Config, side: SideConfig, out_dir: str, *, runner: str = "DirectRunner",
@@ -45,6 +45,7 @@ def replay_side(config: Config, side: SideConfig, out_dir: str, *, runner: str =
     """
     graph = graph or FromSideGraph.of(config, side, out_dir)
     _check_windowfn(config, side)
+    urls.configure(beam_args)  # an `--out` URL is claimed with the run's storage options
     with output.claim(out_dir, output.SET_OUTPUTS, force=force):
         return _replay_claimed(config, side, out_dir, runner=runner, beam_args=beam_args, graph=graph,
                                reorder=reorder, gate=gate)
@@ -99,12 +100,12 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
     _check_quarantine_share(side, out_dir, manifest)
     if waits:
         saved_dir = graph.find()  # type: ignore[union-attr]
-    graph_dir = os.path.join(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
+    graph_dir = urls.child(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
         side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
     if graph_dir:
-        analyzers.write(out_dir, analyzers.extract(graph_dir))
+        analyzers.write(out_dir, analyzers.extract(local_graph(graph_dir)))  # a URL's graph: its local copy
     timings = {"replay_seconds": round(time.monotonic() - started, 3)}
-    files.write_text(os.path.join(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
+    urls.write_text(urls.child(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"],
                    **{what.removeprefix("records_"): counts[what] for what in (STAGED, WRITTEN) if what in counts},
@@ -196,5 +197,5 @@ def _check_quarantine_share(side: SideConfig, out_dir: str, manifest: dict[str, 
         raise InputError(
             f"side '{side.name}': {records['quarantined']} of {records['read']} records ({share:.1%}) were "
             f"quarantined, above capture.max_quarantined {side.capture.max_quarantined:g}; most common: "
-            f"{reasons}; each is listed with its location in {os.path.join(out_dir, 'quarantine.jsonl')}. "
+            f"{reasons}; each is listed with its location in {urls.child(out_dir, 'quarantine.jsonl')}. "
             f"Fix the capture or the schema, or raise capture.max_quarantined")

@@ -21,8 +21,8 @@ import apache_beam as beam
 
 from parity.config import Config, SideConfig
 from parity.encoding import canonical
-from parity.errors import (ConfigError, FingerprintSetError, InputError, ParityError, RunnerError, UserCodeError,
-                           first_line)
+from parity.errors import (ConfigError, FingerprintSetError, InputError, OutputError, ParityError, RunnerError,
+                           UserCodeError, first_line)
 from parity.replay import spill
 from parity.replay.batch import RecBatch, side_field_types
 from parity.replay.bucket_step import WriteBuckets
@@ -162,7 +162,7 @@ class ReplaySide(beam.PTransform):
         tft_input = TFTInput(types, side.capture.tfmd_text)
         metadata = tft_input.metadata
         preprocessing_fn = _with_custom_config(self.config, side)
-        output_dir = os.path.join(self.out_dir, TFT_OUTPUT)
+        output_dir, temp_dir = _tft_folders(self.config, side, self.out_dir)
         # The raw schema is known before the job runs; serving (and `saved`) reads it from metadata/.
         metadata_io.write_metadata(metadata, os.path.join(output_dir, "metadata"))
         # Record batches of a fixed size, cut from parity's own batches: float32 analyzers (scale_to_z_score's
@@ -170,7 +170,7 @@ class ReplaySide(beam.PTransform):
         # adaptive batching of instance dicts) moved them by an ulp between runs.
         staged = staged | "TFTInputs" >> beam.Map(_with_tft_input, tft_input).with_output_types(RecBatch)
         record_batches = staged | "TFTRecordBatches" >> beam.FlatMap(_tft_record_batches, tft_input)
-        with tft_beam.Context(temp_dir=os.path.join(self.out_dir, "_tft_tmp"), force_tf_compat_v1=False,
+        with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
             try:  # TFT traces the function here, before the job runs
                 transform_fn = ((record_batches, tft_input.tensor_adapter_config)
@@ -190,6 +190,53 @@ class ReplaySide(beam.PTransform):
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, self.spills),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
+
+
+TFT_TEMP = "_tft_tmp"
+
+
+def _tft_folders(config: Config, side: SideConfig, out_dir: str) -> tuple[str, str]:
+    """Where a TFT side's graph (`tft_output`, under the set's folder) and TFT's temporary files go. Locally:
+    `tft_output` and `_tft_tmp` in the set's folder, as always. On a URL set: the temporary files under Beam's
+    `--temp_location` when given (`<temp_location>/parity_tft_tmp`), else `_tft_tmp` under the set's URL.
+
+    TFT writes both with TensorFlow's own file system (tf.io.gfile), not Beam's: a URL works only where
+    TensorFlow has a file system for its scheme (`gs://` in stock TensorFlow; `s3://` only with tensorflow-io,
+    which has no build for TensorFlow 2.21).
+
+    Raises:
+        OutputError: TensorFlow cannot write the scheme; the message names the fix.
+    """
+    if not urls.is_url(out_dir):
+        return os.path.join(out_dir, TFT_OUTPUT), os.path.join(out_dir, TFT_TEMP)
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
+    temp_location = PipelineOptions(list(urls.options())).view_as(GoogleCloudOptions).temp_location
+    temp_dir = urls.child(temp_location, "parity_tft_tmp") if temp_location else urls.child(out_dir, TFT_TEMP)
+    output_dir = urls.child(out_dir, TFT_OUTPUT)
+    for path, what in ((output_dir, "the graph it exports (tft_output, under --out)"),
+                       (temp_dir, "its temporary files (under --temp_location, else --out)")):
+        if not _tensorflow_has_filesystem(path):
+            raise OutputError(
+                f"{config.path}: sides.{side.name}.transform.tft: TensorFlow Transform writes {what} with "
+                f"TensorFlow's file system, which has none for {urls.scheme(path)}:// here ({path}); give a local "
+                f"--out or one on a scheme TensorFlow writes (gs://), or install a TensorFlow file system for "
+                f"{urls.scheme(path)}:// (tensorflow-io, where it has a build for this TensorFlow)")
+    return output_dir, temp_dir
+
+
+def _tensorflow_has_filesystem(path: str) -> bool:
+    """Whether tf.io.gfile has a file system for `path`'s scheme: asked of TensorFlow itself (an unknown scheme
+    raises UnimplementedError; any other error, such as missing credentials, is for TFT to report)."""
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.exists(path)
+    except tf.errors.UnimplementedError:
+        return False
+    except Exception:  # noqa: BLE001 - the scheme is known; what else fails is TFT's to say, with its context
+        return True
+    return True
 
 
 def _with_custom_config(config: Config, side: SideConfig) -> Any:
@@ -248,13 +295,16 @@ class FromSideGraph:
         spec = side.transform
         if spec is None or spec.kind != "saved" or spec.from_side is None:
             return None
-        folder = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
-        return cls(config.path, side.name, spec.from_side, (os.path.join(folder, TFT_OUTPUT), folder))
+        if transform_from is None and urls.is_url(out_dir):
+            folder = urls.child(out_dir.rstrip("/").rsplit("/", 1)[0], spec.from_side)
+        else:
+            folder = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
+        return cls(config.path, side.name, spec.from_side, (urls.child(folder, TFT_OUTPUT), folder))
 
     def find(self) -> str:
         """The first place that holds an exported graph; a ConfigError naming the last when none does."""
         for path in self.candidates:
-            if os.path.isdir(os.path.join(path, "transform_fn")):
+            if urls.isdir(urls.child(path, "transform_fn")):
                 return path
         raise ConfigError(f"{self.config_path}: sides.{self.side}.transform.saved.from_side: no exported transform "
                           f"graph of side '{self.from_side}' at {self.candidates[-1]}; replay side "

@@ -6,8 +6,9 @@ copies them again into its data channel, about 2.7 times the encoded size of the
 batches to files and handing on only their paths keeps one batch in memory at a time, as a streaming runner's
 disk-backed shuffle would.
 
-The folder lives in the fingerprint set's output folder (which every worker already writes its parts to) and
-is removed when the replay ends; files are written under a temporary name and renamed, so a retried bundle
+The folder lives in the fingerprint set's output folder (which every worker already writes its parts to, a URL
+on a cluster: `parity.storage.urls`) and is removed when the replay ends; files are written whole under a
+name derived from the batch (a local rename, or one upload visible once complete), so a retried bundle
 rewrites the same file and a half-written one is never read.
 
 On the in-process runner, which never retries a bundle, each file is removed as soon as it is read
@@ -18,20 +19,19 @@ spill files, which it would otherwise hold until the end (benchmarks/RESULTS.md 
 from __future__ import annotations
 
 import enum
-import os
 import pickle
-import shutil
 from typing import Any, Iterator
 
 import apache_beam as beam
 
+from parity.storage import urls
 from parity.storage.files import replacing
 
 SPILL_DIR = "_spill"
 
 
 def spill_dir(out_dir: str) -> str:
-    return os.path.join(out_dir, SPILL_DIR)
+    return urls.child(out_dir, SPILL_DIR)
 
 
 class SpillFn(beam.DoFn):
@@ -40,14 +40,19 @@ class SpillFn(beam.DoFn):
     def __init__(self, out_dir: str, tag: str):
         self._out_dir = out_dir
         self._tag = tag
+        self._storage = urls.options()  # the run's storage options, for a worker that writes to a URL
 
     def setup(self) -> None:
-        os.makedirs(spill_dir(self._out_dir), exist_ok=True)
+        urls.configure(self._storage)
+        urls.makedirs(spill_dir(self._out_dir))
 
     def process(self, batch: Any) -> Iterator[str]:
-        path = os.path.join(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
-        with replacing(path) as temporary, open(temporary, "wb") as handle:
-            pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        path = urls.child(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
+        if urls.is_url(path):
+            urls.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+        else:
+            with replacing(path) as temporary, open(temporary, "wb") as handle:
+                pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
         yield path
 
 
@@ -70,12 +75,12 @@ class SpillPolicy(enum.Enum):
 def load(path: str, consume: bool = False) -> Any:
     """The batch a SpillFn wrote to `path`; `consume` removes the file once read (only where no bundle is
     ever retried: a retry would find the file gone)."""
-    with open(path, "rb") as handle:
+    with urls.open_read(path) as handle:
         batch = pickle.load(handle)
     if consume:
-        os.remove(path)
+        urls.delete([path])
     return batch
 
 
 def remove(out_dir: str) -> None:
-    shutil.rmtree(spill_dir(out_dir), ignore_errors=True)
+    urls.delete_tree(spill_dir(out_dir))

@@ -22,6 +22,7 @@ from parity.stages import STAGES
 from parity.stages import shard as shard_stage
 from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
 from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs_many
+from parity.storage import urls
 
 DROPPED_LATE = {"dropped": "late"}
 
@@ -49,8 +50,10 @@ class ApplyStagesFn(beam.DoFn):
     def __init__(self, side: SideConfig, spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
         self._side = side
         self._spills = spills  # what becomes of each read batch's spill file once loaded
+        self._storage = urls.options()  # the run's storage options: spill files may be on a URL
 
     def setup(self) -> None:
+        urls.configure(self._storage)
         side = self._side
         self._coder = None
         if side.coder is not None:

@@ -18,6 +18,7 @@ from parity.replay.batch import RecBatch, side_field_types
 from parity.replay.culprit import first_failing, raised
 from parity.sets.fingerprint_set import write_stage_values
 from parity.stages.transform import PythonTransform, SavedTransform
+from parity.storage import urls
 
 
 def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
@@ -44,6 +45,10 @@ class WriteStageValuesFn(beam.DoFn):
 
     def __init__(self, out_dir: str):
         self._out_dir = out_dir
+        self._storage = urls.options()  # the run's storage options, for a worker that writes to a URL
+
+    def setup(self) -> None:
+        urls.configure(self._storage)
 
     def process(self, batch: RecBatch) -> Iterator[RecBatch]:
         write_stage_values(self._out_dir, batch.part, {"location": batch.locations, "input": batch.input_bytes,
@@ -99,8 +104,10 @@ class ApplyTransformFn(beam.DoFn):
         self._saved_dir = saved_dir
         self._spills = spills  # batches come as spill files, loaded under this policy (with TFT, while the
         # analysis runs); None: batches come whole
+        self._storage = urls.options()  # the run's storage options: spill files and a `saved` graph may be URLs
 
     def setup(self) -> None:
+        urls.configure(self._storage)
         spec = self._side.transform
         self._python = PythonTransform(spec.ref.resolve(), spec.ref.text) \
             if spec is not None and spec.kind == "python" else None  # type: ignore[union-attr]

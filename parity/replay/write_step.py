@@ -18,6 +18,7 @@ from parity.replay import counters
 from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
 from parity.replay.culprit import first_failing
 from parity.sets.fingerprint_set import write_part_columns
+from parity.storage import urls
 
 
 def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
@@ -70,6 +71,10 @@ class WriteBatchFn(beam.DoFn):
     def __init__(self, out_dir: str, side: SideConfig | None = None):
         self._out_dir = out_dir
         self._side = side  # its capture.max_record_bytes bounds each stage value too
+        self._storage = urls.options()  # the run's storage options, for a worker that writes to a URL
+
+    def setup(self) -> None:
+        urls.configure(self._storage)
 
     def setup(self) -> None:
         self._counts = counters.SideCounters(self._side.name if self._side else "", counters.WRITTEN)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from parity.storage import files
+from parity.storage import urls
 
 ANALYZERS_FILE = "analyzers.json"
 _UID = re.compile(r"_\d+$")
@@ -115,14 +115,13 @@ def _plain(array: np.ndarray) -> Any:
 
 
 def write(set_dir: str, analyzers: dict[str, Any]) -> None:
-    files.write_text(os.path.join(set_dir, ANALYZERS_FILE),
+    urls.write_text(urls.child(set_dir, ANALYZERS_FILE),
                      json.dumps(analyzers, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
 
 
 def read(set_dir: str) -> dict[str, Any] | None:
-    path = os.path.join(set_dir, ANALYZERS_FILE)
-    if not os.path.exists(path):
+    path = urls.child(set_dir, ANALYZERS_FILE)
+    if not urls.exists(path):
         return None
-    with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
+    data = json.loads(urls.read_text(path))
     return data if isinstance(data, dict) else None

@@ -9,14 +9,15 @@ Layout of a set (format `parity.fingerprints/1`, documented in docs/fingerprint-
                                it writes before it spills the batch; its values/ parts then hold the rest
     DIR/quarantine.jsonl       one line per quarantined record: location, reason, preview
 
-Sets are read as data only: Parquet and JSON, never pickle.
+Sets are read as data only: Parquet and JSON, never pickle. A set's folder may be a URL Beam's FileSystems
+support (`s3://...`): every file here is read and written through `parity.storage.urls`, locally exactly as
+before (each write whole or not at all: a local rename, or one upload that is visible once complete).
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -29,7 +30,6 @@ from parity.encoding import canonical
 from parity.errors import FingerprintSetError
 from parity.stages import STAGES
 from parity.storage import urls
-from parity.storage.files import replacing, write_text
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"
@@ -94,9 +94,9 @@ def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Arra
     """A batch's location and stage bytes before the transform (STAGE_VALUE_COLUMNS), written before the batch
     is spilled to wait for its transform: `stage_values/<part>.parquet`. Its `values/<part>.parquet` then holds
     only the other columns (`write_part_columns` given them alone)."""
-    folder = os.path.join(out_dir, STAGE_VALUES_DIR)
-    os.makedirs(folder, exist_ok=True)
-    _atomic_parquet(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), os.path.join(folder, f"{part}.parquet"),
+    folder = urls.child(out_dir, STAGE_VALUES_DIR)
+    urls.makedirs(folder)
+    _atomic_parquet(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"),
                     dictionary=False)
 
 
@@ -108,9 +108,9 @@ def read_values(set_dir: str, part: str, columns: list[str] | None = None) -> pa
         FingerprintSetError: a file cannot be read as those columns, naming it.
     """
     columns = list(VALUE_SCHEMA.names) if columns is None else columns
-    path = os.path.join(set_dir, VALUES_DIR, f"{part}.parquet")
-    early = os.path.join(set_dir, STAGE_VALUES_DIR, f"{part}.parquet")
-    if not os.path.exists(early):
+    path = urls.child(set_dir, VALUES_DIR, f"{part}.parquet")
+    early = urls.child(set_dir, STAGE_VALUES_DIR, f"{part}.parquet")
+    if not urls.exists(early):
         return _read_parquet(path, columns, VALUE_SCHEMA)
     late = [c for c in columns if c not in STAGE_VALUE_COLUMNS]
     staged = [c for c in columns if c in STAGE_VALUE_COLUMNS]
@@ -129,58 +129,64 @@ def _read_parquet(path: str, columns: list[str], schema: pa.Schema) -> pa.Table:
     behind 32-bit offsets ("offset overflow")."""
     schema = pa.schema([pa.field(f.name, pa.large_binary()) if pa.types.is_binary(f.type) else f for f in schema])
     try:
-        return pq.read_table(path, columns=columns, schema=schema)
+        return pq.read_table(urls.readable(path), columns=columns, schema=schema)
     except (OSError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: {exc}") from exc
 
 
 def _write_part_tables(out_dir: str, part: str, fingerprints: pa.Table, values: pa.Table) -> None:
     """A batch's fingerprint part (`_parts/<part>.arrow`) and value part (`values/<part>.parquet`)."""
-    parts = os.path.join(out_dir, PARTS_DIR)
-    os.makedirs(parts, exist_ok=True)
-    os.makedirs(os.path.join(out_dir, VALUES_DIR), exist_ok=True)
+    parts = urls.child(out_dir, PARTS_DIR)
+    urls.makedirs(parts)
+    urls.makedirs(urls.child(out_dir, VALUES_DIR))
     _write_fp_part(fingerprints, parts, part)
-    _atomic_parquet(values, os.path.join(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
+    _atomic_parquet(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
 
 
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
-    parts = os.path.join(out_dir, PARTS_DIR)
-    os.makedirs(parts, exist_ok=True)
-    path = os.path.join(parts, f"{part}.quarantine.jsonl")
-    write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
+    parts = urls.child(out_dir, PARTS_DIR)
+    urls.makedirs(parts)
+    path = urls.child(parts, f"{part}.quarantine.jsonl")
+    urls.write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
 
 
 def _write_fp_part(table: pa.Table, parts_dir: str, part: str) -> None:
     """Writes a batch's fingerprint rows as `_parts/<part>.arrow`, an uncompressed Arrow IPC file: `finalize`
     reads it once and removes it, and IPC costs a fraction of Parquet's encoding and zstd."""
-    path = os.path.join(parts_dir, f"{part}{FP_PART_SUFFIX}")
-    with replacing(path) as temporary, pa.OSFile(temporary, "wb") as sink, \
-            pa.ipc.new_file(sink, FP_SCHEMA) as writer:
-        writer.write_table(table)
+    path = urls.child(parts_dir, f"{part}{FP_PART_SUFFIX}")
+    with urls.open_write(path) as target:
+        if not isinstance(target, str):  # a URL's upload, completed by open_write when the block ends
+            with pa.ipc.new_file(target, FP_SCHEMA) as writer:
+                writer.write_table(table)
+            return
+        with pa.OSFile(target, "wb") as sink, pa.ipc.new_file(sink, FP_SCHEMA) as writer:
+            writer.write_table(table)
 
 
 def _read_fp_part(path: str) -> pa.Table:
     """A fingerprint part: an Arrow IPC file, or a Parquet file (the parts `tap_set` merges taps into)."""
     if path.endswith(FP_PART_SUFFIX):
+        if urls.is_url(path):  # a batch's rows: read whole, then parsed in memory
+            return pa.ipc.open_file(pa.py_buffer(urls.read_bytes(path))).read_all()
         with pa.memory_map(path) as source:
             return pa.ipc.open_file(source).read_all()
-    return pq.read_table(path, schema=FP_SCHEMA)
+    return pq.read_table(urls.readable(path), schema=FP_SCHEMA)
 
 
 def _fp_part_rows(path: str) -> int:
     if path.endswith(FP_PART_SUFFIX):
-        with pa.memory_map(path) as source:
+        with (pa.PythonFile(urls.open_read(path), mode="r") if urls.is_url(path) else pa.memory_map(path)) as source:
             reader = pa.ipc.open_file(source)
             return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    return pq.read_metadata(path).num_rows
+    return pq.read_metadata(urls.readable(path)).num_rows
 
 
 def _atomic_parquet(table: pa.Table, path: str, dictionary: bool = True) -> None:
     """Writes `table` to `path` through a temporary file. `dictionary=False` for columns of mostly distinct
     values (a batch's canonical bytes): no dictionary pages, which cost write time and saved no space. No
     min/max statistics: a part is read whole, by name."""
-    with replacing(path) as temporary:
-        pq.write_table(table, temporary, compression="zstd", use_dictionary=dictionary, write_statistics=False)
+    with urls.open_write(path) as target:
+        pq.write_table(table, target, compression="zstd", use_dictionary=dictionary, write_statistics=False)
 
 
 # fingerprints.parquet: dictionary pages only for the columns of few distinct values (the batch id, the feature
@@ -235,7 +241,8 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
         tables = [_read_and_remove(p) for p in fp_parts]
         table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
         table = sort_rows(table)
-        pq.write_table(table, out_path, **FP_PARQUET_OPTIONS)
+        with urls.open_write(out_path) as target:
+            pq.write_table(table, target, **FP_PARQUET_OPTIONS)
         _add_features(features, table)
         return table.num_rows, features
     os.makedirs(spill_dir, exist_ok=True)
@@ -265,7 +272,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
             count = 0
     spill()
     written = 0
-    with pq.ParquetWriter(out_path, FP_SCHEMA, **FP_PARQUET_OPTIONS) as writer:
+    with urls.open_write(out_path) as target, pq.ParquetWriter(target, FP_SCHEMA, **FP_PARQUET_OPTIONS) as writer:
         for bucket in sorted(spills):
             tables = []
             for path in spills[bucket]:
@@ -345,7 +352,7 @@ def map_array(offsets: Any, keys: pa.Array, items: pa.Array, map_type: pa.DataTy
 
 def _read_and_remove(path: str) -> pa.Table:
     table = _read_fp_part(path)  # an Arrow IPC part stays mapped (and readable) until the table is freed
-    os.remove(path)
+    urls.delete([path])
     return table
 
 
@@ -358,24 +365,30 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     """Writes the manifest of a set: from its bucket summaries when the job wrote them (`buckets.json`: a
     replay), reading nothing else; else (a tap set) after merging the batch parts into the sorted fingerprint
     file (in bounded memory)."""
-    if urls.exists(urls.join(out_dir, BUCKETS_FILE)):
+    if urls.isfile(urls.join(out_dir, BUCKETS_FILE)):
         return _finalize_buckets(out_dir, manifest)
-    parts_dir = os.path.join(out_dir, PARTS_DIR)
-    fp_parts = sorted(glob.glob(os.path.join(parts_dir, f"*{FP_PART_SUFFIX}"))
-                      + glob.glob(os.path.join(parts_dir, "*.parquet")))
-    fingerprinted, features = _sorted_fingerprints(fp_parts, os.path.join(out_dir, FINGERPRINTS),
-                                                   os.path.join(parts_dir, BUCKETS_DIR))
+    parts_dir = urls.child(out_dir, PARTS_DIR)
+    listed = urls.list_folder(parts_dir)  # the parts workers wrote: local files, or objects under the set's URL
+    fp_parts = [path for path in listed if path.endswith((FP_PART_SUFFIX, ".parquet"))]
+    quarantine_parts = [path for path in listed if path.endswith(".quarantine.jsonl")]
+    # the sort's bucket files are the client's own: beside the parts locally, in a local temporary folder when
+    # the set is on a URL
+    spill_dir = urls.child(parts_dir, BUCKETS_DIR) if not urls.is_url(out_dir) else \
+        os.path.join(tempfile.mkdtemp(prefix="parity-finalize-"), BUCKETS_DIR)
+    try:
+        fingerprinted, features = _sorted_fingerprints(fp_parts, urls.child(out_dir, FINGERPRINTS), spill_dir)
+    finally:
+        if urls.is_url(out_dir):
+            urls.delete_tree(os.path.dirname(spill_dir))
     quarantined: list[dict] = []
-    for path in sorted(glob.glob(os.path.join(parts_dir, "*.quarantine.jsonl"))):
-        with open(path, encoding="utf-8") as handle:
-            quarantined.extend(json.loads(line) for line in handle if line.strip())
+    for path in quarantine_parts:
+        quarantined.extend(json.loads(line) for line in urls.read_text(path).split("\n") if line.strip())
     quarantined.sort(key=lambda e: (e["location"], e["reason"]))
-    with open(os.path.join(out_dir, QUARANTINE), "w", encoding="utf-8") as handle:
-        for entry in quarantined:
-            handle.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
-    for path in sorted(glob.glob(os.path.join(parts_dir, "*.quarantine.jsonl"))):  # the fingerprint parts are gone
-        os.remove(path)
-    if os.path.isdir(parts_dir) and not os.listdir(parts_dir):
+    text = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in quarantined)
+    if text or not urls.is_url(out_dir):  # no empty object on a URL (`urls.write_bytes`): a missing file reads as []
+        urls.write_text(urls.child(out_dir, QUARANTINE), text)
+    urls.delete(quarantine_parts)  # the fingerprint parts are gone
+    if not urls.is_url(parts_dir) and os.path.isdir(parts_dir) and not os.listdir(parts_dir):
         os.rmdir(parts_dir)
     reasons: dict[str, int] = {}
     for entry in quarantined:
@@ -390,9 +403,8 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
                     "quarantined": len(quarantined)},
         "quarantine_reasons": dict(sorted(reasons.items())),
     })
-    with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, ensure_ascii=False, sort_keys=True)
-        handle.write("\n")
+    urls.write_text(urls.child(out_dir, MANIFEST), json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True)
+                    + "\n")
     return manifest
 
 
@@ -474,9 +486,9 @@ class FingerprintSet:
             tables = list(self.iter_tables(1 << 30))
             self._table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
         if self._table is None:
-            path = os.path.join(self.path, FINGERPRINTS)
+            path = urls.child(self.path, FINGERPRINTS)
             try:
-                self._table = pq.read_table(path, schema=FP_SCHEMA)
+                self._table = pq.read_table(urls.readable(path), schema=FP_SCHEMA)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
         return self._table
@@ -505,7 +517,7 @@ class FingerprintSet:
             for batch in self._table.to_batches(max_chunksize=rows):
                 yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
             return
-        path = os.path.join(self.path, FINGERPRINTS)
+        path = urls.child(self.path, FINGERPRINTS)
         reader = _open_fingerprints(self.path)
         try:
             for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
@@ -514,11 +526,10 @@ class FingerprintSet:
             raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
 
     def quarantined(self) -> list[dict]:
-        path = os.path.join(self.path, QUARANTINE)
-        if not os.path.exists(path):
+        path = urls.child(self.path, QUARANTINE)
+        if not urls.exists(path):
             return []
-        with open(path, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
+        return [json.loads(line) for line in urls.read_text(path).split("\n") if line.strip()]
 
     def stage_bytes(self, wanted: dict[tuple[str, int], list[str]]) -> dict[tuple[str, int], dict[str, bytes | None]]:
         """The canonical bytes of some stages of some records: {(part, row): [stage, ...]} -> {(part, row):
@@ -550,7 +561,7 @@ class FingerprintSet:
         if not part or os.path.basename(part) != part or part in (".", ".."):
             raise FingerprintSetError(f"{self.path}/{FINGERPRINTS}: part {part!r} is not a file name; the set "
                                       f"is damaged: replay the side again")
-        return os.path.join(self.path, VALUES_DIR, f"{part}.parquet")
+        return urls.child(self.path, VALUES_DIR, f"{part}.parquet")
 
     @staticmethod
     def _decode(path: str, row: int, stage: str, data: bytes | None) -> Any:
@@ -605,32 +616,28 @@ def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
     `also` (names in the set: the TFT graph, whose vocabularies are values, and analyzers.json) are removed,
     and the key column holds each key's fingerprint (its `key_fp` in hex, as redacted messages name records)."""
     for name in (VALUES_DIR, STAGE_VALUES_DIR, *also):
-        path = os.path.join(set_dir, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.remove(path)
-    bucketed = os.path.exists(os.path.join(set_dir, BUCKETS_FILE))
-    for path in (sorted(glob.glob(os.path.join(set_dir, BUCKET_FILES_DIR, "*.parquet"))) if bucketed
-                 else [os.path.join(set_dir, FINGERPRINTS)]):
-        table = pq.read_table(path)
+        urls.remove(urls.child(set_dir, name))
+    bucketed = urls.isfile(urls.child(set_dir, BUCKETS_FILE))
+    for path in (urls.match(urls.join(set_dir, BUCKET_FILES_DIR, "*.parquet")) if bucketed
+                 else [urls.child(set_dir, FINGERPRINTS)]):
+        table = pq.read_table(urls.readable(path))
         keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
         table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
-        with replacing(path) as temporary:
-            pq.write_table(table, temporary, **FP_PARQUET_OPTIONS)
-    manifest_path = os.path.join(set_dir, MANIFEST)
-    with open(manifest_path, encoding="utf-8") as handle:
-        manifest = json.load(handle)
+        with urls.open_write(path) as target:
+            pq.write_table(table, target, **FP_PARQUET_OPTIONS)
+    manifest_path = urls.child(set_dir, MANIFEST)
+    manifest = json.loads(urls.read_text(manifest_path))
     manifest[VALUES_REMOVED] = True
-    write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    urls.write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def read_set(path: str) -> FingerprintSet:
     """Opens a fingerprint set, refusing clearly what parity cannot read."""
-    manifest_path = os.path.join(path, MANIFEST)
+    manifest_path = urls.child(path, MANIFEST)
     try:
-        with open(manifest_path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
+        if urls.is_url(manifest_path) and not urls.isfile(manifest_path):
+            raise FileNotFoundError(manifest_path)
+        manifest = json.loads(urls.read_text(manifest_path))
     except FileNotFoundError as exc:
         raise FingerprintSetError(f"{path}: not a fingerprint set (no {MANIFEST}); pass a folder written by "
                                   f"`parity replay` or by a parity.beam tap") from exc
@@ -676,7 +683,7 @@ _MANIFEST_FIELDS = (("environment", dict, "a mapping of library to version"),
 
 def _open_fingerprints(path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(os.path.join(path, FINGERPRINTS))
+        return pq.ParquetFile(urls.readable(urls.child(path, FINGERPRINTS)))
     except (OSError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: {exc}") from exc
 

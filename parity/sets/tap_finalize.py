@@ -4,10 +4,7 @@ layout, the sentinels and the sampling rule).
 """
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,14 +18,14 @@ from parity.sets.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, PART
 from parity.sets.tap_set import (NOT_KEPT_BYTES, DROPPED_LATE, DROPPED_LATE_FP, NOT_SEEN, NOT_SEEN_FP, PART_ROWS,
                                  SAMPLE_RULE, TAP_FORMAT, TAP_META, TAPS_DIR, UNTAPPED, UNTAPPED_FP, VALUES_RULE)
 from parity.stages import STAGES
+from parity.storage import urls
 
 
 def _read_taps(set_dir: str) -> list[dict[str, Any]]:
     taps = []
-    for path in sorted(glob.glob(os.path.join(set_dir, TAPS_DIR, "*", "*", TAP_META))):
+    for path in urls.match(urls.child(set_dir, TAPS_DIR, "*", "*", TAP_META)):
         try:
-            with open(path, encoding="utf-8") as handle:
-                meta = json.load(handle)
+            meta = json.loads(urls.read_text(path))
         except (OSError, ValueError) as exc:
             raise FingerprintSetError(f"{path}: unreadable tap settings: {exc}") from exc
         if not isinstance(meta, dict) or meta.get("tap_format") != TAP_FORMAT:
@@ -38,7 +35,7 @@ def _read_taps(set_dir: str) -> list[dict[str, Any]]:
         if meta.get("stage") not in STAGES:
             raise FingerprintSetError(f"{path}: unknown stage {meta.get('stage')!r}; expected one of "
                                       f"{', '.join(STAGES)}")
-        meta["dir"] = os.path.dirname(path)
+        meta["dir"] = urls.parent(path)
         taps.append(meta)
     return taps
 
@@ -146,17 +143,14 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
 
         analyzers.write(set_dir, analyzers.extract(transform_graph))
     if not keep_parts:
-        shutil.rmtree(os.path.join(set_dir, TAPS_DIR), ignore_errors=True)
+        urls.delete_tree(urls.child(set_dir, TAPS_DIR))
     return finalize(set_dir, manifest)
 
 
 def _reset_outputs(set_dir: str) -> None:
     for name in (PARTS_DIR, VALUES_DIR, STAGE_VALUES_DIR):
-        shutil.rmtree(os.path.join(set_dir, name), ignore_errors=True)
-    for name in (FINGERPRINTS, MANIFEST, QUARANTINE, "analyzers.json"):
-        path = os.path.join(set_dir, name)
-        if os.path.exists(path):
-            os.remove(path)
+        urls.delete_tree(urls.child(set_dir, name))
+    urls.delete([urls.child(set_dir, name) for name in (FINGERPRINTS, MANIFEST, QUARANTINE, "analyzers.json")])
 
 
 def _quarantine_entries(taps: list[dict], later: bool) -> list[dict]:
@@ -170,18 +164,16 @@ def _quarantine_entries(taps: list[dict], later: bool) -> list[dict]:
     for tap in taps:
         if (tap["stage"] == first) == later:
             continue
-        for path in sorted(glob.glob(os.path.join(tap["dir"], "_parts", "*.quarantine.jsonl"))):
-            with open(path, encoding="utf-8") as handle:
-                result.extend(json.loads(line) for line in handle if line.strip())
+        for path in urls.match(urls.child(tap["dir"], "_parts", "*.quarantine.jsonl")):
+            result.extend(json.loads(line) for line in urls.read_text(path).split("\n") if line.strip())
     return result
 
 
 def _worker_environments(taps: list[dict]) -> list[dict]:
     seen: dict[str, dict] = {}
     for tap in taps:
-        for path in sorted(glob.glob(os.path.join(tap["dir"], "env-*.json"))):
-            with open(path, encoding="utf-8") as handle:
-                env = json.load(handle)
+        for path in urls.match(urls.child(tap["dir"], "env-*.json")):
+            env = json.loads(urls.read_text(path))
             seen.setdefault(json.dumps(env, sort_keys=True), env)
     return [seen[k] for k in sorted(seen)]
 
@@ -244,16 +236,16 @@ def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]
     for tap in taps:
         if tap["stage"] != stage:
             continue
-        for path in sorted(glob.glob(os.path.join(tap["dir"], "_parts", "*.parquet"))):
+        for path in urls.match(urls.child(tap["dir"], "_parts", "*.parquet")):
             try:
-                table = pq.read_table(path, schema=FP_SCHEMA, columns=columns)
+                table = pq.read_table(urls.readable(path), schema=FP_SCHEMA, columns=columns)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read a tap part: {exc}") from exc
             n = table.num_rows
             table = table.append_column("src", pa.array(np.full(n, len(sources), dtype=np.int32)))
             table = table.append_column("row", pa.array(np.arange(n, dtype=np.int32)))
             table = table.append_column("late", pa.array(np.full(n, bool(tap.get("late")))))
-            sources.append((tap["dir"], os.path.basename(path)[:-len(".parquet")], tap["label"]))
+            sources.append((tap["dir"], urls.basename(path)[:-len(".parquet")], tap["label"]))
             tables.append(table)
     if not tables:
         fields = [FP_SCHEMA.field(c) for c in columns] + [pa.field("src", pa.int32()), pa.field("row", pa.int32()),
@@ -378,9 +370,9 @@ def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool)
             for code, filler in _FILLERS.items():
                 column[kept & (merged.fillers[stage] == code)] = canonical.encode(filler)
         values[stage] = column
-    parts_dir, values_dir = os.path.join(set_dir, "_parts"), os.path.join(set_dir, VALUES_DIR)
-    os.makedirs(parts_dir, exist_ok=True)
-    os.makedirs(values_dir, exist_ok=True)
+    parts_dir, values_dir = urls.child(set_dir, "_parts"), urls.child(set_dir, VALUES_DIR)
+    urls.makedirs(parts_dir)
+    urls.makedirs(values_dir)
     flat_keys = merged.keys.reshape(-1)
     for number, start in enumerate(range(0, max(n, 1), PART_ROWS)):
         stop = min(n, start + PART_ROWS)
@@ -397,8 +389,9 @@ def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool)
             [pa.array(key_bytes[start:stop].tolist(), pa.binary()), pa.array(location[start:stop].tolist(),
                                                                               pa.string())]
             + [pa.array(values[s][start:stop].tolist(), pa.binary()) for s in STAGES], schema=VALUE_SCHEMA)
-        pq.write_table(fp_table, os.path.join(parts_dir, f"{part}.parquet"), compression="zstd")
-        pq.write_table(value_table, os.path.join(values_dir, f"{part}.parquet"), compression="zstd")
+        for table, folder in ((fp_table, parts_dir), (value_table, values_dir)):
+            with urls.open_write(urls.child(folder, f"{part}.parquet")) as target:
+                pq.write_table(table, target, compression="zstd")
         if n == 0:
             break
 
@@ -408,8 +401,8 @@ def iter_stage_keys(set_dir: str) -> dict[str, set[bytes]]:
     result: dict[str, set[bytes]] = {}
     for tap in _read_taps(set_dir):
         keys = result.setdefault(tap["stage"], set())
-        for path in glob.glob(os.path.join(tap["dir"], "_parts", "*.parquet")):
-            keys.update(pq.read_table(path, columns=["key_fp"]).column("key_fp").to_pylist())
+        for path in urls.match(urls.child(tap["dir"], "_parts", "*.parquet")):
+            keys.update(pq.read_table(urls.readable(path), columns=["key_fp"]).column("key_fp").to_pylist())
     return result
 
 

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 from fractions import Fraction
 from typing import Any
 
@@ -47,7 +45,7 @@ from parity.encoding import canonical
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.sets.fingerprint_set import FP_SCHEMA, VALUE_SCHEMA, VALUES_DIR, map_array
 from parity.stages import STAGES
-from parity.storage.files import replacing, write_text
+from parity.storage import urls
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -139,22 +137,22 @@ def is_tap_set(manifest: dict[str, Any]) -> bool:
 
 
 def tap_dir(set_dir: str, stage: str, label: str) -> str:
-    return os.path.join(set_dir, TAPS_DIR, stage, label)
+    return urls.child(set_dir, TAPS_DIR, stage, label)
 
 
 def write_tap_meta(set_dir: str, meta: dict[str, Any]) -> str:
     """Starts one tap's folder: removes what an earlier run of the tap left, writes its settings."""
     folder = tap_dir(set_dir, meta["stage"], meta["label"])
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder, exist_ok=True)
-    _write_json_atomic(os.path.join(folder, TAP_META), meta)
+    urls.delete_tree(folder)
+    urls.makedirs(folder)
+    _write_json_atomic(urls.child(folder, TAP_META), meta)
     return folder
 
 
 def write_worker_environment(folder: str, environment: dict[str, Any]) -> None:
     text = json.dumps(environment, sort_keys=True)
-    path = os.path.join(folder, f"env-{fingerprint_bytes(text.encode()):016x}.json")
-    if not os.path.exists(path):
+    path = urls.child(folder, f"env-{fingerprint_bytes(text.encode()):016x}.json")
+    if not urls.exists(path):
         _write_json_atomic(path, environment)
 
 
@@ -181,10 +179,10 @@ def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps
          pa.nulls(n, pa.string())]
         + [pa.array(values, pa.binary()) if s == stage else nulls_value for s in STAGES], schema=VALUE_SCHEMA)
     for table, sub in ((fp_table, "_parts"), (value_table, VALUES_DIR)):
-        os.makedirs(os.path.join(folder, sub), exist_ok=True)
-        path = os.path.join(folder, sub, f"{part}.parquet")
-        with replacing(path) as temporary:
-            pq.write_table(table, temporary, compression="zstd")
+        urls.makedirs(urls.child(folder, sub))
+        path = urls.child(folder, sub, f"{part}.parquet")
+        with urls.open_write(path) as target:
+            pq.write_table(table, target, compression="zstd")
 
 
 def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapArray:
@@ -197,7 +195,7 @@ def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapA
 
 
 def _write_json_atomic(path: str, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    urls.write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 __all__ = [

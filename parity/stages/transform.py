@@ -24,6 +24,7 @@ import numpy as np
 from parity.capture.schema import FieldType
 from parity.capture.tfmd import newest_execution
 from parity.errors import ConfigError, UserCodeError
+from parity.storage import urls
 
 _TF_DTYPE = {"int64": "int64", "int32": "int64", "bool": "int64", "float64": "float32",
              "float32": "float32", "string": "string", "bytes": "string"}
@@ -404,6 +405,41 @@ def find_graph_dir(path: str) -> str:
                       f"transform_graph/<execution id>/ folders")
 
 
+_LOCAL_GRAPHS: dict[str, str] = {}  # a URL's graph -> its local copy, made once per process
+
+
+def local_graph(path: str) -> str:
+    """The exported graph at `path` where TensorFlow can load it: `path` itself when local; for a URL
+    (`saved: s3://...`), a copy in a local temporary folder, made once per process (removed when it exits),
+    and then `find_graph_dir` of it. TensorFlow's own file system (tf.io.gfile) reads only local paths, `gs://`
+    and `ram://` in this installation (no `s3://`: that needs tensorflow-io, which has no build for TF 2.21);
+    copying through Beam's FileSystems works for every scheme Beam reads, on the client and on workers alike.
+
+    Raises:
+        ConfigError: nothing can be read under the URL, or it holds no exported graph.
+    """
+    if not urls.is_url(path):
+        return path
+    key = path.rstrip("/")
+    if key not in _LOCAL_GRAPHS:
+        import atexit
+        import shutil
+        import tempfile
+
+        target = tempfile.mkdtemp(prefix="parity-saved-")
+        atexit.register(shutil.rmtree, target, True)
+        try:
+            urls.copy_tree_to_local(key, target)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot copy the exported transform graph to a local folder: {exc}; check "
+                              f"the URL and the storage options (e.g. -- --s3_endpoint_url=...)") from exc
+        try:
+            _LOCAL_GRAPHS[key] = find_graph_dir(target)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(target, key)) from exc
+    return _LOCAL_GRAPHS[key]
+
+
 class SavedTransform:
     """Applies an exported TFT output dir to batches of records, as a serving system does: a TF2 export eagerly
     (`TFTransformOutput.transform_raw_features`), a TF1-compat export in a graph and session of its own (built
@@ -422,6 +458,7 @@ class SavedTransform:
         import tensorflow_transform as tft
 
         try:
+            self.tft_output_dir = local_graph(self.tft_output_dir)  # a URL's graph: its local copy
             self._output = tft.TFTransformOutput(self.tft_output_dir)
             try:
                 self._spec = self._output.raw_feature_spec()

@@ -12,6 +12,11 @@ Before a command writes anything into its output folder it `claim`s it:
   A symbolic link among them is removed as a link (its target untouched), and parity only writes names it
   removed or created itself: nothing is written through a link someone planted in the folder.
 
+An `--out` that is a URL Beam's FileSystems support (`s3://bucket/run`, `parity.storage.urls`) is claimed the
+same way but for the lock: an object store has no lock, so two runs into one URL at once are the user's to
+avoid (give each run its own URL). The marker is an object (`.parity-out`), a prefix holding other objects is
+refused unless `--force`, and the earlier outputs are removed by deleting every object under their names.
+
 Captures never read parity's own output: `is_parity_output` tells whether a file lies in a folder parity
 claimed (its marker) or in a fingerprint set, and the capture listing leaves those out.
 """
@@ -24,6 +29,7 @@ import shutil
 from typing import Iterable
 
 from parity.errors import OutputError
+from parity.storage import urls
 
 MARKER = ".parity-out"
 LOCK = ".parity-lock"
@@ -44,11 +50,12 @@ _SET_FILES = (("manifest.json", "fingerprints.parquet"), ("manifest.json", "buck
 
 
 class Claim:
-    """A claimed output folder; `release()` (or leaving the `with` block) drops the lock."""
+    """A claimed output folder; `release()` (or leaving the `with` block) drops the lock (a URL has none)."""
 
-    def __init__(self, path: str, fd: int):
+    def __init__(self, path: str, fd: int | None):
         self.path = path
         self._fd: int | None = fd
+        self._locked = fd is not None
 
     def release(self) -> None:
         if self._fd is not None:
@@ -56,9 +63,10 @@ class Claim:
             self._fd = None
 
     @property
-    def fd(self) -> int:
-        """The lock's descriptor: a child process given it keeps the folder locked until it ends too."""
-        assert self._fd is not None
+    def fd(self) -> int | None:
+        """The lock's descriptor: a child process given it keeps the folder locked until it ends too. None for a
+        URL, which has no lock."""
+        assert self._fd is not None or not self._locked
         return self._fd
 
     def __enter__(self) -> "Claim":
@@ -80,6 +88,8 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
             off, or the lock file is a link; the message names the folder and the way out.
     """
     outputs, known = tuple(outputs), tuple(known)
+    if urls.is_url(path):
+        return _claim_url(path, outputs, known, force, flag)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise OutputError(f"{flag} {path}: exists and is not a folder; give a folder (parity creates it when "
                           f"it is missing)")
@@ -113,11 +123,42 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     return Claim(path, fd)
 
 
+def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], force: bool, flag: str) -> Claim:
+    """`claim` of a URL: the same refusal, marker and removal of earlier outputs, without a lock."""
+    try:
+        if urls.isfile(path):
+            raise OutputError(f"{flag} {path}: an object of that name exists, not a folder; give a folder URL "
+                              f"(parity writes its files under it)")
+        entries = urls.list_names(path)
+    except OSError as exc:
+        raise OutputError(f"{flag} {path}: cannot list the folder: {exc}; check the URL and the storage options "
+                          f"(e.g. -- --s3_endpoint_url=...)") from exc
+    ours = MARKER in entries or all(name in (*_OWN, *outputs, *known) for name in entries)
+    if not ours and not force:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise OutputError(
+            f"{flag} {path}: the folder is not empty and was not made by parity (it holds {shown}); parity "
+            f"removes its earlier outputs from the folder it writes to: give a new or empty folder, or pass "
+            f"--force to write into this one")
+    try:
+        if MARKER not in entries and ours:
+            urls.write_text(urls.child(path, MARKER), _MARKER_TEXT)
+        for name in outputs:
+            urls.remove(urls.child(path, name))
+    except OSError as exc:
+        raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc}") from exc
+    return Claim(path, None)
+
+
 _CLAIMED: set[str] = set()  # the folders this process claimed: its logs may go there, not into another run's
 
 
 def is_claimed(path: str) -> bool:
-    """Whether this process claimed `path` as its output folder (and it is still parity's): where its logs go."""
+    """Whether this process claimed `path` as its output folder (and it is still parity's): where its logs go.
+    Never a URL: the command line's logs stay in the local temporary folder then (a log is written when a run
+    fails, and the store may be why)."""
+    if urls.is_url(path):
+        return False
     return os.path.realpath(path) in _CLAIMED and os.path.isdir(path) and not os.path.islink(path) \
         and _has_marker(path)
 
@@ -130,8 +171,10 @@ def _has_marker(path: str) -> bool:
 def _write_marker(path: str) -> None:
     fd = os.open(os.path.join(path, MARKER), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write("made by parity: its output folder (reports, fingerprint sets); parity may remove what is "
-                     "in it\n")
+        handle.write(_MARKER_TEXT)
+
+
+_MARKER_TEXT = "made by parity: its output folder (reports, fingerprint sets); parity may remove what is in it\n"
 
 
 def _lock(path: str, flag: str) -> int:

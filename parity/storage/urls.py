@@ -1,4 +1,5 @@
-"""Paths that may be URLs: the capture files a run reads go through here (its other paths are local so far).
+"""Paths that may be URLs: every file parity reads or writes goes through here (captures, the `--out` folder, its
+reports and fingerprint sets, the parts workers write, spill files, `saved` graphs, `parity diff` inputs).
 
 A local path is handled with the standard library, exactly as before (nothing about local runs changes). A
 URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own FileSystems, with Beam's own
@@ -13,16 +14,19 @@ harness's `sdk_worker_main` would; the pool's does not).
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import posixpath
 import re
-from typing import IO, Sequence
+import shutil
+from typing import IO, Any, Iterator, Sequence
 
 from parity.storage import files
 
-__all__ = ["configure", "delete", "exists", "is_url", "isfile", "join", "list_folder", "match", "open_read",
-           "read_bytes", "write_bytes"]
+__all__ = ["basename", "child", "configure", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
+           "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
+           "options", "parent", "read_bytes", "read_text", "readable", "remove", "scheme", "write_bytes", "write_text"]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = "*?["
@@ -36,11 +40,12 @@ def is_url(path: str) -> bool:
 
 def configure(options: Sequence[str] | None) -> None:
     """Hands the run's pipeline options (a list of `--name=value` strings) to Beam's FileSystems, so that
-    URLs use the run's credentials and endpoints. Unknown options are ignored; calling again with the same
-    options costs nothing."""
+    URLs use the run's credentials and endpoints. Unknown options are ignored. No options, when none were
+    given before either, change nothing (a worker keeps what its harness set); given options are set again
+    each time, since a `beam.Pipeline` built since then (a user's, with taps) set its own."""
     global _options
     options = tuple(options or ())
-    if options == _options:
+    if not options and not _options:
         return
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -66,6 +71,22 @@ def join(base: str, *parts: str) -> str:
         else:
             path = os.path.join(path, part)
     return path if is_url(path) else os.path.normpath(path)
+
+
+def child(folder: str, *names: str) -> str:
+    """A name under `folder`: os.path.join locally (unnormalized, as the callers always built it), `/`-joined on
+    a URL."""
+    if not is_url(folder):
+        return os.path.join(folder, *names)
+    return "/".join((folder.rstrip("/"), *names))
+
+
+def readable(path: str) -> Any:
+    """What a reader that takes a file name or a file object (pyarrow's) opens: the path itself locally (pyarrow
+    opens and maps it natively, as before); on a URL a seekable binary file object from `open_read` (Beam's
+    downloading streams seek with ranged reads, so a Parquet reader fetches its footer and the columns it
+    wants, not the whole object)."""
+    return path if not is_url(path) else open_read(path)
 
 
 def _filesystems():
@@ -94,10 +115,18 @@ def read_bytes(path: str) -> bytes:
 def write_bytes(path: str, data: bytes) -> None:
     """Writes `path` whole or not at all. Locally: `parity.storage.files.write_bytes`. On an
     object store: one upload, which becomes visible only once complete (S3, GCS), so a reader never sees part
-    of it and a retried writer replaces it."""
+    of it and a retried writer replaces it.
+
+    Raises:
+        OSError: also for empty `data` on a URL: Beam's S3 upload (2.77) completes a multipart upload of no part,
+            which S3 refuses; callers write no file where it would be empty.
+    """
     if not is_url(path):
         files.write_bytes(path, data)  # the project's one atomic local write
         return
+    if not data:
+        raise OSError(f"{path}: an empty object cannot be written through Beam's FileSystems (an S3 multipart "
+                      f"upload needs a part); write nothing instead")
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
@@ -105,6 +134,90 @@ def write_bytes(path: str, data: bytes) -> None:
             handle.write(data)
     except Exception as exc:
         raise _os_error(path, exc) from exc
+
+
+def write_text(path: str, text: str) -> None:
+    """`write_bytes` of `text` as UTF-8 (locally `parity.storage.files.write_text`, exactly as before)."""
+    if not is_url(path):
+        files.write_text(path, text)
+        return
+    write_bytes(path, text.encode("utf-8"))
+
+
+def read_text(path: str) -> str:
+    """The UTF-8 text of `path`."""
+    if not is_url(path):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    return read_bytes(path).decode("utf-8")
+
+
+@contextlib.contextmanager
+def open_write(path: str) -> Iterator[Any]:
+    """Yields where a streaming writer that takes a file name or a file object (pyarrow's `pq.write_table`,
+    `pq.ParquetWriter`, `pa.ipc.new_file`) writes `path` whole or not at all: locally a temporary path beside
+    it, renamed to `path` when the block ends (`parity.storage.files.replacing`); on an object store a binary
+    file object from Beam's `FileSystems.create`, one upload that becomes visible only when it is closed at
+    the end of the block (a block that raises leaves the object as it was: the upload is not completed).
+
+    Example:
+        with urls.open_write(path) as sink:
+            pq.write_table(table, sink)
+    """
+    if not is_url(path):
+        with files.replacing(path) as temporary:
+            yield temporary
+        return
+    from apache_beam.io.filesystem import CompressionTypes
+
+    try:
+        handle = _filesystems().create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except Exception as exc:
+        raise _os_error(path, exc) from exc
+    try:
+        yield handle
+    except BaseException:
+        _abandon(handle)
+        raise
+    try:
+        handle.close()
+    except Exception as exc:
+        raise _os_error(path, exc) from exc
+
+
+def _abandon(handle: Any) -> None:
+    """Drops an upload without completing it, so that a writer that raised leaves no half object: Beam's
+    uploading streams (`filesystemio.UploaderStream`, S3's and others') complete the upload when closed, which
+    the garbage collector would otherwise do."""
+    from apache_beam.io import filesystemio
+
+    raw = getattr(handle, "raw", handle)
+    if isinstance(raw, filesystemio.UploaderStream):
+        raw._uploader = _NoFinish()
+    with contextlib.suppress(Exception):
+        handle.close()
+
+
+class _NoFinish:
+    """An uploader that completes nothing: what an abandoned upload's stream closes."""
+
+    def put(self, data: Any) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def makedirs(path: str) -> None:
+    """Creates the local folder `path` (and its parents); nothing for a URL, where folders are only the `/`
+    in object names."""
+    if not is_url(path):
+        os.makedirs(path, exist_ok=True)
+
+
+def scheme(path: str) -> str:
+    """`s3` of `s3://b/k`; `` for a local path."""
+    return path.split("://", 1)[0].lower() if is_url(path) else ""
 
 
 def exists(path: str) -> bool:
@@ -126,6 +239,29 @@ def isfile(path: str) -> bool:
         return bool(_filesystems().exists(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
+
+
+def isdir(path: str) -> bool:
+    """Whether `path` is a folder (a local folder, or a URL prefix with at least one object under `path/`)."""
+    if not is_url(path):
+        return os.path.isdir(path)
+    return bool(_match_prefix(path.rstrip("/") + "/"))
+
+
+def list_names(path: str) -> list[str]:
+    """The names directly in the folder `path`, files and folders alike, hidden ones too, sorted (os.listdir's
+    names, sorted). For a URL: the next segment of every object under `path/`."""
+    if not is_url(path):
+        return sorted(os.listdir(path))
+    prefix = path.rstrip("/") + "/"
+    return sorted({found[len(prefix):].split("/", 1)[0] for found in _match_prefix(prefix)} - {""})
+
+
+def list_tree(path: str) -> list[str]:
+    """Every file under the folder `path`, at any depth, sorted."""
+    if not is_url(path):
+        return sorted(os.path.join(folder, name) for folder, _, names in os.walk(path) for name in names)
+    return sorted(_match_prefix(path.rstrip("/") + "/"))
 
 
 def list_folder(path: str) -> list[str]:
@@ -192,12 +328,64 @@ def delete(paths: Sequence[str]) -> None:
             _filesystems().delete(remote)
 
 
+def delete_tree(path: str) -> None:
+    """Removes the folder `path` and everything under it; nothing if missing. For a URL: every object whose
+    name starts with `path/`, and an object named `path` itself."""
+    if not is_url(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    found = _match_prefix(path.rstrip("/") + "/")
+    if _filesystems().exists(path.rstrip("/")):
+        found.append(path.rstrip("/"))
+    for start in range(0, len(found), 1000):  # S3 deletes at most 1000 objects a request
+        try:
+            _filesystems().delete(found[start:start + 1000])
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+
+
+def remove(path: str) -> None:
+    """Removes a file or a folder tree at `path`, whichever it is; nothing if missing. Locally a link goes as
+    a link (`parity.storage.outdir.remove`, whose rules this keeps); for a URL, `delete_tree`."""
+    if not is_url(path):
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+            os.unlink(path)
+        elif os.path.isdir(path):
+            shutil.rmtree(path)
+        return
+    delete_tree(path)
+
+
+def copy_tree_to_local(path: str, target: str) -> str:
+    """Copies every object under the URL folder `path` into the local folder `target` (made if missing), keeping
+    their relative names; returns `target`. For a reader that opens local files only (TensorFlow's loader of a
+    `saved` graph, where tf.io.gfile has no filesystem for the scheme)."""
+    prefix = path.rstrip("/") + "/"
+    found = _match_prefix(prefix)
+    if not found:
+        raise FileNotFoundError(f"{path}: no object under this prefix")
+    for source in found:
+        rest = source[len(prefix):]
+        if not rest or rest.endswith("/"):
+            continue
+        local = os.path.join(target, *rest.split("/"))
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        with open_read(source) as handle, open(local, "wb") as out:
+            shutil.copyfileobj(handle, out, 1 << 20)
+    return target
+
+
 def _os_error(path: str, exc: Exception) -> OSError:
     """Beam's and the store's errors as an OSError naming the path, as local file errors are."""
     if isinstance(exc, OSError):
         return exc
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return OSError(f"{path}: {message}")
+
+
+def parent(path: str) -> str:
+    """The folder holding `path` (os.path.dirname locally)."""
+    return path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
 
 
 def basename(path: str) -> str:

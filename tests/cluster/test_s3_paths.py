@@ -104,32 +104,25 @@ def _deadline(seconds: int):
 
 
 def cluster_check(testbed, name: str) -> bytes:
-    """`parity check` of window_late_dropped on the test bed: the capture on S3, the Python work in the EXTERNAL
-    worker pool (another user) at parallelism 2; returns report.json. The out folder is a local one the
-    worker may write (a shared disk), until --out accepts URLs."""
-    import pwd
+    """`parity check` of window_late_dropped on the test bed: the capture and the out folder on S3, the Python work
+    in the EXTERNAL worker pool (another user, who cannot see the client's folders) at parallelism 2; returns
+    report.json. No folder is shared: the workers write the sets' parts under the out URL, the client reads them
+    back from there."""
+    import tempfile
 
     urls.configure(testbed.s3.options)
     url = "s3://parity/cluster-capture/trips.jsonl"
     if not urls.isfile(url):
         urls.write_bytes(url, open(TRIPS, "rb").read())
-    shared = os.path.join(os.path.dirname(testbed.pool.home), "shared", name)  # the worker's side of the machine
-    os.makedirs(shared)
-    worker = pwd.getpwnam(testbed.pool.user)
-    config = _config(os.path.join(shared, "config"), url)
-    out = os.path.join(shared, "out")
-    os.makedirs(out)
-    for folder in (os.path.dirname(shared), shared, out):
-        os.chown(folder, worker.pw_uid, worker.pw_gid)
-        os.chmod(folder, 0o777)
-    umask = os.umask(0)  # the folders the client makes under the shared out folder are the worker's to write too
+    client = tempfile.mkdtemp(prefix="parity-cluster-client-")  # the config: the client's alone (mode 700)
+    out = testbed.url("cluster-out", name)
     try:
+        config = _config(os.path.join(client, "config"), url)
         with _deadline(CHECK_TIMEOUT):
             parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
     finally:
-        os.umask(umask)
-    with open(os.path.join(out, "report.json"), "rb") as handle:
-        return handle.read()
+        shutil.rmtree(client, ignore_errors=True)
+    return urls.read_bytes(f"{out}/report.json")
 
 
 @pytest.fixture(scope="session")
@@ -143,9 +136,10 @@ def direct_report(tmp_path_factory) -> bytes:
     return (folder / "out" / "report.json").read_bytes()
 
 
-def test_on_the_cluster_the_workers_read_an_s3_capture_and_the_report_is_the_direct_runners(
+def test_on_the_cluster_the_workers_read_an_s3_capture_into_an_s3_out_and_the_report_is_the_direct_runners(
         testbed, direct_report, monkeypatch):
-    """The EXTERNAL worker pool (another user) reads the capture from S3 with the run's S3 options, which a pool's
-    harness does not get from Beam: parity hands them over."""
+    """The EXTERNAL worker pool (another user) reads the capture from S3 and writes the sets' parts, spills and
+    quarantine parts under the S3 out URL with the run's S3 options, which a pool's harness does not get from
+    Beam: parity hands them over."""
     monkeypatch.setenv("PARITY_PROGRESS", "off")
     assert cluster_check(testbed, "undisturbed") == direct_report
