@@ -138,8 +138,9 @@ def write_summaries(out_dir: str, summaries: Iterable[dict[str, Any]], quarantin
         text = urls.read_bytes(path).decode("utf-8")
         entries.extend(json.loads(line) for line in text.splitlines() if line.strip())
     entries.sort(key=lambda e: (e["location"], e["reason"]))
-    urls.write_bytes(urls.join(out_dir, QUARANTINE), "".join(
-        json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries).encode("utf-8"))
+    text = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries)
+    if text or not urls.is_url(out_dir):  # no empty object on a URL (`urls.write_bytes`): a missing file reads as []
+        urls.write_bytes(urls.join(out_dir, QUARANTINE), text.encode("utf-8"))
     reasons: dict[str, int] = {}
     for entry in entries:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
