@@ -141,7 +141,8 @@ def _cause(m: PairOutcome, context: CauseContext, redact: bool,
     memo = (m.first_stage, *m.fps[m.first_stage]) if m.first_stage in m.fps else None
     if memo is not None and memo in classified:
         return classified[memo]
-    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context)
+    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context,
+                                  differing=m.first_fields)
     if m.first_stage in context.nondeterministic_stages:
         cause = "seed.nondeterministic"
         explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
@@ -242,6 +243,8 @@ class _FeatureStats:
 
 def _numbers(value: Any) -> list[float] | None:
     """The finite numbers of a numeric scalar or (nested) list, in order; None for anything else."""
+    if type(value) is float:  # most features: no other test needed
+        return [value] if math.isfinite(value) else None
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
@@ -280,8 +283,12 @@ def _position(v: float, lo: float, hi: float) -> float:
     return (v / 2 - lo / 2) / (hi / 2 - lo / 2)
 
 
-def _histogram(values: list[float], lo: float, hi: float) -> list[int]:
+def _histogram(values: Sequence[float], lo: float, hi: float) -> list[int]:
     """Counts of `values` in HISTOGRAM_BINS equal-width bins over [lo, hi] (the last bin closed)."""
+    width = hi - lo
+    if width != 0 and math.isfinite(width):  # `_position` with numpy: the same float operations, value by value
+        at = ((np.asarray(values, np.float64) - lo) / width * HISTOGRAM_BINS).astype(np.int64)
+        return np.bincount(np.clip(at, 0, HISTOGRAM_BINS - 1), minlength=HISTOGRAM_BINS).tolist()
     counts = [0] * HISTOGRAM_BINS
     for v in values:
         index = int(_position(v, lo, hi) * HISTOGRAM_BINS)
@@ -309,7 +316,8 @@ def histograms_of(left: Sequence[float], right: Sequence[float]) -> dict[str, An
     """`histograms` of the pairs (left[i], right[i]), given as two sequences (e.g. packed `array('d')`s)."""
     if len(left) < 2:
         return None
-    deltas = [min(max(b - a, -_MAX_FLOAT), _MAX_FLOAT) for a, b in zip(left, right)]  # an overflow is clamped
+    with np.errstate(over="ignore"):  # an overflow is clamped
+        deltas = np.clip(np.asarray(right, np.float64) - np.asarray(left, np.float64), -_MAX_FLOAT, _MAX_FLOAT).tolist()
     lo, hi = _range(left + right)
     dlo, dhi = _range(deltas)
     return {"values": {"edges": _edges(lo, hi), "left": _histogram(left, lo, hi),

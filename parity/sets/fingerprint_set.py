@@ -456,6 +456,45 @@ class FingerprintSet:
                 result[(part, row)] = {stage: data[stage][n] for stage in rows[row]}
         return result
 
+    def stage_columns(self, parts: list[str], wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, list]:
+        """`stage_bytes` by column: {stage: (part codes, rows)} -> {stage: [bytes, ...]} in the order asked,
+        where a part code indexes `parts`. Each values file is read once, with the columns of the stages asked of
+        it, and its rows taken once for all of them: the requests of a fetch round are grouped by part with
+        numpy, and each stage's bytes become Python objects in one `to_pylist`."""
+        stages = [s for s in STAGES if s in wanted]
+        if not stages:
+            return {}
+        counts = [len(wanted[s][0]) for s in stages]
+        codes = np.concatenate([np.asarray(wanted[s][0], np.int64) for s in stages])
+        rows = np.concatenate([np.asarray(wanted[s][1], np.int64) for s in stages])
+        which = np.repeat(np.arange(len(stages)), counts)
+        order = np.lexsort((rows, codes))
+        starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]]) if len(order) else order
+        chunks: list[list[pa.Array]] = [[] for _ in stages]
+        asked: list[list[np.ndarray]] = [[] for _ in stages]
+        offsets = np.r_[0, np.cumsum(counts)]
+        for start, end in zip(starts.tolist(), np.r_[starts[1:], len(order)].tolist()):
+            group = order[start:end]
+            part = parts[int(codes[group[0]])]
+            path = self._values_path(part)  # refuses a part that is not a file name
+            present, at = np.unique(rows[group], return_inverse=True)
+            kinds = which[group]
+            columns = [stages[i] for i in np.unique(kinds).tolist()]
+            table = _take(read_values(self.path, part, columns), present.tolist(), path)
+            for stage in columns:
+                i = stages.index(stage)
+                mine = kinds == i
+                chunks[i].extend(table.column(stage).take(pa.array(at[mine], pa.int64())).chunks)
+                asked[i].append(group[mine] - offsets[i])
+        result = {}
+        for i, stage in enumerate(stages):
+            if not counts[i]:
+                result[stage] = []
+                continue
+            column = pa.chunked_array(chunks[i], type=pa.large_binary())
+            result[stage] = column.take(pa.array(np.argsort(np.concatenate(asked[i])), pa.int64())).to_pylist()
+        return result
+
     def decode_value(self, part: str, row: int, stage: str, data: bytes | None) -> Any:
         """A stage value (or a part of one) from its canonical bytes, as `stage_bytes` gave them; refuses
         anything else, naming the values file, row and stage."""
