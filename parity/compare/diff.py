@@ -21,7 +21,7 @@ from parity.sets.fingerprint_set import FingerprintSet
 from parity.stages import STAGES
 
 
-@dataclass
+@dataclass(slots=True)
 class PairOutcome:
     """One paired record whose fingerprints differ somewhere."""
 
@@ -86,7 +86,8 @@ def diff_gc() -> contextlib.AbstractContextManager[None]:
     return collecting_less(DIFF_GC_THRESHOLDS)
 
 
-FETCH_PAIRS = 50_000      # differing pairs whose stage values are fetched together (one read per values file)
+FETCH_PAIRS = 100_000     # differing pairs whose stage values are fetched together (one read per values file)
+SLICE_PAIRS = 10_000      # of those, pairs decoded and compared at once (their decoded values held together)
 
 
 def compare(left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec) -> DiffOutcome:
@@ -173,38 +174,49 @@ class DiffStream:
         return _Pending(lchunk, rchunk, li[at], ri[at], differs[:, at])
 
     def _outcomes(self, pending: list[_Pending]) -> Iterator[PairOutcome]:
-        """Compares the pending pairs' differing stages, each stage over all of them at once
-        (parity.compare.pair_values), then yields their outcomes in key order."""
+        """Fetches the pending pairs' differing stage values (one read per values file and side), then compares
+        them stage by stage over SLICE_PAIRS pairs at a time (parity.compare.pair_values) and yields their outcomes
+        in key order."""
         rnd = pair_values.gather([(p.lchunk, p.rchunk, p.lpos, p.rpos, p.differs) for p in pending])
-        results = pair_values.compare_round(self._left, self._right, rnd, self._tolerance)
-        count, first = len(rnd.keys), rnd.first
-        within = np.zeros(rnd.differs.shape, bool)
+        fetched = pair_values.fetch(self._left, self._right, rnd)
+        lfps, rfps = rnd.fps[0].T.tolist(), rnd.fps[1].T.tolist()
+        for start in range(0, len(rnd.keys), SLICE_PAIRS):
+            end = min(start + SLICE_PAIRS, len(rnd.keys))
+            results = pair_values.compare_slice(self._left, self._right, rnd, fetched, start, end, self._tolerance)
+            yield from self._slice_outcomes(rnd, results, start, end, lfps, rfps)
+
+    def _slice_outcomes(self, rnd: pair_values.Round, results: dict[int, pair_values.StageResult], start: int,
+                        end: int, lfps: list, rfps: list) -> Iterator[PairOutcome]:
+        count, first = end - start, rnd.first[start:end]
+        within = np.zeros((len(STAGES), count), bool)
         shown: list[list[tuple[str, Any, Any]]] = [[] for _ in range(count)]
         deltas: list[dict | None] = [None] * count
         first_fields: list[tuple | None] = [None] * count
         for s, result in results.items():
-            within[s, result.at] = result.within
+            at = result.at - start
+            within[s, at] = result.within
             self.stage_within[STAGES[s]] += int(result.within.sum())
             stage = STAGES[s]
-            showing = first[result.at] == s if stage != "transform" else None
-            for i, (n, lv, rv, names) in enumerate(zip(result.at.tolist(), result.left, result.right, result.fields)):
+            showing = first[at] == s if stage != "transform" else None
+            for i, (n, lv, rv, names) in enumerate(zip(at.tolist(), result.left, result.right, result.fields)):
                 if showing is None or showing[i]:
                     shown[n].append((stage, lv, rv))
                 if names is not None:
                     first_fields[n] = names
             if result.deltas is not None:
-                for n, found in zip(result.at.tolist(), result.deltas):
+                for n, found in zip(at.tolist(), result.deltas):
                     deltas[n] = found
-        masks = (rnd.differs.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
+        differs = rnd.differs[:, start:end]
+        masks = (differs.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
         within_masks = (within.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
-        lfps, rfps = rnd.fps[0].T.tolist(), rnd.fps[1].T.tolist()
-        for n, (key, key_fp, mask, wmask) in enumerate(zip(rnd.keys, rnd.key_fps, masks, within_masks)):
-            differing, within_stages = _STAGE_SETS[mask], _STAGE_SETS[wmask]
-            lf, rf = lfps[n], rfps[n]
+        for n, (key, key_fp, mask, wmask) in enumerate(zip(rnd.keys[start:end], rnd.key_fps[start:end], masks,
+                                                            within_masks)):
+            differing = _STAGE_SETS[mask]
+            lf, rf = lfps[start + n], rfps[start + n]
             lv, rv = {}, {}
             for stage, a, b in shown[n]:
                 lv[stage], rv[stage] = a, b
-            yield PairOutcome(key=key, key_fp=key_fp, differing=differing, within=within_stages,
+            yield PairOutcome(key=key, key_fp=key_fp, differing=differing, within=_STAGE_SETS[wmask],
                               first_stage=differing[0], diverged=mask != wmask, left=lv, right=rv,
                               feature_deltas=deltas[n] if deltas[n] is not None else {},
                               fps={STAGES[s]: (lf[s], rf[s]) for s in _STAGE_INDICES[mask]},

@@ -116,9 +116,37 @@ class _Values:
         return self._names[data]
 
 
-def compare_round(left: FingerprintSet, right: FingerprintSet, rnd: Round,
+@dataclass
+class Fetched:
+    """A round's stage values as fetched: per differing stage, its pairs (`at`), their distinct (left, right)
+    fingerprint pairs (the first pair of each, `rep`; each pair's, `inverse`) and those pairs' canonical bytes per
+    side, as Arrow arrays in distinct order (Python objects only for the slice being compared)."""
+
+    stages: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, pa.ChunkedArray, pa.ChunkedArray]]
+
+
+def fetch(left: FingerprintSet, right: FingerprintSet, rnd: Round) -> Fetched:
+    """The canonical bytes of the round's distinct differing stage values, one `stage_columns` call per side."""
+    plans = {}
+    wanted: tuple[dict, dict] = ({}, {})
+    for s in range(len(STAGES)):
+        at = np.flatnonzero(rnd.differs[s])
+        if not len(at):
+            continue
+        rep, inverse = _distinct(rnd.fps[0][s][at], rnd.fps[1][s][at])
+        rep = at[rep]
+        plans[s] = (at, rep, inverse)
+        for side in (0, 1):
+            wanted[side][STAGES[s]] = (rnd.codes[side][rep], rnd.rows[side][rep])
+    data = (left.stage_columns(rnd.parts[0], wanted[0]), right.stage_columns(rnd.parts[1], wanted[1]))
+    return Fetched({s: (at, rep, inverse, data[0][STAGES[s]], data[1][STAGES[s]])
+                    for s, (at, rep, inverse) in plans.items()})
+
+
+def compare_slice(left: FingerprintSet, right: FingerprintSet, rnd: Round, fetched: Fetched, start: int, end: int,
                   tolerance: ToleranceSpec) -> dict[int, StageResult]:
-    """Each stage's comparison over the round's pairs whose fingerprints differ there.
+    """Each stage's comparison over the round's pairs `start` to `end` whose fingerprints differ there (a slice
+    of the round at a time: decoded values are held for a slice, not for the round).
 
     `left`/`right` of a pair hold its whole decoded values where the stage is its first divergent one; at the
     transform stage otherwise, the values of the differing features only (whole when the two values are not
@@ -136,23 +164,17 @@ def compare_round(left: FingerprintSet, right: FingerprintSet, rnd: Round,
     exact_match_within = all(math.isfinite(t.abs) and math.isfinite(t.rel) and t.abs >= 0 and t.rel >= 0
                              for t in (tolerance.default, *(t for _n, t in tolerance.features)))
     first = rnd.first
-    plans = {}
-    wanted: tuple[dict, dict] = ({}, {})
-    for s in range(len(STAGES)):
-        at = np.flatnonzero(rnd.differs[s])
-        if not len(at):
-            continue
-        rep, inverse = _distinct(rnd.fps[0][s][at], rnd.fps[1][s][at])
-        rep = at[rep]
-        plans[s] = (at, rep, inverse)
-        for side in (0, 1):
-            wanted[side][STAGES[s]] = (rnd.codes[side][rep], rnd.rows[side][rep])
-    fetched = (left.stage_columns(rnd.parts[0], wanted[0]), right.stage_columns(rnd.parts[1], wanted[1]))
     results = {}
-    for s, (at, rep, inverse) in plans.items():
-        values = _Values((left, right), rnd, s, rep, (fetched[0][STAGES[s]], fetched[1][STAGES[s]]))
-        is_first = first[at] == s
-        results[s] = _compare_stage(s, values, at, inverse, is_first, tol_for, exact_match_within, tolerance)
+    for s, (at, rep, inverse, ldata, rdata) in fetched.stages.items():
+        lo, hi = np.searchsorted(at, [start, end]).tolist()
+        if lo == hi:
+            continue
+        used, local = np.unique(inverse[lo:hi], return_inverse=True)
+        take = pa.array(used, pa.int64())
+        values = _Values((left, right), rnd, s, rep[used], (ldata.take(take).to_pylist(), rdata.take(take).to_pylist()))
+        is_first = first[at[lo:hi]] == s
+        results[s] = _compare_stage(s, values, at[lo:hi], local.reshape(-1), is_first, tol_for, exact_match_within,
+                                    tolerance)
     return results
 
 

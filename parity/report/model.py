@@ -204,8 +204,11 @@ class _FeatureStats:
         self._pairs: dict[str, tuple[array, array]] | None = {} if numeric_pairs else None
 
     def add(self, m: PairOutcome) -> None:
+        stats = self._stats
         for name, (ok, delta) in m.feature_deltas.items():
-            entry = self._stats.setdefault(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+            entry = stats.get(name)
+            if entry is None:
+                entry = stats[name] = {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None}
             entry["within_tolerance" if ok else "mismatched"] += 1
             if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
                 entry["max_abs_delta"] = delta
@@ -214,14 +217,17 @@ class _FeatureStats:
         left, right = m.left.get("transform"), m.right.get("transform")
         if not isinstance(left, dict) or not isinstance(right, dict):
             return
+        pairs = self._pairs
         for name in m.feature_deltas:
             if name not in left or name not in right:
                 continue
             a, b = _numbers(left[name]), _numbers(right[name])
             if a is not None and b is not None and len(a) == len(b):
-                lefts, rights = self._pairs.setdefault(name, (array("d"), array("d")))
-                lefts.extend(a)
-                rights.extend(b)
+                found = pairs.get(name)
+                if found is None:
+                    found = pairs[name] = (array("d"), array("d"))
+                found[0].extend(a)
+                found[1].extend(b)
 
     def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
         left_names, right_names = set(feature_names[0]), set(feature_names[1])
@@ -243,8 +249,14 @@ class _FeatureStats:
 
 def _numbers(value: Any) -> list[float] | None:
     """The finite numbers of a numeric scalar or (nested) list, in order; None for anything else."""
-    if type(value) is float:  # most features: no other test needed
+    kind = type(value)
+    if kind is float:  # most features: no other test needed
         return [value] if math.isfinite(value) else None
+    if kind is int:
+        try:
+            return [float(value)]
+        except OverflowError:  # an int beyond the float range
+            return None
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
