@@ -3,10 +3,11 @@
 The diff (parity.compare.diff) compares fingerprints for every record; the pairs whose fingerprints differ are
 gathered FETCH_PAIRS at a time into a `Round` of plain arrays. Per stage, the round's distinct (left, right)
 fingerprint pairs among those that differ there are found with numpy, their canonical bytes fetched in one call per
-side (`FingerprintSet.stage_columns`: each values file read once, its rows taken once), split into their differing
+side (`fetch`, through `FingerprintSet.stage_columns`: each values file read once, its rows taken once, the bytes
+kept as Arrow arrays); then a slice of the round at a time (`compare_slice`), they are split into their differing
 top-level fields on the bytes (`fields.differing_fields`), and only what is needed decoded: the differing fields for
 the tolerance tier, the whole values of a pair's first divergent stage (causes and examples). The transform's
-differing features are compared per feature over all pairs with numpy where both sides are all floats or all ints.
+differing features are compared per feature over the slice with numpy where both sides are all floats or all ints.
 
 `tests/compare/oracles.py` holds the per-record reading of all this (`pair_outcomes`), which the tests compare it with.
 """
@@ -85,7 +86,7 @@ class StageResult:
 
     at: np.ndarray                 # the pairs (indices into the round) whose fingerprints differ at this stage
     within: np.ndarray             # per pair of `at`: the difference is within tolerance
-    left: list[Any]                # per pair of `at`: the value the outcome shows (see `compare_round`), or None
+    left: list[Any]                # per pair of `at`: the value the outcome shows (see `compare_slice`), or None
     right: list[Any]
     deltas: list[dict] | None      # the transform: per pair of `at`, {feature: (within, |delta| or None)}
     fields: list[tuple | None]     # per pair of `at` where the stage is its first divergent one: the names of the
@@ -93,12 +94,12 @@ class StageResult:
 
 
 class _Values:
-    """The canonical bytes of one stage's distinct pairs, and the decoding that names its record on failure."""
+    """The canonical bytes of one stage's distinct pairs in a slice, and the decoding that names its record when a
+    value is not canonical bytes."""
 
     def __init__(self, sets: tuple[FingerprintSet, FingerprintSet], rnd: Round, stage: int, rep: np.ndarray,
                  data: tuple[list, list]) -> None:
         self._sets, self._rnd, self._stage, self._rep, self.data = sets, rnd, stage, rep, data
-        self._names: dict[bytes, Any] = {}
 
     def decode(self, side: int, u: int, data: bytes | None) -> Any:
         """A value (or a field of one) of distinct pair `u` from its bytes; a damaged value names its file and row."""
@@ -108,12 +109,6 @@ class _Values:
             pair = int(self._rep[u])
             part = self._rnd.parts[side][int(self._rnd.codes[side][pair])]
             return self._sets[side].decode_value(part, int(self._rnd.rows[side][pair]), STAGES[self._stage], data)
-
-    def name(self, u: int, data: bytes) -> Any:
-        """A dict key from its bytes (keys repeat from pair to pair: decoded once)."""
-        if data not in self._names:
-            self._names[data] = self.decode(0, u, data)
-        return self._names[data]
 
 
 @dataclass
