@@ -20,7 +20,7 @@ import json
 import math
 import struct
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,14 +170,21 @@ def _marker(stage: str, left: Any, right: Any, ctx: CauseContext) -> Result | No
     return None
 
 
-def classify_input(left: Any, right: Any, ctx: CauseContext) -> Result:
-    """`input.content`, naming the fields whose raw values differ."""
-    if _same(left, right):
-        return "input.unknown", "the raw records are equal; the input fingerprints differ for another reason"
+def classify_input(left: Any, right: Any, ctx: CauseContext, differing: Sequence[str] | None = None) -> Result:
+    """`input.content`, naming the fields whose raw values differ.
+
+    `differing`: the names of the fields whose canonical bytes differ, when the caller has them (the diff splits
+    both records' bytes into fields): then the records are not encoded again to find them.
+    """
     action = "check the capture path, format and schema each side reads"
-    fields = [f for f in sorted(left.keys() | right.keys(), key=str)
-              if not _same(left.get(f, MISSING), right.get(f, MISSING))] \
-        if isinstance(left, dict) and isinstance(right, dict) else []
+    if differing and isinstance(left, dict) and isinstance(right, dict) and left.keys() == right.keys():
+        fields = sorted(differing)
+    else:
+        if _same(left, right):
+            return "input.unknown", "the raw records are equal; the input fingerprints differ for another reason"
+        fields = [f for f in sorted(left.keys() | right.keys(), key=str)
+                  if not _same(left.get(f, MISSING), right.get(f, MISSING))] \
+            if isinstance(left, dict) and isinstance(right, dict) else []
     if not fields:
         return "input.content", f"the raw records differ; {action}"
     first = fields[0]
@@ -514,8 +521,10 @@ def classify_transform(left: Any, right: Any, ctx: CauseContext,
 
 
 def classify(stage: str, left: Any, right: Any, ctx: CauseContext,
-             tolerance_ok: ToleranceOk | None = None) -> Result:
+             tolerance_ok: ToleranceOk | None = None, differing: Sequence[str] | None = None) -> Result:
     """(cause, one-sentence explanation) for a record whose first divergent stage is `stage`.
+
+    `differing`: the names of the top-level fields whose canonical bytes differ, when known (`classify_input`).
 
     Raises:
         ValueError: `stage` is not one of `STAGES`.
@@ -523,9 +532,11 @@ def classify(stage: str, left: Any, right: Any, ctx: CauseContext,
     if stage in ("shard", "transform"):
         classifier = classify_shard if stage == "shard" else classify_transform
         cause, text = classifier(left, right, ctx, tolerance_ok)
+    elif stage == "input":
+        cause, text = classify_input(left, right, ctx, differing)
     elif stage in STAGES:
-        cause, text = {"input": classify_input, "window": classify_window, "coder": classify_coder,
-                       "seed": classify_seed}[stage](left, right, ctx)
+        cause, text = {"window": classify_window, "coder": classify_coder, "seed": classify_seed}[stage](left, right,
+                                                                                                     ctx)
     else:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     if stage in ctx.nondeterministic_stages and stage not in ("seed", "transform"):

@@ -141,7 +141,8 @@ def _cause(m: PairOutcome, context: CauseContext, redact: bool,
     memo = (m.first_stage, *m.fps[m.first_stage]) if m.first_stage in m.fps else None
     if memo is not None and memo in classified:
         return classified[memo]
-    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context)
+    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context,
+                                  differing=m.first_fields)
     if m.first_stage in context.nondeterministic_stages:
         cause = "seed.nondeterministic"
         explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
@@ -203,8 +204,11 @@ class _FeatureStats:
         self._pairs: dict[str, tuple[array, array]] | None = {} if numeric_pairs else None
 
     def add(self, m: PairOutcome) -> None:
+        stats = self._stats
         for name, (ok, delta) in m.feature_deltas.items():
-            entry = self._stats.setdefault(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+            entry = stats.get(name)
+            if entry is None:
+                entry = stats[name] = {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None}
             entry["within_tolerance" if ok else "mismatched"] += 1
             if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
                 entry["max_abs_delta"] = delta
@@ -213,14 +217,17 @@ class _FeatureStats:
         left, right = m.left.get("transform"), m.right.get("transform")
         if not isinstance(left, dict) or not isinstance(right, dict):
             return
+        pairs = self._pairs
         for name in m.feature_deltas:
             if name not in left or name not in right:
                 continue
             a, b = _numbers(left[name]), _numbers(right[name])
             if a is not None and b is not None and len(a) == len(b):
-                lefts, rights = self._pairs.setdefault(name, (array("d"), array("d")))
-                lefts.extend(a)
-                rights.extend(b)
+                found = pairs.get(name)
+                if found is None:
+                    found = pairs[name] = (array("d"), array("d"))
+                found[0].extend(a)
+                found[1].extend(b)
 
     def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
         left_names, right_names = set(feature_names[0]), set(feature_names[1])
@@ -242,6 +249,14 @@ class _FeatureStats:
 
 def _numbers(value: Any) -> list[float] | None:
     """The finite numbers of a numeric scalar or (nested) list, in order; None for anything else."""
+    kind = type(value)
+    if kind is float:  # most features: no other test needed
+        return [value] if math.isfinite(value) else None
+    if kind is int:
+        try:
+            return [float(value)]
+        except OverflowError:  # an int beyond the float range
+            return None
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
@@ -280,8 +295,12 @@ def _position(v: float, lo: float, hi: float) -> float:
     return (v / 2 - lo / 2) / (hi / 2 - lo / 2)
 
 
-def _histogram(values: list[float], lo: float, hi: float) -> list[int]:
+def _histogram(values: Sequence[float], lo: float, hi: float) -> list[int]:
     """Counts of `values` in HISTOGRAM_BINS equal-width bins over [lo, hi] (the last bin closed)."""
+    width = hi - lo
+    if width != 0 and math.isfinite(width):  # `_position` with numpy: the same float operations, value by value
+        at = ((np.asarray(values, np.float64) - lo) / width * HISTOGRAM_BINS).astype(np.int64)
+        return np.bincount(np.clip(at, 0, HISTOGRAM_BINS - 1), minlength=HISTOGRAM_BINS).tolist()
     counts = [0] * HISTOGRAM_BINS
     for v in values:
         index = int(_position(v, lo, hi) * HISTOGRAM_BINS)
@@ -309,7 +328,8 @@ def histograms_of(left: Sequence[float], right: Sequence[float]) -> dict[str, An
     """`histograms` of the pairs (left[i], right[i]), given as two sequences (e.g. packed `array('d')`s)."""
     if len(left) < 2:
         return None
-    deltas = [min(max(b - a, -_MAX_FLOAT), _MAX_FLOAT) for a, b in zip(left, right)]  # an overflow is clamped
+    with np.errstate(over="ignore"):  # an overflow is clamped
+        deltas = np.clip(np.asarray(right, np.float64) - np.asarray(left, np.float64), -_MAX_FLOAT, _MAX_FLOAT).tolist()
     lo, hi = _range(left + right)
     dlo, dhi = _range(deltas)
     return {"values": {"edges": _edges(lo, hi), "left": _histogram(left, lo, hi),

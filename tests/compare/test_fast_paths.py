@@ -5,9 +5,13 @@ import itertools
 import math
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parity.compare import causes, diff
 from parity.config import Tolerance
+from parity.encoding.canonical import decode, encode
+from parity.encoding.fields import differing_fields
 from tests.compare import oracles
 
 _NUMBERS = [0.0, -0.0, 1.0, 1.0000001, -1.0, 1.5, 1e300, -1e300, math.inf, -math.inf, math.nan, 5e-324,
@@ -44,3 +48,20 @@ def test_same_is_the_reference():
     values = _VALUES + [2 ** 200, -(2 ** 200), "é", "\ud800", b"\x00", 0.1, 0.1 + 1e-17, [0.0], [-0.0], float("-0")]
     for a, b in itertools.product(values, repeat=2):
         assert _answer(causes._same, a, b) == _answer(oracles.same, a, b), (a, b)
+
+
+_FIELD_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3),
+                          st.binary(max_size=2), st.lists(st.floats(), max_size=2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(left=st.dictionaries(st.text(max_size=3), _FIELD_VALUES, max_size=5), data=st.data())
+def test_classify_input_given_the_split_fields_is_classify_input(left, data):
+    right = {k: data.draw(_FIELD_VALUES) if data.draw(st.booleans()) else v for k, v in left.items()}
+    lbytes, rbytes = encode(left), encode(right)
+    found = differing_fields(lbytes, rbytes)
+    assert found is not None
+    names = tuple(decode(k) for k, _a, _b in found[0])
+    for ctx in (causes.CauseContext(), causes.CauseContext(redact=True, left_name="o", right_name="p")):
+        expected = causes.classify_input(decode(lbytes), decode(rbytes), ctx)
+        assert causes.classify("input", decode(lbytes), decode(rbytes), ctx, differing=names or None) == expected
