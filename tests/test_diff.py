@@ -1,8 +1,8 @@
 """The tolerance tier: numeric differences within tolerance, but never type changes."""
 import numpy as np
 
+from parity.compare.tolerance import numeric_within, values_within
 from parity.config import Tolerance
-from parity.compare.diff import numeric_within, values_within
 
 
 def _tol(abs_=0.0, rel=0.0):

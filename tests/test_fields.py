@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.compare.diff import values_within
+from parity.compare.tolerance import values_within
 from parity.config import Tolerance
 from parity.encoding import canonical, fields
 

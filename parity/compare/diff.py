@@ -13,7 +13,6 @@ from typing import Any, Iterator
 import numpy as np
 
 from parity.compare import hashdiff, pair_values
-from parity.compare.tolerance import _is_integer, _is_number, numeric_within, values_within  # noqa: F401  (the API)
 from parity.config import ToleranceSpec
 from parity.console.collector import collecting_less
 from parity.errors import FingerprintSetError

@@ -20,7 +20,7 @@ def differing_fields(left: bytes | None, right: bytes | None) -> Fields | None:
 
     Returns ([(key bytes, left value bytes, right value bytes)] in key order, plain, the key's bytes when the
     dicts have one field, else None). `plain`: every key is a str and every field of equal bytes is built only
-    of values that `diff.values_within` finds within any tolerance of an equal copy (no set, Decimal, int of
+    of values that `tolerance.values_within` finds within any tolerance of an equal copy (no set, Decimal, int of
     128 bytes or more, or dict key other than a str: decoded twice, a NaN in them is not `==` itself).
     """
     return _differing_fields_py(left, right)

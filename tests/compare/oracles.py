@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from parity.compare.diff import PairOutcome, _is_integer, _is_number, numeric_within
-from parity.compare.tolerance import feature_deltas, max_abs_delta
+from parity.compare.diff import PairOutcome
+from parity.compare.tolerance import _is_integer, _is_number, feature_deltas, max_abs_delta, numeric_within
 from parity.config import Tolerance, ToleranceSpec
 from parity.encoding.canonical import decode, encode
 from parity.encoding.fields import differing_fields
@@ -15,7 +15,7 @@ from parity.stages import STAGES
 
 
 def values_within(a: Any, b: Any, tol_for: Callable[[str | None], Tolerance], name: str | None = None) -> bool:
-    """`parity.compare.diff.values_within` without its float and str fast path."""
+    """`parity.compare.tolerance.values_within` without its float and str fast path."""
     if isinstance(a, dict) and isinstance(b, dict):
         if set(a) != set(b):
             return False

@@ -8,10 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.compare import causes, diff
+from parity.compare import causes, tolerance
 from parity.config import Tolerance
 from parity.encoding.canonical import decode, encode
 from parity.encoding.fields import differing_fields
+
 from tests.compare import oracles
 
 _NUMBERS = [0.0, -0.0, 1.0, 1.0000001, -1.0, 1.5, 1e300, -1e300, math.inf, -math.inf, math.nan, 5e-324,
@@ -38,9 +39,9 @@ def test_values_within_is_the_reference():
                 return by_name.get(n, tol) if n else tol
             for a, b in itertools.product(_VALUES, repeat=2):
                 expected = _answer(oracles.values_within, a, b, tol_for, name)
-                assert _answer(diff.values_within, a, b, tol_for, name) == expected, (a, b, tol, name)
+                assert _answer(tolerance.values_within, a, b, tol_for, name) == expected, (a, b, tol, name)
                 wrapped = ({"x": a}, {"x": b})
-                assert (_answer(diff.values_within, *wrapped, tol_for)
+                assert (_answer(tolerance.values_within, *wrapped, tol_for)
                         == _answer(oracles.values_within, *wrapped, tol_for)), (a, b, tol)
 
 

@@ -15,6 +15,7 @@ from parity.config import Tolerance, ToleranceSpec
 from parity.encoding import canonical
 from parity.sets.fingerprint_set import read_set
 from parity.stages import STAGES
+
 from tests.compare import oracles
 from tests.test_hashdiff import _write_set, small_chunks  # noqa: F401  (a fixture)
 

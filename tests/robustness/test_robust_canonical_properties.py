@@ -21,12 +21,12 @@ import sys
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from parity.encoding.canonical import encode, to_json
-from parity.config import Tolerance
-from parity.compare.diff import numeric_within, values_within
-from parity.encoding.fingerprint import fingerprint
 from robust_helpers import REPO
+
+from parity.compare.tolerance import numeric_within, values_within
+from parity.config import Tolerance
+from parity.encoding.canonical import encode, to_json
+from parity.encoding.fingerprint import fingerprint
 
 CI = settings(settings.get_profile("ci"))
 
