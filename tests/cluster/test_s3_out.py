@@ -69,8 +69,8 @@ def test_a_check_from_s3_into_s3_writes_the_report_of_the_local_run(s3, tmp_path
     names = urls.list_names(out)
     assert names == [".parity-out", "junit.xml", "report.html", "report.json", "report.md", "sides", "timings.json"]
     for side in ("offline", "production"):  # the workers' parts were read back and removed; no spill left
-        assert urls.list_names(f"{out}/sides/{side}") == [".parity-out", "fingerprints.parquet", "manifest.json",
-                                                          "timings.json", "values"]
+        assert urls.list_names(f"{out}/sides/{side}") == [".parity-out", "buckets.json", "fingerprints",
+                                                          "manifest.json", "timings.json", "values"]
     left = read_set(f"{out}/sides/offline")
     assert left.num_rows == left.manifest["records"]["fingerprinted"] > 0
 
