@@ -85,6 +85,7 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
 
 
 CHECK_TIMEOUT = int(os.environ.get("PARITY_TESTBED_CHECK_TIMEOUT", "600"))  # seconds one check may take
+JOB_TIMEOUT = float(os.environ.get("PARITY_TESTBED_JOB_TIMEOUT", "300"))  # seconds one of its jobs may take
 
 
 @contextlib.contextmanager
@@ -103,10 +104,9 @@ def _deadline(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def cluster_check(testbed, name: str) -> bytes:
-    """`parity check` of window_late_dropped on the test bed: the capture on S3, the Python work in the EXTERNAL
-    worker pool (another user) at parallelism 2; returns report.json. The out folder is a local one the
-    worker may write (a shared disk), until --out accepts URLs."""
+def _check_folders(testbed, name: str) -> tuple[str, str]:
+    """The config of window_late_dropped with its capture on the test bed's S3, and the check's out location.
+    The out folder is a local one the worker may write (a shared disk), until --out accepts URLs."""
     import pwd
 
     urls.configure(testbed.s3.options)
@@ -122,14 +122,106 @@ def cluster_check(testbed, name: str) -> bytes:
     for folder in (os.path.dirname(shared), shared, out):
         os.chown(folder, worker.pw_uid, worker.pw_gid)
         os.chmod(folder, 0o777)
-    umask = os.umask(0)  # the folders the client makes under the shared out folder are the worker's to write too
-    try:
-        with _deadline(CHECK_TIMEOUT):
-            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
-    finally:
-        os.umask(umask)
+    return config, out
+
+
+def _report(out: str) -> bytes:
     with open(os.path.join(out, "report.json"), "rb") as handle:
         return handle.read()
+
+
+def worker_files(out: str) -> list[str]:
+    """The files the workers wrote so far under a check's out location: spill files (written once a worker has
+    read its batches, before it stages them) and fingerprint parts."""
+    return urls.match(urls.join(out, "sides", "*", "_spill", "*")) + \
+        urls.match(urls.join(out, "sides", "*", "_parts", "*"))
+
+
+@contextlib.contextmanager
+def _job_timeout(seconds: float):
+    """parity's own bound on each Flink job (PARITY_FLINK_JOB_TIMEOUT), for the in-process check."""
+    previous = os.environ.get("PARITY_FLINK_JOB_TIMEOUT")
+    os.environ["PARITY_FLINK_JOB_TIMEOUT"] = f"{seconds:g}"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PARITY_FLINK_JOB_TIMEOUT", None)
+        else:
+            os.environ["PARITY_FLINK_JOB_TIMEOUT"] = previous
+
+
+def cluster_check(testbed, name: str, while_running=None, job_timeout: float = JOB_TIMEOUT) -> bytes:
+    """`parity check` of window_late_dropped on the test bed: the capture on S3, the Python work in the EXTERNAL
+    worker pool (another user) at parallelism 2; returns report.json.
+
+    `while_running(out)` runs in a thread beside the check (a fault to inject), given the out location; what it
+    raises is raised here. Each job ends within `job_timeout` s (parity's PARITY_FLINK_JOB_TIMEOUT: the job is
+    cancelled and the check fails), the whole check within PARITY_TESTBED_CHECK_TIMEOUT; a check that fails
+    leaves no job running on the test bed."""
+    import threading
+
+    config, out = _check_folders(testbed, name)
+    errors: list[BaseException] = []
+
+    def beside() -> None:
+        try:
+            while_running(out)
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
+            errors.append(exc)
+
+    thread = threading.Thread(target=beside, daemon=True) if while_running else None
+    umask = os.umask(0)  # the folders the client makes under the shared out folder are the worker's to write too
+    try:
+        if thread:
+            thread.start()
+        with _deadline(CHECK_TIMEOUT), _job_timeout(job_timeout):
+            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
+    except BaseException:
+        testbed.flink.cancel_running()
+        raise
+    finally:
+        os.umask(umask)
+        if thread:
+            thread.join(timeout=CHECK_TIMEOUT)
+    if errors:
+        raise errors[0]
+    return _report(out)
+
+
+def cluster_checks_at_once(testbed, names: list[str], job_timeout: float = JOB_TIMEOUT) -> list[bytes]:
+    """As many `parity check`s as `names`, each its own process (`python -m parity check ... --runner
+    FlinkRunner`) with its own out location, all submitted to the test bed at once; their report.json files."""
+    import subprocess
+    import sys
+    import time
+
+    runs = [_check_folders(testbed, name) for name in names]
+    env = dict(os.environ, PARITY_PROGRESS="off", PYTHONPATH=ROOT, PARITY_FLINK_JOB_TIMEOUT=f"{job_timeout:g}")
+    umask = os.umask(0)
+    try:
+        processes = [subprocess.Popen([sys.executable, "-m", "parity", "check", config, "--out", out, "--runner",
+                                       "FlinkRunner", "--", *testbed.options()], env=env, cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                     for config, out in runs]
+    finally:
+        os.umask(umask)
+    deadline = time.monotonic() + CHECK_TIMEOUT
+    said = []
+    try:
+        for process in processes:
+            output, _ = process.communicate(timeout=max(deadline - time.monotonic(), 1))
+            said.append(output.decode(errors="replace"))
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            process.kill()
+        testbed.flink.cancel_running()
+        pytest.fail(f"{len(names)} checks at once did not finish within {CHECK_TIMEOUT} s "
+                    f"(PARITY_TESTBED_CHECK_TIMEOUT; PARITY_TESTBED_KEEP=1 keeps the logs)")
+    for name, process, output in zip(names, processes, said):
+        # 1: the scenario's planted divergence was found; 2 or more: the check failed
+        assert process.returncode in (0, 1), f"check {name!r} exited {process.returncode}:\n{output[-3000:]}"
+    return [_report(out) for _, out in runs]
 
 
 @pytest.fixture(scope="session")
