@@ -190,20 +190,23 @@ def cluster_check(testbed, name: str, while_running=None, job_timeout: float = J
 
 
 def cluster_checks_at_once(testbed, names: list[str], job_timeout: float = JOB_TIMEOUT) -> list[bytes]:
-    """As many `parity check`s as `names`, each its own process (`python -m parity check ... --runner
-    FlinkRunner`) with its own out location, all submitted to the test bed at once; their report.json files."""
+    """As many `parity check`s as `names` (two at most), each its own process (`python -m parity check ...
+    --runner FlinkRunner`) with its own out location and its own worker pool (`TestBed.other_pool` says why), all
+    submitted to the test bed at once; their report.json files."""
     import subprocess
     import sys
     import time
 
+    assert len(names) <= 2, "the test bed has two worker pools"
     runs = [_check_folders(testbed, name) for name in names]
+    pools = [testbed.pool, testbed.other_pool]
     env = dict(os.environ, PARITY_PROGRESS="off", PYTHONPATH=ROOT, PARITY_FLINK_JOB_TIMEOUT=f"{job_timeout:g}")
     umask = os.umask(0)
     try:
         processes = [subprocess.Popen([sys.executable, "-m", "parity", "check", config, "--out", out, "--runner",
-                                       "FlinkRunner", "--", *testbed.options()], env=env, cwd=ROOT,
+                                       "FlinkRunner", "--", *testbed.options(pool=pool)], env=env, cwd=ROOT,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-                     for config, out in runs]
+                     for (config, out), pool in zip(runs, pools)]
     finally:
         os.umask(umask)
     deadline = time.monotonic() + CHECK_TIMEOUT
