@@ -1,5 +1,5 @@
 """Faults survived on the test bed (issue 26 item 5). While a check replays on the cluster, an SDK harness of the
-worker pool, or a TaskManager, is killed by its pid once the job is under way; Flink's fixed-delay restart
+worker pool, or a TaskManager, is killed by its pid once the job is processing; Flink's fixed-delay restart
 strategy restarts the job, the check completes, and its report.json is the undisturbed run's byte for byte: no
 record lost, none counted twice (parts and spill files are named by their batch and replaced whole, so a
 restarted job overwrites what the failed attempt wrote). Two checks at once into different out folders each
@@ -7,9 +7,9 @@ give that report too.
 
 A harness that dies before it connects is never noticed by Beam's EXTERNAL environment (the TaskManager waits
 for it without end, logging "Still waiting for startup of environment"): that is what made the earlier drill
-hang once in two runs, when it killed a harness a fixed 3 s after it appeared. Here a kill waits for signs of
-progress instead, and a check whose harness never connects fails within parity's job deadline
-(PARITY_FLINK_JOB_TIMEOUT), its job cancelled.
+hang once in two runs, when it killed a harness a fixed 3 s after it appeared. Here a kill waits for the job to
+be RUNNING and the harness to be connected instead, and a check whose harness never connects fails within
+parity's job deadline (PARITY_FLINK_JOB_TIMEOUT), its job cancelled.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import time
 import pytest
 
 from parity.errors import RunnerError
-from tests.cluster.test_s3_paths import cluster_check, cluster_checks_at_once, direct_report, worker_files  # noqa: F401
+from tests.cluster.test_s3_paths import cluster_check, cluster_checks_at_once, direct_report  # noqa: F401
 
 pytestmark = pytest.mark.cluster
 
@@ -48,10 +48,12 @@ def _kill(pid: int | None) -> int | None:
     return pid
 
 
-def _under_way(testbed, out: str, jobs_before: dict) -> bool:
-    """A job of this check runs on the cluster (Flink says RUNNING) and its workers have written a file."""
-    running = [jid for jid, state in testbed.flink.jobs().items() if state == "RUNNING" and jid not in jobs_before]
-    return bool(running) and bool(worker_files(out))
+def _under_way(testbed, jobs_before: dict) -> bool:
+    """A job of this check runs on the cluster (Flink says RUNNING). With a harness connected to its TaskManager
+    (asked for by the caller), the job is processing: a TaskManager starts an environment for its first bundle.
+    (A worker-written spill file was the sign first: on an idle machine the job then ended before the kill
+    failed a task.)"""
+    return any(state == "RUNNING" and jid not in jobs_before for jid, state in testbed.flink.jobs().items())
 
 
 def _new_jobs(testbed, jobs_before: dict) -> dict[str, str]:
@@ -70,7 +72,7 @@ def test_a_check_survives_a_killed_sdk_worker_and_gives_the_same_report(testbed,
 
     def kill_a_connected_harness(out: str) -> None:
         def attempt():
-            if not _under_way(testbed, out, jobs_before):
+            if not _under_way(testbed, jobs_before):
                 return None
             return _kill(next(iter(testbed.pool.connected()), None))
 
@@ -91,7 +93,7 @@ def test_a_check_survives_a_killed_taskmanager_and_gives_the_same_report(testbed
 
     def kill_a_working_taskmanager(out: str) -> None:
         def attempt():
-            if not _under_way(testbed, out, jobs_before):
+            if not _under_way(testbed, jobs_before):
                 return None
             for harness in testbed.pool.connected():
                 taskmanager = testbed.flink.taskmanager_serving(harness)

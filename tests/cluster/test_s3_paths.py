@@ -130,13 +130,6 @@ def _report(out: str) -> bytes:
         return handle.read()
 
 
-def worker_files(out: str) -> list[str]:
-    """The files the workers wrote so far under a check's out location: spill files (written once a worker has
-    read its batches, before it stages them) and fingerprint parts."""
-    return urls.match(urls.join(out, "sides", "*", "_spill", "*")) + \
-        urls.match(urls.join(out, "sides", "*", "_parts", "*"))
-
-
 @contextlib.contextmanager
 def _job_timeout(seconds: float):
     """parity's own bound on each Flink job (PARITY_FLINK_JOB_TIMEOUT), for the in-process check."""
