@@ -7,6 +7,8 @@
 #   scripts/flink_cluster.sh start     install if needed, start, wait until the REST API answers (idempotent)
 #   scripts/flink_cluster.sh status    exit 0 and print the overview if the cluster answers, else exit 3
 #   scripts/flink_cluster.sh stop      stop both processes (idempotent)
+#   scripts/flink_cluster.sh add-taskmanager  start one more TaskManager on a running cluster (e.g. in place of
+#                                      a killed one; the caller waits for it to register)
 #
 # Flink comes from PyPI: `apache-flink` (bin/ and conf/) and `apache-flink-libraries` (lib/, opt/, plugins/;
 # an sdist of about 200 MB) of the same version, installed --no-deps into a separate venv (they pin an older
@@ -24,6 +26,9 @@
 #   PARITY_FLINK_TM_MEMORY=SIZE        taskmanager.memory.process.size (default 1728m)
 #   PARITY_FLINK_RPC_PORT=N            the JobManager's RPC port (default 6123; two clusters need two)
 #   PARITY_FLINK_RESTART_ATTEMPTS=N    fixed-delay restart strategy: attempts (default 3), 2 s apart
+#   PARITY_FLINK_HEARTBEAT_INTERVAL=MS heartbeat.interval (default 10000, Flink's)
+#   PARITY_FLINK_HEARTBEAT_TIMEOUT=MS  heartbeat.timeout (default 50000, Flink's): how soon a lost TaskManager
+#                                      is noticed (also after heartbeat.rpc-failure-threshold, 2, failed heartbeats)
 #   PARITY_FLINK_RUN_DIR=DIR           configuration, logs and pid files (default: \$PARITY_FLINK_VENV/cluster)
 #   PARITY_PYTHON=EXE                  the interpreter that creates the venv (default python3)
 set -euo pipefail
@@ -41,6 +46,8 @@ SLOTS="${PARITY_FLINK_SLOTS:-2}"
 TM_MEMORY="${PARITY_FLINK_TM_MEMORY:-1728m}"
 RPC_PORT="${PARITY_FLINK_RPC_PORT:-6123}"
 RESTART_ATTEMPTS="${PARITY_FLINK_RESTART_ATTEMPTS:-3}"
+HEARTBEAT_INTERVAL="${PARITY_FLINK_HEARTBEAT_INTERVAL:-10000}"
+HEARTBEAT_TIMEOUT="${PARITY_FLINK_HEARTBEAT_TIMEOUT:-50000}"
 
 log() { echo "flink_cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -108,6 +115,8 @@ taskmanager.memory.process.size: $TM_MEMORY
 restart-strategy.type: fixed-delay
 restart-strategy.fixed-delay.attempts: $RESTART_ATTEMPTS
 restart-strategy.fixed-delay.delay: 2 s
+heartbeat.interval: $HEARTBEAT_INTERVAL
+heartbeat.timeout: $HEARTBEAT_TIMEOUT
 # A Beam pipeline translates to ~100 Flink tasks chained in one slot (the taxi example's offline side): the
 # default network memory (10% of 1.7 GB) leaves too few buffers ("Insufficient number of network buffers").
 taskmanager.memory.network.min: 256m
@@ -184,10 +193,20 @@ stop() {
   return 1
 }
 
+add_taskmanager() {
+  local home
+  home="$(flink_home)"
+  [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || die "no cluster was started with $RUN_DIR"
+  overview >/dev/null || die "no Flink cluster answers at http://localhost:$PORT"
+  flink_env "$home"
+  "$home/bin/taskmanager.sh" start >&2
+}
+
 case "${1:-}" in
   install) install; log "FLINK_HOME=$(flink_home)" ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  add-taskmanager) add_taskmanager ;;
+  *) echo "usage: $0 install|start|stop|status|add-taskmanager" >&2; exit 2 ;;
 esac

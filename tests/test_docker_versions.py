@@ -25,6 +25,7 @@ def _one(pattern: str, text: str, what: str) -> str:
 BEAM = _one(r'^apache-beam==([0-9.]+)$', _read("constraints.txt"), "constraints.txt")
 FLINK_MINOR = _one(r'^ASSEMBLE_FLINK_MINOR="([0-9.]+)"', _read("scripts", "fetch_flink_jar.sh"),
                    "scripts/fetch_flink_jar.sh")
+MOTO = _one(r'^moto==([0-9.]+)$', _read("constraints.txt"), "constraints.txt")
 FLINK_PATCH = _one(r'^VERSION="\$\{PARITY_FLINK_CLUSTER_VERSION:-([0-9.]+)\}"', _read("scripts", "flink_cluster.sh"),
                    "scripts/flink_cluster.sh")
 COMPOSE = yaml.safe_load(_read("docker", "compose.yaml"))
@@ -51,13 +52,14 @@ def test_the_worker_image_is_the_beam_sdk_image_of_the_pinned_version():
     assert "pip install" in DOCKERFILE and "COPY parity/" in DOCKERFILE
 
 
-def test_the_compose_file_uses_the_pinned_beam_and_flink_versions():
+def test_the_compose_file_uses_the_pinned_beam_flink_and_moto_versions():
     services = COMPOSE["services"]
-    assert set(services) == {"jobmanager", "taskmanager", "job-server", "worker-pool"}
+    assert set(services) == {"s3", "jobmanager", "taskmanager", "job-server", "worker-pool"}
     for name in ("jobmanager", "taskmanager"):
         assert services[name]["image"] == f"flink:{FLINK_PATCH}-java17", services[name]["image"]
     assert services["job-server"]["image"] == f"apache/beam_flink{FLINK_MINOR}_job_server:{BEAM}"
-    assert "--flink-master=jobmanager:8081" in services["job-server"]["command"]
+    assert "--flink-master=localhost:8081" in services["job-server"]["command"]
+    assert services["s3"]["image"] == f"motoserver/moto:{MOTO}"  # the test bed's S3 server
     worker = services["worker-pool"]
     assert worker["build"]["dockerfile"] == "docker/Dockerfile"
     assert worker["build"]["args"]["BEAM_VERSION"] == BEAM
@@ -65,4 +67,20 @@ def test_the_compose_file_uses_the_pinned_beam_and_flink_versions():
     assert worker["image"].endswith(f":{BEAM}")
     assert worker["entrypoint"][:3] == ["python", "-m", "apache_beam.runners.worker.worker_pool_main"]
     assert "--service_port=50000" in worker["entrypoint"]
-    assert worker["network_mode"] == "service:taskmanager"
+
+
+def test_the_compose_file_arranges_the_worker_pool_as_the_test_bed_does():
+    """tests/cluster/testbed.py: two TaskManagers with a fixed-delay restart strategy, one EXTERNAL pool as a
+    service of its own, run as another user with its own HOME and TMPDIR, every part on the host's addresses."""
+    services = COMPOSE["services"]
+    assert {service["network_mode"] for service in services.values()} == {"host"}
+    assert services["taskmanager"]["deploy"]["replicas"] == 2
+    config = yaml.safe_load(services["jobmanager"]["environment"]["FLINK_PROPERTIES"])
+    assert config["restart-strategy.type"] == "fixed-delay" and config["taskmanager.numberOfTaskSlots"] == 2
+    assert services["taskmanager"]["environment"]["FLINK_PROPERTIES"] == \
+        services["jobmanager"]["environment"]["FLINK_PROPERTIES"]
+    worker = services["worker-pool"]
+    assert worker["user"].split(":")[0] not in ("0", "root")
+    home, tmp = worker["environment"]["HOME"], worker["environment"]["TMPDIR"]
+    assert {mount.split(":")[0] for mount in worker["tmpfs"]} == {home, tmp}
+    assert any(volume.endswith(":ro") for volume in worker["volumes"])  # the code: read-only

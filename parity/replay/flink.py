@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from parity.errors import RunnerError
 
@@ -84,6 +84,55 @@ def start_timeout() -> float:
     if value <= 0:
         raise RunnerError(f"PARITY_FLINK_START_TIMEOUT={raw!r}: expected a positive number of seconds")
     return value
+
+
+def job_timeout() -> float | None:
+    """PARITY_FLINK_JOB_TIMEOUT: seconds one replay job on Flink may take, or None (unset: no bound).
+
+    Beam's EXTERNAL environment waits without end for an SDK harness that the worker pool started but that died
+    before it connected (the TaskManager logs "Still waiting for startup of environment" every 2 minutes, the
+    job stays RUNNING, no task fails, Flink's restart strategy never runs): only a bound ends such a job."""
+    raw = os.environ.get("PARITY_FLINK_JOB_TIMEOUT", "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RunnerError(f"PARITY_FLINK_JOB_TIMEOUT={raw!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise RunnerError(f"PARITY_FLINK_JOB_TIMEOUT={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def bounded(result: Any, timeout: float | None) -> Any:
+    """`result` (a Beam PipelineResult) whose `wait_until_finish()` waits at most `timeout` s, then cancels the
+    job and raises RunnerError (exit 2) saying why a job may wait for ever; None leaves it unbounded."""
+    if timeout is None:
+        return result
+    wait = result.wait_until_finish
+
+    def wait_until_finish(duration: int | None = None) -> Any:
+        if duration:
+            return wait(duration)
+        from apache_beam.runners.runner import PipelineState
+
+        state = wait(int(timeout * 1000))
+        if PipelineState.is_terminal(state):
+            return state
+        try:
+            result.cancel()
+        except Exception as exc:  # noqa: BLE001 - the timeout is the error to report; the cancel's is appended
+            cancelled = f"; cancelling it failed too ({type(exc).__name__}: {exc})"
+        else:
+            cancelled = "; it was cancelled"
+        raise RunnerError(
+            f"the Flink job did not finish within PARITY_FLINK_JOB_TIMEOUT={timeout:g} s (state {state}){cancelled}. "
+            f"A job that waits for ever without a failed task is often one whose SDK harness died before it "
+            f"connected: the TaskManagers' logs then say 'Still waiting for startup of environment'. Check the "
+            f"SDK worker pool (its log, its memory) and run again, or raise PARITY_FLINK_JOB_TIMEOUT")
+
+    result.wait_until_finish = wait_until_finish
+    return result
 
 
 def _free_port() -> int:

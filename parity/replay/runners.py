@@ -51,7 +51,17 @@ def make_runner(name: str) -> Any:
     if name == "FlinkRunner":
         from apache_beam.runners.portability.flink_runner import FlinkRunner
 
-        return FlinkRunner()
+        from parity.replay.flink import bounded, job_timeout
+
+        runner = FlinkRunner()
+        timeout = job_timeout()  # read now: a bad value stops the run before its job is submitted
+        submit = runner.run_pipeline
+
+        def run_bounded(pipeline: Any, options: Any) -> Any:
+            return bounded(submit(pipeline, options), timeout)
+
+        runner.run_pipeline = run_bounded  # type: ignore[method-assign]
+        return runner
     raise ConfigError(f"--runner: unknown runner {name!r}; expected one of {', '.join(RUNNERS)}")
 
 

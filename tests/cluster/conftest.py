@@ -34,10 +34,15 @@ class TestBed:
     pool: bed.WorkerPool
     job_endpoint: str
     bucket: str
+    # A second pool, as the same user, for a check that runs at the same time as another: Beam's worker pool keys
+    # its harnesses by worker id, which every job numbers from 1 on each TaskManager, so the end of one job can
+    # stop (kill) the harness another job is starting under the same id, and that job then waits for ever
+    # (docs/flink.md, "On a real cluster").
+    other_pool: bed.WorkerPool
 
-    def options(self, parallelism: int = 2) -> list[str]:
+    def options(self, parallelism: int = 2, pool: bed.WorkerPool | None = None) -> list[str]:
         """Beam options for a job on the test bed: its job server, the worker pool, and Beam's S3 options."""
-        return [f"--job_endpoint={self.job_endpoint}", *self.pool.options, f"--parallelism={parallelism}",
+        return [f"--job_endpoint={self.job_endpoint}", *(pool or self.pool).options, f"--parallelism={parallelism}",
                 *self.s3.options]
 
     def finish(self, result, timeout: float = JOB_TIMEOUT) -> None:
@@ -90,6 +95,8 @@ def testbed(testbed_dir, s3_server, record_testsuite_property):
         s3 = s3_server
         pool = bed.start_worker_pool(os.path.join(testbed_dir, "worker"))
         stops.append(pool.stop)
+        other_pool = bed.start_worker_pool(os.path.join(testbed_dir, "worker-other"))
+        stops.append(other_pool.stop)
         flink = bed.start_flink(os.path.join(testbed_dir, "flink"))
         stops.append(flink.stop)
         server = JobServer(jar, flink.master)
@@ -102,7 +109,7 @@ def testbed(testbed_dir, s3_server, record_testsuite_property):
     start_seconds = round(time.monotonic() - started, 1)
     suite_times.add("Cluster test bed", "testbed_start_seconds", start_seconds)
     record_testsuite_property("cluster_testbed_start_seconds", start_seconds)
-    yield TestBed(s3, flink, pool, server.endpoint, "parity")
+    yield TestBed(s3, flink, pool, server.endpoint, "parity", other_pool)
     for stop in reversed(stops):
         stop()
 

@@ -85,6 +85,7 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
 
 
 CHECK_TIMEOUT = int(os.environ.get("PARITY_TESTBED_CHECK_TIMEOUT", "600"))  # seconds one check may take
+JOB_TIMEOUT = float(os.environ.get("PARITY_TESTBED_JOB_TIMEOUT", "300"))  # seconds one of its jobs may take
 
 
 @contextlib.contextmanager
@@ -103,11 +104,10 @@ def _deadline(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def cluster_check(testbed, name: str) -> bytes:
-    """`parity check` of window_late_dropped on the test bed: the capture and the out folder on S3, the Python work
-    in the EXTERNAL worker pool (another user, who cannot see the client's folders) at parallelism 2; returns
-    report.json. No folder is shared: the workers write the sets' parts under the out URL, the client reads them
-    back from there."""
+def _check_folders(testbed, name: str) -> tuple[str, str]:
+    """The config of window_late_dropped with its capture on the test bed's S3, in a folder only the client can
+    enter (mode 700), and the check's out URL. No folder is shared: the workers write the sets' parts under the
+    out URL, the client reads them back from there (`_forget` removes the config's folder)."""
     import tempfile
 
     urls.configure(testbed.s3.options)
@@ -115,14 +115,104 @@ def cluster_check(testbed, name: str) -> bytes:
     if not urls.isfile(url):
         urls.write_bytes(url, open(TRIPS, "rb").read())
     client = tempfile.mkdtemp(prefix="parity-cluster-client-")  # the config: the client's alone (mode 700)
-    out = testbed.url("cluster-out", name)
-    try:
-        config = _config(os.path.join(client, "config"), url)
-        with _deadline(CHECK_TIMEOUT):
-            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
-    finally:
-        shutil.rmtree(client, ignore_errors=True)
+    return _config(os.path.join(client, "config"), url), testbed.url("cluster-out", name)
+
+
+def _forget(config: str) -> None:
+    shutil.rmtree(os.path.dirname(os.path.dirname(config)), ignore_errors=True)
+
+
+def _report(out: str) -> bytes:
     return urls.read_bytes(f"{out}/report.json")
+
+
+@contextlib.contextmanager
+def _job_timeout(seconds: float):
+    """parity's own bound on each Flink job (PARITY_FLINK_JOB_TIMEOUT), for the in-process check."""
+    previous = os.environ.get("PARITY_FLINK_JOB_TIMEOUT")
+    os.environ["PARITY_FLINK_JOB_TIMEOUT"] = f"{seconds:g}"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PARITY_FLINK_JOB_TIMEOUT", None)
+        else:
+            os.environ["PARITY_FLINK_JOB_TIMEOUT"] = previous
+
+
+def cluster_check(testbed, name: str, while_running=None, job_timeout: float = JOB_TIMEOUT) -> bytes:
+    """`parity check` of window_late_dropped on the test bed: the capture and the out folder on S3, the Python work
+    in the EXTERNAL worker pool (another user, who cannot see the client's folders) at parallelism 2; returns
+    report.json.
+
+    `while_running(out)` runs in a thread beside the check (a fault to inject), given the out location; what it
+    raises is raised here. Each job ends within `job_timeout` s (parity's PARITY_FLINK_JOB_TIMEOUT: the job is
+    cancelled and the check fails), the whole check within PARITY_TESTBED_CHECK_TIMEOUT; a check that fails
+    leaves no job running on the test bed."""
+    import threading
+
+    config, out = _check_folders(testbed, name)
+    errors: list[BaseException] = []
+
+    def beside() -> None:
+        try:
+            while_running(out)
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
+            errors.append(exc)
+
+    thread = threading.Thread(target=beside, daemon=True) if while_running else None
+    try:
+        if thread:
+            thread.start()
+        with _deadline(CHECK_TIMEOUT), _job_timeout(job_timeout):
+            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
+    except BaseException:
+        testbed.flink.cancel_running()
+        raise
+    finally:
+        _forget(config)
+        if thread:
+            thread.join(timeout=CHECK_TIMEOUT)
+    if errors:
+        raise errors[0]
+    return _report(out)
+
+
+def cluster_checks_at_once(testbed, names: list[str], job_timeout: float = JOB_TIMEOUT) -> list[bytes]:
+    """As many `parity check`s as `names` (two at most), each its own process (`python -m parity check ...
+    --runner FlinkRunner`) with its own out location and its own worker pool (`TestBed.other_pool` says why), all
+    submitted to the test bed at once; their report.json files."""
+    import subprocess
+    import sys
+    import time
+
+    assert len(names) <= 2, "the test bed has two worker pools"
+    runs = [_check_folders(testbed, name) for name in names]
+    pools = [testbed.pool, testbed.other_pool]
+    env = dict(os.environ, PARITY_PROGRESS="off", PYTHONPATH=ROOT, PARITY_FLINK_JOB_TIMEOUT=f"{job_timeout:g}")
+    processes = [subprocess.Popen([sys.executable, "-m", "parity", "check", config, "--out", out, "--runner",
+                                   "FlinkRunner", "--", *testbed.options(pool=pool)], env=env, cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                 for (config, out), pool in zip(runs, pools)]
+    deadline = time.monotonic() + CHECK_TIMEOUT
+    said = []
+    try:
+        for process in processes:
+            output, _ = process.communicate(timeout=max(deadline - time.monotonic(), 1))
+            said.append(output.decode(errors="replace"))
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            process.kill()
+        testbed.flink.cancel_running()
+        pytest.fail(f"{len(names)} checks at once did not finish within {CHECK_TIMEOUT} s "
+                    f"(PARITY_TESTBED_CHECK_TIMEOUT; PARITY_TESTBED_KEEP=1 keeps the logs)")
+    finally:
+        for config, _ in runs:
+            _forget(config)
+    for name, process, output in zip(names, processes, said):
+        # 1: the scenario's planted divergence was found; 2 or more: the check failed
+        assert process.returncode in (0, 1), f"check {name!r} exited {process.returncode}:\n{output[-3000:]}"
+    return [_report(out) for _, out in runs]
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,16 @@
   work of an `--environment_type=EXTERNAL` job runs there, and the client's folders (pytest's tmp_path is
   root-owned, mode 700) are closed to it, as another host's disk would be.
 
-Every process is started here and stopped by its own id (its process group), never by name.
+Every process is started here and stopped by its own id (its process group), never by name. Faults are injected
+by pid too: an SDK harness of the pool (`WorkerPool.connected`, `unconnected`: whether it has reached its
+TaskManager yet, from /proc), a TaskManager (`FlinkCluster.taskmanager_serving`, `kill_taskmanager`, then
+`add_taskmanager` in its place).
 """
 from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -166,6 +170,50 @@ def _open_for(entry: pwd.struct_passwd, paths: list[str]) -> list[str]:
     return changed
 
 
+def _socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process `pid` holds open (its /proc fd links `socket:[N]`)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        pass
+    return inodes
+
+
+def _tcp_sockets() -> list[tuple[int, str, str]]:
+    """(local port, state, inode) of every TCP socket of the host (/proc/net/tcp and tcp6); state 01 is
+    ESTABLISHED, 0A is LISTEN."""
+    rows = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                lines = handle.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            rows.append((int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]))
+    return rows
+
+
+def _connected(pid: int) -> bool:
+    """True once process `pid` holds an ESTABLISHED TCP connection (an SDK harness: to its runner)."""
+    inodes = _socket_inodes(pid)
+    return bool(inodes) and any(state == "01" and inode in inodes for _, state, inode in _tcp_sockets())
+
+
+def _listener(port: int, pids: list[int]) -> int | None:
+    """Which of `pids` listens on `port`."""
+    inodes = {inode for local, state, inode in _tcp_sockets() if local == port and state == "0A"}
+    return next((pid for pid in pids if inodes & _socket_inodes(pid)), None)
+
+
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
     return [int(child) for child in out.stdout.split()]
@@ -192,6 +240,26 @@ class WorkerPool:
         """The pids of the SDK harnesses the pool runs now: the child processes of the pool, which is itself
         the child of `runuser` (the process this module started)."""
         return [harness for pool in _children(self.process.pid) for harness in _children(pool)]
+
+    def connected(self) -> list[int]:
+        """The SDK harnesses that have connected to their TaskManager (an ESTABLISHED TCP connection): those
+        whose death fails a task. One that dies before it connects is never noticed (docs/flink.md)."""
+        return [pid for pid in self.children() if _connected(pid)]
+
+    def unconnected(self) -> list[int]:
+        return [pid for pid in self.children() if not _connected(pid)]
+
+    @staticmethod
+    def control_port(harness: int) -> int | None:
+        """The port of the TaskManager's control service a harness was started for (from its command line,
+        `SdkHarness("localhost:PORT", ...)`)."""
+        try:
+            with open(f"/proc/{harness}/cmdline", "rb") as handle:
+                command = handle.read().decode(errors="replace")
+        except OSError:
+            return None
+        found = re.search(r'SdkHarness\("[^":]*:(\d+)"', command)
+        return int(found.group(1)) if found else None
 
     def stop(self) -> None:
         _stop(self.process)
@@ -275,15 +343,69 @@ class FlinkCluster:
                     pids += [int(line) for line in handle.read().split()]
         return pids
 
+    def jobs(self) -> dict[str, str]:
+        """Every job the cluster knows: id -> state (RUNNING, FINISHED, CANCELED, ...)."""
+        return {job["id"]: job["status"] for job in self.get("/jobs")["jobs"]}
+
+    def cancel_running(self) -> list[str]:
+        """Cancels every job still running (after a test that failed half-way), so later tests get the slots."""
+        running = [jid for jid, state in self.jobs().items() if state in ("RUNNING", "RESTARTING", "CREATED")]
+        for jid in running:
+            request = urllib.request.Request(f"http://{self.master}/jobs/{jid}?mode=cancel", method="PATCH")
+            with urllib.request.urlopen(request, timeout=10):
+                pass
+        return running
+
+    def taskmanager_ids(self) -> set[str]:
+        return {tm["id"] for tm in self.get("/taskmanagers")["taskmanagers"]}
+
+    def taskmanager_serving(self, harness: int) -> int | None:
+        """The pid of the TaskManager whose control service `harness` was started for."""
+        port = WorkerPool.control_port(harness)
+        return None if port is None else _listener(port, self.taskmanager_pids())
+
+    def kill_taskmanager(self, pid: int, timeout: float = 30) -> None:
+        """SIGKILLs one TaskManager and takes its pid out of flink-daemon.sh's pid file, so that `stop` never
+        signals that number again (another process may get it)."""
+        os.kill(pid, signal.SIGKILL)
+        _wait(f"TaskManager {pid} to exit", lambda: not os.path.exists(f"/proc/{pid}"), None, timeout)
+        pid_dir = os.path.join(self.env["PARITY_FLINK_RUN_DIR"], "pid")
+        for name in os.listdir(pid_dir):
+            if "taskexecutor" in name:
+                path = os.path.join(pid_dir, name)
+                with open(path, encoding="utf-8") as handle:
+                    kept = [line for line in handle.read().split() if int(line) != pid]
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write("".join(f"{line}\n" for line in kept))
+
+    def add_taskmanager(self, before: set[str], timeout: float = 120) -> None:
+        """Starts a TaskManager in place of a killed one and waits until the cluster lists as many as it started
+        with: the survivors of `before` (the ids before the kill) and one new. A killed TaskManager stays
+        listed until its heartbeats fail."""
+        done = self.script("add-taskmanager", timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/flink_cluster.sh add-taskmanager (exit {done.returncode}):\n"
+                               f"{done.stderr[-3000:]}")
+        want = int(self.env["PARITY_FLINK_TASKMANAGERS"])
+
+        def replaced() -> bool:
+            now = self.taskmanager_ids()
+            return len(now) == want and len(now - before) == 1
+
+        _wait("the TaskManager started in place of the killed one", replaced, None, timeout)
+
     def stop(self) -> None:
         self.script("stop", timeout=120)
 
 
 def start_flink(run_dir: str, taskmanagers: int = 2) -> FlinkCluster:
     rest, rpc = free_port(), free_port()
+    # A killed TaskManager is noticed after 2 missed heartbeats 2 s apart (Flink's default: up to 50 s), and
+    # the restarts that land on its slots before then each use an attempt: 10 attempts, not 3.
     env = dict(os.environ, PARITY_FLINK_RUN_DIR=run_dir, PARITY_FLINK_REST_PORT=str(rest),
                PARITY_FLINK_RPC_PORT=str(rpc), PARITY_FLINK_TASKMANAGERS=str(taskmanagers),
-               PARITY_FLINK_SLOTS="2")
+               PARITY_FLINK_SLOTS="2", PARITY_FLINK_RESTART_ATTEMPTS="10", PARITY_FLINK_HEARTBEAT_INTERVAL="2000",
+               PARITY_FLINK_HEARTBEAT_TIMEOUT="20000")
     cluster = FlinkCluster(rest, env)
     done = cluster.script("start")
     if done.returncode != 0:

@@ -152,3 +152,19 @@ def test_a_users_job_endpoint_that_does_not_answer_is_a_clear_error(tmp_path, ca
                  f"--job_endpoint=localhost:{port}"])
     assert code == 2
     assert f"--job_endpoint=localhost:{port}: no Beam job server answers there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-5"])
+def test_a_bad_job_timeout_stops_the_run_before_its_job_is_submitted(monkeypatch, raw):
+    from parity.replay.runners import make_runner
+
+    monkeypatch.setenv("PARITY_FLINK_JOB_TIMEOUT", raw)
+    with pytest.raises(RunnerError, match="PARITY_FLINK_JOB_TIMEOUT"):
+        make_runner("FlinkRunner")
+
+
+def test_without_a_job_timeout_a_flink_job_is_waited_for_without_bound(monkeypatch):
+    monkeypatch.delenv("PARITY_FLINK_JOB_TIMEOUT", raising=False)
+    assert flink.job_timeout() is None
+    monkeypatch.setenv("PARITY_FLINK_JOB_TIMEOUT", "90")
+    assert flink.job_timeout() == 90.0

@@ -1,0 +1,151 @@
+"""Faults survived on the test bed (issue 26 item 5). While a check replays on the cluster, an SDK harness of the
+worker pool, or a TaskManager, is killed by its pid once the job is processing; Flink's fixed-delay restart
+strategy restarts the job, the check completes, and its report.json is the undisturbed run's byte for byte: no
+record lost, none counted twice (parts and spill files are named by their batch and replaced whole, so a
+restarted job overwrites what the failed attempt wrote). Two checks at once into different out folders each
+give that report too.
+
+A harness that dies before it connects is never noticed by Beam's EXTERNAL environment (the TaskManager waits
+for it without end, logging "Still waiting for startup of environment"): that is what made the earlier drill
+hang once in two runs, when it killed a harness a fixed 3 s after it appeared. Here a kill waits for the job to
+be RUNNING and the harness to be connected instead, and a check whose harness never connects fails within
+parity's job deadline (PARITY_FLINK_JOB_TIMEOUT), its job cancelled.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from parity.errors import RunnerError
+from tests.cluster.test_s3_paths import cluster_check, cluster_checks_at_once, direct_report  # noqa: F401
+
+pytestmark = pytest.mark.cluster
+
+PROGRESS_TIMEOUT = 240.0  # seconds a check has to show that its job is under way
+
+
+def _poll(what: str, attempt, timeout: float = PROGRESS_TIMEOUT, step: float = 0.1):
+    """Calls `attempt` until it returns something true, which is returned; fails after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = attempt()
+        if found:
+            return found
+        time.sleep(step)
+    raise AssertionError(f"no {what} within {timeout:g} s")
+
+
+def _kill(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended meanwhile: look again
+        return None
+    return pid
+
+
+def _under_way(testbed, jobs_before: dict) -> bool:
+    """A job of this check runs on the cluster (Flink says RUNNING). With a harness connected to its TaskManager
+    (asked for by the caller), the job is processing: a TaskManager starts an environment for its first bundle.
+    (A worker-written spill file was the sign first: on an idle machine the job then ended before the kill
+    failed a task.)"""
+    return any(state == "RUNNING" and jid not in jobs_before for jid, state in testbed.flink.jobs().items())
+
+
+def _new_jobs(testbed, jobs_before: dict) -> dict[str, str]:
+    return {jid: state for jid, state in testbed.flink.jobs().items() if jid not in jobs_before}
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    monkeypatch.setenv("PARITY_PROGRESS", "off")
+
+
+def test_a_check_survives_a_killed_sdk_worker_and_gives_the_same_report(testbed, direct_report, quiet):
+    jobs_before = testbed.flink.jobs()
+    failures_before = testbed.flink.failures()
+    killed: list[int] = []
+
+    def kill_a_connected_harness(out: str) -> None:
+        def attempt():
+            if not _under_way(testbed, jobs_before):
+                return None
+            return _kill(next(iter(testbed.pool.connected()), None))
+
+        killed.append(_poll("job under way with a connected SDK harness", attempt))
+
+    report = cluster_check(testbed, "worker-killed", while_running=kill_a_connected_harness)
+    assert killed
+    assert report == direct_report
+    assert testbed.flink.failures() > failures_before, "the killed harness made no task fail: nothing was tested"
+    assert set(_new_jobs(testbed, jobs_before).values()) == {"FINISHED"}  # restarted, not failed
+
+
+def test_a_check_survives_a_killed_taskmanager_and_gives_the_same_report(testbed, direct_report, quiet):
+    jobs_before = testbed.flink.jobs()
+    failures_before = testbed.flink.failures()
+    taskmanagers_before = testbed.flink.taskmanager_ids()
+    killed: list[int] = []
+
+    def kill_a_working_taskmanager(out: str) -> None:
+        def attempt():
+            if not _under_way(testbed, jobs_before):
+                return None
+            for harness in testbed.pool.connected():
+                taskmanager = testbed.flink.taskmanager_serving(harness)
+                if taskmanager is not None:
+                    return taskmanager
+            return None
+
+        taskmanager = _poll("job under way with a TaskManager serving a connected SDK harness", attempt)
+        testbed.flink.kill_taskmanager(taskmanager)
+        killed.append(taskmanager)
+
+    try:
+        report = cluster_check(testbed, "taskmanager-killed", while_running=kill_a_working_taskmanager)
+    finally:  # the later tests get two TaskManagers again
+        if killed:
+            testbed.flink.add_taskmanager(taskmanagers_before)
+    assert killed
+    assert report == direct_report
+    assert testbed.flink.failures() > failures_before, "the killed TaskManager made no task fail"
+    assert set(_new_jobs(testbed, jobs_before).values()) == {"FINISHED"}
+
+
+def test_two_checks_at_once_into_different_out_folders_each_give_the_direct_report(testbed, direct_report):
+    jobs_before = testbed.flink.jobs()
+    reports = cluster_checks_at_once(testbed, ["at-once-1", "at-once-2"])
+    assert reports == [direct_report, direct_report]
+    jobs = [testbed.flink.get(f"/jobs/{jid}") for jid in _new_jobs(testbed, jobs_before)]
+    assert len(jobs) == 4 and {job["state"] for job in jobs} == {"FINISHED"}  # two sides each
+    spans = sorted((job["start-time"], job["end-time"]) for job in jobs)
+    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), \
+        f"no two of the checks' jobs ran at the same time: {spans}"
+
+
+def test_a_check_whose_sdk_harness_dies_before_it_connects_fails_within_its_job_deadline(testbed, quiet):
+    jobs_before = testbed.flink.jobs()
+    killed: list[int] = []
+
+    def kill_a_starting_harness(out: str) -> None:
+        def attempt():
+            return _kill(next(iter(testbed.pool.unconnected()), None))
+
+        killed.append(_poll("SDK harness starting", attempt, step=0.02))
+
+    started = time.monotonic()
+    with pytest.raises(RunnerError) as caught:
+        cluster_check(testbed, "harness-never-connects", while_running=kill_a_starting_harness, job_timeout=30)
+    took = time.monotonic() - started
+    assert killed
+    said = str(caught.value)
+    assert "did not finish within PARITY_FLINK_JOB_TIMEOUT=30 s" in said and "it was cancelled" in said, said
+    assert "Still waiting for startup of environment" in said
+    assert took < 30 + 90, f"the check took {took:.0f} s to fail"
+    # nothing left holding the slots: the job goes from CANCELLING to CANCELED once its tasks have stopped
+    _poll("end of the cancelled job", lambda: set(_new_jobs(testbed, jobs_before).values()) == {"CANCELED"},
+          timeout=60)
