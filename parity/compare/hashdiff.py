@@ -9,7 +9,7 @@ buckets are drilled into: their records are paired by (key, ordinal among the ke
 stage by stage, with numpy over whole columns. Two buckets with different contents get equal digests with a
 probability of about 2^-64 per stage.
 
-Two sets the replay wrote as key-range bucket files (parity.sets.buckets) carry a summary per first key byte: a
+Two sets the replay wrote as key-range bucket files (parity.sets.buckets) carry a summary per key range: a
 bucket whose summaries agree (`whole_buckets`) is matched without reading its rows, and only the other buckets'
 files are read and go through the chunks below.
 
@@ -72,7 +72,7 @@ class WholeBuckets:
     """Key-range buckets of two bucketed sets (parity.sets.buckets) matched by their summaries alone: their
     rows are never read."""
 
-    buckets: frozenset[int]     # the first key bytes matched
+    buckets: frozenset[int]     # the key ranges (bucket numbers) matched
     rows: int                   # rows on each side (equal)
     prefixes: int               # the hashdiff buckets (BUCKET_BITS) their rows fall in
 

@@ -1,7 +1,7 @@
 """A replayed set's fingerprint rows as key-range bucket files, each with its summary, written by the workers.
 
-A side's job routes its fingerprint rows by the first byte of `key_fp` (BUCKET_BITS bits: 256 buckets, the same
-on every side whatever its size), so that each bucket is sorted and written by a worker as
+A side's job routes its fingerprint rows by the leading BUCKET_BITS bits of `key_fp` (16 buckets, the same on
+every side whatever its size), so that each bucket is sorted and written by a worker as
 `fingerprints/<bb>.parquet` (two hex digits), and summarized: its rows, its duplicate rows, one digest of its
 keys and one per stage, its feature names. The job then writes every summary, with the quarantine's counts, as
 `buckets.json`: the client's `finalize` reads that file only, and `parity diff` matches two buckets whose
@@ -28,12 +28,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.errors import FingerprintSetError
-from parity.sets.fingerprint_set import (BUCKET_FILES_DIR, BUCKETS_FILE, FP_PARQUET_OPTIONS, FP_SCHEMA, QUARANTINE,
-                                         bucket_file, sort_rows)
+from parity.sets.fingerprint_set import (BUCKET_BITS, BUCKET_FILES_DIR, BUCKETS_FILE, FP_PARQUET_OPTIONS, FP_SCHEMA,
+                                         QUARANTINE, bucket_file, sort_rows)
 from parity.stages import STAGES
 from parity.storage import urls
 
-BUCKET_BITS = 8            # the first byte of key_fp: 256 buckets on every side
 PREFIX_BITS = 16           # parity.compare.hashdiff's buckets: a summary counts the ones its rows fall in
 SALTS = np.array([0x9E3779B97F4A7C15 * (i + 1) % (1 << 64) for i in range(len(STAGES))], dtype=np.uint64)
 

@@ -42,6 +42,13 @@ FP_PART_SUFFIX = ".arrow"  # a batch's fingerprint rows until `finalize` (Arrow 
 # (parity.sets.buckets), instead of one FINGERPRINTS file: `fingerprints/<bb>.parquet` and `buckets.json`.
 BUCKET_FILES_DIR = "fingerprints"
 BUCKETS_FILE = "buckets.json"
+# The key ranges a replay's rows are written in (parity.sets.buckets): 16 on every side. Each bucket costs objects (a
+# routed file per gathering, its bucket file), and Beam's S3 file system builds a new client for every object it
+# opens (about 0.1 s here): with 256 buckets a 300-record replay into S3 wrote and removed several hundred objects
+# per side and took minutes. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in memory)
+# and still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ,
+# finer ones would not be skipped either.
+BUCKET_BITS = 4
 ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way to the bucket files
 
 FP_SCHEMA = pa.schema(
@@ -461,10 +468,12 @@ def _read_buckets(set_dir: str) -> dict[str, Any]:
     if not isinstance(buckets, list) or not all(
             isinstance(b, dict) and all(isinstance(b.get(f), t) for f, t in fields)
             and len(b["digests"]) == 1 + len(STAGES) and 0 <= b["bucket"] < 256 for b in buckets) \
+            or summary.get("bucket_bits") != BUCKET_BITS \
             or [b["bucket"] for b in buckets] != sorted({b["bucket"] for b in buckets}) \
             or not isinstance(summary.get("quarantined"), int) \
             or not isinstance(summary.get("quarantine_reasons"), dict):
-        raise FingerprintSetError(f"{path}: malformed bucket summaries; the set is damaged: replay the side again")
+        raise FingerprintSetError(f"{path}: malformed bucket summaries, or buckets of another parity version (this "
+                                  f"one writes bucket_bits {BUCKET_BITS}); replay the side again")
     return summary
 
 
