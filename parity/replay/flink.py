@@ -74,16 +74,7 @@ def job_server_jar() -> str:
 
 
 def start_timeout() -> float:
-    raw = os.environ.get("PARITY_FLINK_START_TIMEOUT", "")
-    if not raw:
-        return DEFAULT_START_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise RunnerError(f"PARITY_FLINK_START_TIMEOUT={raw!r}: expected a number of seconds") from None
-    if value <= 0:
-        raise RunnerError(f"PARITY_FLINK_START_TIMEOUT={raw!r}: expected a positive number of seconds")
-    return value
+    return _seconds("PARITY_FLINK_START_TIMEOUT", DEFAULT_START_TIMEOUT)
 
 
 def job_timeout() -> float | None:
@@ -92,15 +83,24 @@ def job_timeout() -> float | None:
     Beam's EXTERNAL environment waits without end for an SDK harness that the worker pool started but that died
     before it connected (the TaskManager logs "Still waiting for startup of environment" every 2 minutes, the
     job stays RUNNING, no task fails, Flink's restart strategy never runs): only a bound ends such a job."""
-    raw = os.environ.get("PARITY_FLINK_JOB_TIMEOUT", "")
+    return _seconds("PARITY_FLINK_JOB_TIMEOUT", None)
+
+
+def _seconds(name: str, default: float | None) -> float | None:
+    """The positive number of seconds the environment variable `name` gives, or `default` when it is unset.
+
+    Raises:
+        RunnerError: it is not a positive number, naming the variable and its value.
+    """
+    raw = os.environ.get(name, "")
     if not raw:
-        return None
+        return default
     try:
         value = float(raw)
     except ValueError:
-        raise RunnerError(f"PARITY_FLINK_JOB_TIMEOUT={raw!r}: expected a number of seconds") from None
+        raise RunnerError(f"{name}={raw!r}: expected a number of seconds") from None
     if value <= 0:
-        raise RunnerError(f"PARITY_FLINK_JOB_TIMEOUT={raw!r}: expected a positive number of seconds")
+        raise RunnerError(f"{name}={raw!r}: expected a positive number of seconds")
     return value
 
 

@@ -100,11 +100,7 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
         raise OutputError(f"{flag} {path}: cannot create or list the folder: {exc.strerror or exc}") from exc
     ours = _has_marker(path) or all(name in (*_OWN, *outputs, *known) for name in entries)
     if not ours and not force:
-        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
-        raise OutputError(
-            f"{flag} {path}: the folder is not empty and was not made by parity (it holds {shown}); parity "
-            f"removes its earlier outputs from the folder it writes to: give a new or empty folder, or pass "
-            f"--force to write into this one")
+        raise _foreign(flag, path, entries)
     fd = _lock(path, flag)
     try:
         if ours and not _has_marker(path):
@@ -135,11 +131,7 @@ def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], forc
                           f"(e.g. -- --s3_endpoint_url=...)") from exc
     ours = MARKER in entries or all(name in (*_OWN, *outputs, *known) for name in entries)
     if not ours and not force:
-        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
-        raise OutputError(
-            f"{flag} {path}: the folder is not empty and was not made by parity (it holds {shown}); parity "
-            f"removes its earlier outputs from the folder it writes to: give a new or empty folder, or pass "
-            f"--force to write into this one")
+        raise _foreign(flag, path, entries)
     try:
         if MARKER not in entries and ours:
             urls.write_text(urls.child(path, MARKER), _MARKER_TEXT)
@@ -148,6 +140,15 @@ def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], forc
     except OSError as exc:
         raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc}") from exc
     return Claim(path, None)
+
+
+def _foreign(flag: str, path: str, entries: list[str]) -> OutputError:
+    """The refusal of a folder parity did not make and that is not empty, naming what it holds."""
+    shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+    return OutputError(
+        f"{flag} {path}: the folder is not empty and was not made by parity (it holds {shown}); parity "
+        f"removes its earlier outputs from the folder it writes to: give a new or empty folder, or pass "
+        f"--force to write into this one")
 
 
 _CLAIMED: set[str] = set()  # the folders this process claimed: its logs may go there, not into another run's

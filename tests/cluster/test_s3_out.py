@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 import yaml
@@ -18,6 +17,8 @@ from parity.config import load_config
 from parity.errors import OutputError
 from parity.sets.fingerprint_set import read_set
 from parity.storage import urls
+
+from tests.cluster.test_s3_paths import scenario_config
 
 pytestmark = pytest.mark.cluster
 
@@ -34,22 +35,11 @@ def s3(s3_server, monkeypatch):
     return s3_server
 
 
-def _config(folder, capture_path: str) -> str:
-    shutil.copytree(SCENARIO, folder)
-    path = os.path.join(folder, "parity.yaml")
-    with open(path, encoding="utf-8") as handle:
-        doc = yaml.safe_load(handle)
-    doc["capture"]["path"] = capture_path
-    with open(path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(doc, handle, sort_keys=False)
-    return path
-
-
 @pytest.fixture(scope="module")
 def local_report(tmp_path_factory) -> bytes:
     """report.json of window_late_dropped, capture and out on the local disk."""
     folder = tmp_path_factory.mktemp("local")
-    parity.check(_config(folder / "config", TRIPS), out_dir=str(folder / "out"))
+    parity.check(scenario_config(folder / "config", TRIPS), out_dir=str(folder / "out"))
     return (folder / "out" / "report.json").read_bytes()
 
 
@@ -62,7 +52,7 @@ def _capture_on_s3() -> str:
 
 def test_a_check_from_s3_into_s3_writes_the_report_of_the_local_run(s3, tmp_path, local_report):
     out = "s3://parity/out-tests/check"
-    report = parity.check(_config(tmp_path / "config", _capture_on_s3()), out_dir=out, pipeline_options=s3.options)
+    report = parity.check(scenario_config(tmp_path / "config", _capture_on_s3()), out_dir=out, pipeline_options=s3.options)
 
     assert urls.read_bytes(f"{out}/report.json") == local_report
     assert report["verdict"] == json.loads(local_report)["verdict"]
@@ -77,7 +67,7 @@ def test_a_check_from_s3_into_s3_writes_the_report_of_the_local_run(s3, tmp_path
 
 def test_a_second_check_into_the_same_s3_folder_replaces_the_first_ones_outputs(s3, tmp_path, local_report):
     out = "s3://parity/out-tests/again"
-    config = _config(tmp_path / "config", _capture_on_s3())
+    config = scenario_config(tmp_path / "config", _capture_on_s3())
     parity.check(config, out_dir=out, pipeline_options=s3.options)
     urls.write_bytes(f"{out}/sides/offline/values/stale.parquet", b"left by an earlier run")
     parity.check(config, out_dir=out, pipeline_options=s3.options)
@@ -93,7 +83,7 @@ def test_sides_replayed_into_s3_diff_from_s3_into_s3_to_the_report_of_the_local_
     # folder when the set is on a URL), as a large set does
     monkeypatch.setattr(fingerprint_set, "BUCKET_ROWS", 16)
     monkeypatch.setattr(fingerprint_set, "SPILL_ROWS", 40)
-    config_path = _config(tmp_path / "config", _capture_on_s3())
+    config_path = scenario_config(tmp_path / "config", _capture_on_s3())
     config = load_config(config_path)
     sets = "s3://parity/out-tests/sets"
     for side in ("offline", "production"):
@@ -116,7 +106,7 @@ def test_sides_replayed_into_s3_diff_from_s3_into_s3_to_the_report_of_the_local_
 def test_an_s3_prefix_that_parity_did_not_make_is_refused_without_force(s3, tmp_path):
     out = "s3://parity/out-tests/someone-elses"
     urls.write_bytes(f"{out}/data/important.csv", b"a,b\n")
-    config = _config(tmp_path / "config", _capture_on_s3())
+    config = scenario_config(tmp_path / "config", _capture_on_s3())
     with pytest.raises(OutputError, match=r"not empty and was not made by parity \(it holds data\).*--force"):
         parity.check(config, out_dir=out, pipeline_options=s3.options)
     assert urls.list_names(out) == ["data"]  # nothing written, nothing removed

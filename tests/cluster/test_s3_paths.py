@@ -51,7 +51,8 @@ def test_the_path_layer_reads_writes_lists_and_deletes_objects(s3):
     assert urls.join("/tmp/a", "../b") == "/tmp/b"
 
 
-def _config(folder, capture_path: str) -> str:
+def scenario_config(folder, capture_path: str) -> str:
+    """window_late_dropped's config copied into `folder`, its capture at `capture_path`."""
     shutil.copytree(SCENARIO, folder)
     path = os.path.join(folder, "parity.yaml")
     with open(path, encoding="utf-8") as handle:
@@ -75,8 +76,8 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
     local = tmp_path / "local"
     local.mkdir()
     (local / "trips.jsonl").write_bytes(data)
-    on_disk = _config(tmp_path / "disk", str(local / "trips.jsonl"))
-    on_s3 = _config(tmp_path / "s3", f"s3://parity/capture-{name}/part-*")
+    on_disk = scenario_config(tmp_path / "disk", str(local / "trips.jsonl"))
+    on_s3 = scenario_config(tmp_path / "s3", f"s3://parity/capture-{name}/part-*")
 
     parity.check(on_disk, out_dir=str(tmp_path / "out-disk"))
     parity.check(on_s3, out_dir=str(tmp_path / "out-s3"), pipeline_options=s3.options)
@@ -115,7 +116,7 @@ def _check_folders(testbed, name: str) -> tuple[str, str]:
     if not urls.isfile(url):
         urls.write_bytes(url, open(TRIPS, "rb").read())
     client = tempfile.mkdtemp(prefix="parity-cluster-client-")  # the config: the client's alone (mode 700)
-    return _config(os.path.join(client, "config"), url), testbed.url("cluster-out", name)
+    return scenario_config(os.path.join(client, "config"), url), testbed.url("cluster-out", name)
 
 
 def _forget(config: str) -> None:
@@ -222,7 +223,7 @@ def direct_report(tmp_path_factory) -> bytes:
     local = folder / "client"
     local.mkdir(mode=0o700)
     (local / "trips.jsonl").write_bytes(open(TRIPS, "rb").read())
-    parity.check(_config(folder / "config", str(local / "trips.jsonl")), out_dir=str(folder / "out"))
+    parity.check(scenario_config(folder / "config", str(local / "trips.jsonl")), out_dir=str(folder / "out"))
     return (folder / "out" / "report.json").read_bytes()
 
 
