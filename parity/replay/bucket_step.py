@@ -38,9 +38,9 @@ class WriteBuckets(beam.PTransform):
         return (parts
                 | "RouteRows" >> beam.ParDo(_RouteRowsFn(self.out_dir))
                 | "GroupBuckets" >> beam.GroupByKey()
-                | "WriteBucket" >> beam.Map(_write_bucket, self.out_dir)
+                | "WriteBucket" >> beam.Map(_write_bucket, self.out_dir, urls.options())
                 | "AllSummaries" >> beam.combiners.ToList()
-                | "WriteSummaries" >> beam.Map(_write_summaries, self.out_dir))
+                | "WriteSummaries" >> beam.Map(_write_summaries, self.out_dir, urls.options()))
 
 
 class _RouteRowsFn(beam.DoFn):
@@ -50,9 +50,13 @@ class _RouteRowsFn(beam.DoFn):
 
     def __init__(self, out_dir: str) -> None:
         self._out_dir = out_dir
+        self._storage = urls.options()  # the run's storage options, for a worker that reads and writes a URL
         self._tables: list[pa.Table] = []
         self._parts: list[str] = []
         self._rows = 0
+
+    def setup(self) -> None:
+        urls.configure(self._storage)
 
     def start_bundle(self) -> None:
         self._tables, self._parts, self._rows = [], [], 0
@@ -85,12 +89,14 @@ class _RouteRowsFn(beam.DoFn):
             yield bucket, path
 
 
-def _write_bucket(grouped: tuple[int, Iterable[str]], out_dir: str) -> dict[str, Any]:
+def _write_bucket(grouped: tuple[int, Iterable[str]], out_dir: str, storage: tuple[str, ...]) -> dict[str, Any]:
+    urls.configure(storage)  # a harness started by a worker pool has not got the run's storage options
     bucket, paths = grouped
     return buckets.write_bucket(out_dir, bucket, [buckets.from_ipc(urls.read_bytes(path)) for path in sorted(paths)])
 
 
-def _write_summaries(summaries: list[dict[str, Any]], out_dir: str) -> str:
+def _write_summaries(summaries: list[dict[str, Any]], out_dir: str, storage: tuple[str, ...]) -> str:
+    urls.configure(storage)
     quarantine = urls.match(urls.join(out_dir, PARTS_DIR, "*.quarantine.jsonl"))
     buckets.write_summaries(out_dir, summaries, quarantine)
     return urls.join(out_dir, BUCKETS_FILE)
