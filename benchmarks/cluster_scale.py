@@ -1,0 +1,216 @@
+"""Issue 26's scale run: N taxi records per side through the cluster test bed, next to the DirectRunner.
+
+    .venv/bin/python benchmarks/cluster_scale.py --records 10000000
+    .venv/bin/python benchmarks/cluster_scale.py --records 100000 --rounds 1     # a quick look first
+
+The cluster is the test bed of tests/cluster (tests/cluster/testbed.py), started here and stopped at the end:
+moto's S3 server on 127.0.0.1, the standalone Flink 1.19 cluster with two TaskManagers (two slots each), the
+Beam job server, and Beam's SDK worker pool run as another Unix user (`--environment_type=EXTERNAL`). The
+capture (fixtures/taxi/generate.py, cached as benchmarks/run.py caches it) is uploaded to S3 once; both sides
+of `pipelines/taxi/parity-fixed.yaml` read it, with the python transform (no TensorFlow), at parallelism 2;
+`--out` is an `s3://` URL. The DirectRunner run reads the same records from the local disk into a local out
+folder. Each run is its own `parity check` process: its wall time, CPU seconds (its own and its waited-for
+children's: the second side's process) and peak memory (`os.wait4`'s ru_maxrss of the client process, and
+the sampled RSS of the client with its child processes) are recorded, with the load average. The rounds are
+fixed beforehand (`--rounds`), both contenders run in every round, and their order alternates.
+
+The client's peak memory is the figure the issue bounds (1 GiB): the Flink processes, the job server, the
+worker pool and the S3 server are the cluster's, not the client's, and are not counted.
+
+Writes the run to benchmarks/results/history.md and history.jsonl (as benchmarks/run.py does) and prints it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path[:0] = [REPO, HERE]
+
+import run as bench  # noqa: E402  (benchmarks/run.py: capture, config, process measurement, history)
+
+from tests.cluster import testbed as bed  # noqa: E402
+
+BUCKET = "parity"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, required=True, help="taxi records (both sides read them)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds, fixed before the run")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--contenders", default="flink_s3,direct",
+                        help="flink_s3 (the cluster, S3 in and out), direct (DirectRunner, local disk)")
+    parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"),
+                        help="where captures are generated and cached (as benchmarks/run.py)")
+    parser.add_argument("--results", default=os.path.join(HERE, "results"))
+    parser.add_argument("--keep", action="store_true", help="keep the test bed's logs (printed at the end)")
+    return parser.parse_args(argv)
+
+
+class Cluster:
+    """The test bed's parts, started in the order tests/cluster/conftest.py starts them, stopped in reverse."""
+
+    def __init__(self, base: str):
+        from parity.replay.flink import JobServer, job_server_jar
+
+        self.base = base
+        self._stops: list = []
+        try:
+            jar = job_server_jar()
+            self.s3 = bed.start_s3(base)
+            self._stops.append(self.s3.stop)
+            self.s3.client().create_bucket(Bucket=BUCKET)
+            self.pool = bed.start_worker_pool(os.path.join(base, "worker"))
+            self._stops.append(self.pool.stop)
+            self.flink = bed.start_flink(os.path.join(base, "flink"))
+            self._stops.append(self.flink.stop)
+            self.server = JobServer(jar, self.flink.master)
+            self.server.start()
+            self._stops.append(self.server.stop)
+        except BaseException:
+            self.stop()
+            raise
+
+    def options(self, parallelism: int) -> list[str]:
+        return [f"--job_endpoint={self.server.endpoint}", *self.pool.options, f"--parallelism={parallelism}",
+                *self.s3.options]
+
+    def upload(self, files: list[str], prefix: str) -> str:
+        """The capture files as objects under `prefix` (once: an object already there is kept); their glob."""
+        client = self.s3.client()
+        for path in files:
+            key = f"{prefix}/{os.path.basename(path)}"
+            bench.log(f"uploading {path} -> s3://{BUCKET}/{key}")
+            client.upload_file(path, BUCKET, key)
+        return f"s3://{BUCKET}/{prefix}/trips-*.jsonl"
+
+    def stop(self) -> None:
+        for stop in reversed(self._stops):
+            try:
+                stop()
+            except Exception as exc:  # stop what can be stopped
+                bench.log(f"stopping a test bed part: {exc}")
+        self._stops.clear()
+
+
+def _shared_config(base: str, files: list[str], capture: str) -> str:
+    """The python-transform taxi config with its capture at `capture`, in a folder the worker user can read
+    (its modules are imported on the workers: they must be there, as on a real cluster's worker image)."""
+    config = bench.write_config(os.path.join(base, "shared"), files, "python", variant="fixed")
+    import yaml
+
+    with open(config, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    doc["capture"]["path"] = capture
+    with open(config, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(doc, handle, sort_keys=False, allow_unicode=True)
+    for folder in (os.path.join(base, "shared"), os.path.dirname(config)):
+        os.chmod(folder, 0o755)
+    for name in os.listdir(os.path.dirname(config)):
+        os.chmod(os.path.join(os.path.dirname(config), name), 0o644)
+    return config
+
+
+def _run(name: str, command: list[str], log_path: str) -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    bench.log(f"{name}: {' '.join(command)}")
+    result = bench.run_process(command, log_path, env=dict(os.environ, PARITY_PROGRESS="off"))
+    result["load_before"] = round(load, 2)
+    if result["exit"] not in (0, 1):
+        raise SystemExit(f"{name} failed (exit {result['exit']}); its output: {log_path}\n{bench._tail(log_path, 30)}")
+    bench.log(f"{name}: {result['process_s']:.1f} s wall, {result['cpu_s']:.1f} CPU s, "
+              f"peak RSS (client and children) {result['peak_rss_mib']:.0f} MiB")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    contenders = [c for c in args.contenders.split(",") if c]
+    files = bench.ensure_capture(args.records, args.seed, args.work)
+    base = tempfile.mkdtemp(prefix="parity-scale-")
+    os.chmod(base, 0o755)
+    parity = os.path.join(os.path.dirname(sys.executable), "parity")
+    runs: dict[str, list[dict]] = {name: [] for name in contenders}
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    state_before = bench.machine_state()
+    cluster = Cluster(base) if "flink_s3" in contenders else None
+    try:
+        capture = cluster.upload(files, f"capture-n{args.records}-s{args.seed}") if cluster else None
+        for round_index in range(args.rounds):
+            for name in bench.round_order(contenders, round_index + 1):
+                out_local = os.path.join(base, f"out-{name}-{round_index}")
+                if name == "flink_s3":
+                    config = _shared_config(base, files, capture)
+                    command = [parity, "check", config, "--runner", "FlinkRunner",
+                               "--out", f"s3://{BUCKET}/out-{round_index}", "--",
+                               *cluster.options(args.parallelism)]
+                else:
+                    config = bench.write_config(os.path.join(base, "direct"), files, "python", variant="fixed")
+                    command = [parity, "check", config, "--out", out_local]
+                run = _run(name, command, os.path.join(base, f"{name}-{round_index}.log"))
+                run.update(round=round_index + 1)
+                runs[name].append(run)
+                shutil.rmtree(out_local, ignore_errors=True)
+    finally:
+        if cluster:
+            cluster.stop()
+        if args.keep:
+            bench.log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    result = {"benchmark": "cluster_scale", "records": args.records, "seed": args.seed, "rounds": args.rounds,
+              "parallelism": args.parallelism, "started": started, "machine_before": state_before,
+              "machine_after": bench.machine_state(), "runs": runs, "summary": _summary(runs)}
+    text = _markdown(result)
+    print(text)
+    os.makedirs(args.results, exist_ok=True)
+    with open(os.path.join(args.results, "history.md"), "a", encoding="utf-8") as handle:
+        handle.write("\n" + text)
+    with open(os.path.join(args.results, "history.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(result, sort_keys=True) + "\n")
+    return 0
+
+
+def _summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
+    summary = {}
+    for name, rounds in runs.items():
+        walls = [r["process_s"] for r in rounds]
+        summary[name] = {"wall_median_s": round(statistics.median(walls), 1),
+                         "wall_spread_s": round(max(walls) - min(walls), 1),
+                         "cpu_median_s": round(statistics.median(r["cpu_s"] for r in rounds), 1),
+                         "peak_rss_max_mib": max(r["peak_rss_mib"] for r in rounds)}
+    if "flink_s3" in summary and "direct" in summary:
+        summary["flink_over_direct_wall"] = round(summary["flink_s3"]["wall_median_s"]
+                                                  / summary["direct"]["wall_median_s"], 2)
+    return summary
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    state = result["machine_before"]
+    lines = [f"## cluster_scale: {result['records']:,} records per side, parallelism {result['parallelism']}, "
+             f"{result['rounds']} round(s), {result['started']}", "",
+             f"commit {state.get('commit')}, {state.get('cpus')} CPUs, load before "
+             f"{state.get('load_average_before')}, after {result['machine_after'].get('load_average_before')}", "",
+             "| contender | round | wall s | CPU s | client peak RSS MiB (with children) | load before |",
+             "|---|---|---|---|---|---|"]
+    for name, rounds in result["runs"].items():
+        for run in rounds:
+            lines.append(f"| {name} | {run['round']} | {run['process_s']:.1f} | {run['cpu_s']:.1f} | "
+                         f"{run['peak_rss_mib']:.0f} | {run['load_before']} |")
+    lines += ["", "```", json.dumps(result["summary"], indent=2, sort_keys=True), "```", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
