@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 from typing import Iterable
 
 from parity.errors import OutputError
@@ -104,10 +103,10 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     fd = _lock(path, flag)
     try:
         if ours and not _has_marker(path):
-            remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
+            urls.remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
             _write_marker(path)
         for name in outputs:
-            remove(os.path.join(path, name))
+            urls.remove(os.path.join(path, name))
     except OSError as exc:
         os.close(fd)
         raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc.filename or path}: "
@@ -202,15 +201,6 @@ def _lock(path: str, flag: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
-
-
-def remove(path: str) -> None:
-    """Removes a file, a link (never its target) or a folder tree (links inside it as links); nothing if
-    missing."""
-    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
-        os.unlink(path)
-    elif os.path.isdir(path):
-        shutil.rmtree(path)
 
 
 def is_parity_output(path: str, stop: str = os.sep) -> bool:

@@ -346,7 +346,8 @@ def delete_tree(path: str) -> None:
 
 def remove(path: str) -> None:
     """Removes a file or a folder tree at `path`, whichever it is; nothing if missing. Locally a link goes as
-    a link (`parity.storage.outdir.remove`, whose rules this keeps); for a URL, `delete_tree`."""
+    a link, never its target (links inside a tree too: what the out folder's claim relies on); for a URL,
+    `delete_tree`."""
     if not is_url(path):
         if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
             os.unlink(path)
