@@ -22,7 +22,7 @@ import re
 import shutil
 from typing import IO, Any, Iterator, Sequence
 
-from parity.storage import files
+from parity.storage import files, s3_clients
 
 __all__ = ["basename", "child", "configure", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
            "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
@@ -92,6 +92,7 @@ def readable(path: str) -> Any:
 def _filesystems():
     from apache_beam.io.filesystems import FileSystems
 
+    s3_clients.reuse_clients()  # once per process: Beam's S3 file system would build a client per call
     return FileSystems
 
 
