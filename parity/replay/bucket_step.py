@@ -22,20 +22,21 @@ ROUTE_ROWS = 100_000  # rows a worker gathers from its batches before it splits 
 
 
 class WriteBuckets(beam.PTransform):
-    """Writes a side's fingerprint rows as bucket files and their summaries, from the batch parts' names.
+    """Writes a side's fingerprint rows as bucket files and their summaries.
 
-    Input: a PCollection of part names (`WriteBatchFn`'s output). Output: the path of `buckets.json`, once.
+    Input: a PCollection of (part name, fingerprint rows) (`WriteBatchFn`'s output). Output: the path of
+    `buckets.json`, once.
 
     Example:
-        >>> parts | "WriteBuckets" >> WriteBuckets(out_dir)
+        >>> rows | "WriteBuckets" >> WriteBuckets(out_dir)
     """
 
     def __init__(self, out_dir: str) -> None:
         super().__init__()
         self.out_dir = out_dir
 
-    def expand(self, parts: beam.PCollection) -> beam.PCollection:
-        return (parts
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return (rows
                 | "RouteRows" >> beam.ParDo(_RouteRowsFn(self.out_dir))
                 | "GroupBuckets" >> beam.GroupByKey()
                 | "WriteBucket" >> beam.Map(_write_bucket, self.out_dir, urls.options())
@@ -44,7 +45,7 @@ class WriteBuckets(beam.PTransform):
 
 
 class _RouteRowsFn(beam.DoFn):
-    """Reads each batch's fingerprint part, and per ROUTE_ROWS rows of a bundle writes each bucket's rows as one
+    """Gathers the batches' fingerprint rows, and per ROUTE_ROWS rows of a bundle writes each bucket's rows as one
     Arrow IPC file under `_parts/_routed/<bb>/` and hands on (bucket, its path): the GroupByKey carries paths,
     never rows (the in-process runners hold what they group in memory), one per bucket and gathering."""
 
@@ -61,9 +62,8 @@ class _RouteRowsFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._tables, self._parts, self._rows = [], [], 0
 
-    def process(self, part: str) -> Iterator[tuple[int, str]]:
-        path = urls.join(self._out_dir, PARTS_DIR, f"{part}{FP_PART_SUFFIX}")
-        table = pa.ipc.open_file(pa.py_buffer(urls.read_bytes(path))).read_all()
+    def process(self, element: tuple[str, pa.Table]) -> Iterator[tuple[int, str]]:
+        part, table = element
         self._tables.append(table)
         self._parts.append(part)
         self._rows += table.num_rows

@@ -17,7 +17,7 @@ from parity.errors import UserCodeError
 from parity.replay import counters
 from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
 from parity.replay.culprit import first_failing
-from parity.sets.fingerprint_set import write_part_columns
+from parity.sets.fingerprint_set import part_fingerprints, write_values
 from parity.storage import urls
 
 
@@ -66,7 +66,9 @@ def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list
 
 
 class WriteBatchFn(beam.DoFn):
-    """Fingerprints every stage value of a batch and writes the batch's part of the fingerprint set."""
+    """Fingerprints every stage value of a batch, writes the batch's value part, and hands on its part name and
+    fingerprint rows (a table of FP_SCHEMA) to the bucket step, which runs fused with this one: the rows are not
+    written per batch (on a URL that was an object written and read back for every batch)."""
 
     def __init__(self, out_dir: str, side: SideConfig | None = None):
         self._out_dir = out_dir
@@ -75,11 +77,9 @@ class WriteBatchFn(beam.DoFn):
 
     def setup(self) -> None:
         urls.configure(self._storage)
-
-    def setup(self) -> None:
         self._counts = counters.SideCounters(self._side.name if self._side else "", counters.WRITTEN)
 
-    def process(self, batch: RecBatch) -> Iterator[str]:
+    def process(self, batch: RecBatch) -> Iterator[tuple[str, pa.Table]]:
         count = len(batch)
         hash128 = key_fingerprint_bytes
         fp_columns: dict[str, list | pa.Array] = {
@@ -113,6 +113,6 @@ class WriteBatchFn(beam.DoFn):
             check_value_sizes(batch, self._side, "transform", data, values)
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features_column
-        write_part_columns(self._out_dir, batch.part, fp_columns, value_columns)
+        write_values(self._out_dir, batch.part, value_columns)
         self._counts.add(counters.WRITTEN, count)
-        yield batch.part
+        yield batch.part, part_fingerprints(batch.part, fp_columns)

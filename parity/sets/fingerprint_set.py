@@ -37,15 +37,15 @@ FINGERPRINTS = "fingerprints.parquet"
 QUARANTINE = "quarantine.jsonl"
 VALUES_DIR = "values"
 PARTS_DIR = "_parts"
-FP_PART_SUFFIX = ".arrow"  # a batch's fingerprint rows until `finalize` (Arrow IPC)
+FP_PART_SUFFIX = ".arrow"  # a tap batch's fingerprint rows until `finalize`, and a bucket's routed rows (Arrow IPC)
 # A replayed set's rows in key-range bucket files, written by the job's workers with their summaries
 # (parity.sets.buckets), instead of one FINGERPRINTS file: `fingerprints/<bb>.parquet` and `buckets.json`.
 BUCKET_FILES_DIR = "fingerprints"
 BUCKETS_FILE = "buckets.json"
 # The key ranges a replay's rows are written in (parity.sets.buckets): 16 on every side. Each bucket costs objects (a
-# routed file per gathering, its bucket file), and Beam's S3 file system builds a new client for every object it
-# opens (about 0.1 s here): with 256 buckets a 300-record replay into S3 wrote and removed several hundred objects
-# per side and took minutes. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in memory)
+# routed file per gathering, its bucket file), of some milliseconds each on a store (and 0.1-0.2 s each before
+# `parity.storage.s3_clients`): with 256 buckets a 300-record replay into S3 wrote and removed several hundred
+# objects per side and took minutes. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in memory)
 # and still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ,
 # finer ones would not be skipped either.
 BUCKET_BITS = 4
@@ -89,12 +89,26 @@ def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list | p
     """`write_part` of one batch given column by column (FP_SCHEMA's columns but part and row, and
     VALUE_SCHEMA's; lists, or Arrow arrays of the schema's types): the same files, built without a dict per
     row (Arrow converts lists far faster)."""
+    parts = urls.child(out_dir, PARTS_DIR)
+    urls.makedirs(parts)
+    _write_fp_part(part_fingerprints(part, fingerprints), parts, part)
+    write_values(out_dir, part, values)
+
+
+def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa.Table:
+    """One batch's fingerprint rows as a table of FP_SCHEMA, from its columns (all but part and row)."""
     count = len(fingerprints["key_fp"])
     columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
-    # only the late columns when the stages before the transform went to `write_stage_values`
+    return pa.Table.from_pydict(columns, schema=FP_SCHEMA)
+
+
+def write_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
+    """A batch's value part, `values/<part>.parquet`, from VALUE_SCHEMA's columns (or only the late ones, when the
+    stages before the transform went to `write_stage_values`)."""
     value_schema = LATE_VALUE_SCHEMA if values.keys() == set(LATE_VALUE_SCHEMA.names) else VALUE_SCHEMA
-    _write_part_tables(out_dir, part, pa.Table.from_pydict(columns, schema=FP_SCHEMA),
-                       pa.Table.from_pydict(values, schema=value_schema))
+    urls.makedirs(urls.child(out_dir, VALUES_DIR))
+    _atomic_parquet(pa.Table.from_pydict(values, schema=value_schema),
+                    urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
 
 
 def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
