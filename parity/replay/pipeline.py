@@ -38,6 +38,10 @@ from parity.stages.transform import RecordError, TFTInput
 from parity.storage import urls
 
 BATCH_SIZE = 2000
+# Records per batch when the set is written to a URL: each batch costs a few objects (its spill, written and read
+# back, and its value part), and an object in a store costs a request or two of some milliseconds where a local
+# file costs microseconds; larger batches keep that under a tenth of the work (benchmarks/RESULTS.md).
+URL_BATCH_SIZE = 10_000
 TFT_OUTPUT = "tft_output"
 TFT_BATCH_SIZE = 1000  # rows per record batch the TFT analysis reads (the largest TFT's own batching reaches)
 
@@ -45,11 +49,11 @@ TFT_BATCH_SIZE = 1000  # rows per record batch the TFT analysis reads (the large
 class ReplaySide(beam.PTransform):
     """Replays the captured records of one side through its six stages and writes its fingerprint set.
 
-    Input: the pipeline root. Output: a PCollection of the written part names (one per batch).
+    Input: the pipeline root. Output: a PCollection of (part name, fingerprint rows), one per batch.
     """
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, graph: FromSideGraph | None = None,
-                 batch_size: int = BATCH_SIZE, reorder: bool = False, gate: TransformGate | None = None,
+                 batch_size: int | None = None, reorder: bool = False, gate: TransformGate | None = None,
                  spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
         super().__init__()
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
@@ -58,7 +62,7 @@ class ReplaySide(beam.PTransform):
         self.out_dir = out_dir
         # where a `saved: {from_side}` transform finds the other side's graph (by default: beside out_dir)
         self.graph = graph or FromSideGraph.of(config, side, out_dir)
-        self.batch_size = batch_size
+        self.batch_size = batch_size or batch_size_for(out_dir)
         # while the other side replays at once (`parity.replay.gate`): a TFT side says `ready` once its graph is
         # written; a `saved: {from_side}` side stages every batch, then waits for that graph
         self.gate = gate
@@ -72,7 +76,8 @@ class ReplaySide(beam.PTransform):
             files = files[::-1]
             batch_size = max(1, batch_size // 2 - 3)
         batches = (root
-                   | "CaptureFiles" >> beam.Create(files, reshuffle=False)
+                   # reshuffled: a runner with workers spreads the files over them (else one reads them all)
+                   | "CaptureFiles" >> beam.Create(files, reshuffle=True)
                    | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder,
                                                                    redact=self.config.report.redact))
                    .with_output_types(RecBatch))
@@ -84,9 +89,9 @@ class ReplaySide(beam.PTransform):
                   | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
                                                 aggregates=aggregates).with_output_types(RecBatch))
         transformed = self._transform(staged)
-        parts = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
-        _ = parts | "WriteBuckets" >> WriteBuckets(self.out_dir)
-        return parts
+        rows = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
+        _ = rows | "WriteBuckets" >> WriteBuckets(self.out_dir)
+        return rows
 
     def _lateness(self, batches: beam.PCollection) -> Any:
         window = self.side.window
@@ -190,6 +195,11 @@ class ReplaySide(beam.PTransform):
                 | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
                 | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, self.spills),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
+
+
+def batch_size_for(out_dir: str) -> int:
+    """Records per batch of a replay writing its set to `out_dir`: URL_BATCH_SIZE on a URL, else BATCH_SIZE."""
+    return URL_BATCH_SIZE if urls.is_url(out_dir) else BATCH_SIZE
 
 
 TFT_TEMP = "_tft_tmp"
