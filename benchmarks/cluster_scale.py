@@ -122,15 +122,62 @@ def _shared_config(base: str, files: list[str], capture: str) -> str:
     return config
 
 
+# Where a run's CPU went: each process of the machine by what its command line says it is. A process's own and its
+# reaped children's CPU seconds count (the worker pool reaps the SDK harnesses it stops).
+PARTS = (("s3_server", ("moto.server",)), ("flink_taskmanagers", ("TaskManagerRunner",)),
+         ("flink_jobmanager", ("StandaloneSessionClusterEntrypoint",)), ("job_server", ("job-server", "JobServerDriver")),
+         ("sdk_workers", ("worker_pool", "SdkHarness")))
+
+
+def _process_cpu() -> dict[int, tuple[str, float]]:
+    """Every process's (part, CPU seconds with its reaped children), for the parts in PARTS."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                command = handle.read().decode(errors="replace")
+            with open(f"/proc/{name}/stat", encoding="utf-8") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        part = next((part for part, marks in PARTS if any(mark in command for mark in marks)), None)
+        if part is not None:
+            found[int(name)] = (part, sum(int(f) for f in fields[11:15]) / tick)
+    return found
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy since boot (all CPUs, /proc/stat)."""
+    with open("/proc/stat", encoding="utf-8") as handle:
+        fields = [int(f) for f in handle.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # all but idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_spent(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    spent: dict[str, float] = {part: 0.0 for part, _ in PARTS}
+    for pid, (part, seconds) in after.items():
+        earlier = before.get(pid)
+        spent[part] += seconds - (earlier[1] if earlier and earlier[0] == part else 0.0)
+    return {part: round(seconds, 1) for part, seconds in spent.items()}
+
+
 def _run(name: str, command: list[str], log_path: str) -> dict[str, Any]:
     load = os.getloadavg()[0]
     bench.log(f"{name}: {' '.join(command)}")
+    processes, machine = _process_cpu(), _machine_cpu()
     result = bench.run_process(command, log_path, env=dict(os.environ, PARITY_PROGRESS="off"))
+    result["machine_cpu_s"] = round(_machine_cpu() - machine, 1)
+    result["cluster_cpu_s"] = _cpu_spent(processes, _process_cpu())
     result["load_before"] = round(load, 2)
     if result["exit"] not in (0, 1):
         raise SystemExit(f"{name} failed (exit {result['exit']}); its output: {log_path}\n{bench._tail(log_path, 30)}")
     bench.log(f"{name}: {result['process_s']:.1f} s wall, {result['cpu_s']:.1f} CPU s, "
-              f"peak RSS (client and children) {result['peak_rss_mib']:.0f} MiB")
+              f"peak RSS (client and children) {result['peak_rss_mib']:.0f} MiB; machine {result['machine_cpu_s']} "
+              f"CPU s; cluster {result['cluster_cpu_s']}")
     return result
 
 
@@ -159,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                     config = bench.write_config(os.path.join(base, "direct"), files, "python", variant="fixed")
                     command = [parity, "check", config, "--out", out_local]
                 run = _run(name, command, os.path.join(base, f"{name}-{round_index}.log"))
-                run.update(round=round_index + 1)
+                run.update(round=round_index + 1, timings=_timings(cluster, name, round_index, out_local))
                 runs[name].append(run)
                 shutil.rmtree(out_local, ignore_errors=True)
     finally:
@@ -182,6 +229,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _timings(cluster: Cluster | None, name: str, round_index: int, out_local: str) -> dict[str, Any]:
+    """The check's own timings.json (each side's replay, the diff): where the wall time went."""
+    try:
+        if name == "flink_s3":
+            body = cluster.s3.client().get_object(Bucket=BUCKET, Key=f"out-{round_index}/timings.json")["Body"]
+            return json.loads(body.read())
+        with open(os.path.join(out_local, "timings.json"), encoding="utf-8") as handle:
+            return json.load(handle)
+    except Exception as exc:  # noqa: BLE001 - a figure missing from the results, not a failed run
+        return {"error": str(exc)}
+
+
 def _summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
     summary = {}
     for name, rounds in runs.items():
@@ -202,12 +261,17 @@ def _markdown(result: dict[str, Any]) -> str:
              f"{result['rounds']} round(s), {result['started']}", "",
              f"commit {state.get('commit')}, {state.get('cpus')} CPUs, load before "
              f"{state.get('load_average_before')}, after {result['machine_after'].get('load_average_before')}", "",
-             "| contender | round | wall s | CPU s | client peak RSS MiB (with children) | load before |",
-             "|---|---|---|---|---|---|"]
+             "| contender | round | wall s | client CPU s | client peak RSS MiB (with children) | machine CPU s | "
+             "cluster CPU s by part | check timings s | load before |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, rounds in result["runs"].items():
         for run in rounds:
+            cluster = ", ".join(f"{k} {v}" for k, v in run.get("cluster_cpu_s", {}).items() if v)
+            timings = ", ".join(f"{k.replace('_seconds', '')} {v}" for k, v in sorted(run.get("timings", {}).items())
+                                if k.endswith("_seconds"))
             lines.append(f"| {name} | {run['round']} | {run['process_s']:.1f} | {run['cpu_s']:.1f} | "
-                         f"{run['peak_rss_mib']:.0f} | {run['load_before']} |")
+                         f"{run['peak_rss_mib']:.0f} | {run.get('machine_cpu_s', '')} | {cluster} | {timings} | "
+                         f"{run['load_before']} |")
     lines += ["", "```", json.dumps(result["summary"], indent=2, sort_keys=True), "```", ""]
     return "\n".join(lines)
 
