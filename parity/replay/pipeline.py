@@ -7,8 +7,9 @@ The pipeline works on batches of records (`RecBatch`, column by column), never o
 
 Stages that need the whole side (lateness in arrival order, session merging, per-(window, key) aggregates,
 TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
-those side inputs (the read batches before ApplyStages; with TFT, the staged batches before Transform) are
-spilled to files and only their paths travel (`parity.replay.spill`), so a side never sits in the runner's memory;
+those side inputs (the read batches before ApplyStages and the merges' and aggregates' steps; with TFT, the staged
+batches before Transform) are spilled to files and only their paths travel (`parity.replay.spill`), so a side
+never sits in the runner's memory;
 a staged batch writes its stage values first (`WriteStageValuesFn`), so that its spill is mostly fingerprints.
 """
 from __future__ import annotations
@@ -81,13 +82,12 @@ class ReplaySide(beam.PTransform):
                    | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder,
                                                                    redact=self.config.report.redact))
                    .with_output_types(RecBatch))
+        spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
         late = self._lateness(batches)
-        merges = self._merges(batches, late)
-        aggregates = self._aggregates(batches, late, merges)
-        staged = (batches
-                  | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
-                  | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
-                                                aggregates=aggregates).with_output_types(RecBatch))
+        merges = self._merges(spilled, late)
+        aggregates = self._aggregates(spilled, late, merges)
+        staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
+                                                       aggregates=aggregates).with_output_types(RecBatch)
         transformed = self._transform(staged)
         rows = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
         _ = rows | "WriteBuckets" >> WriteBuckets(self.out_dir)
@@ -106,24 +106,25 @@ class ReplaySide(beam.PTransform):
                 | "ReplayArrivals" >> beam.Map(lambda rows: window_stage.late_records(spec, rows)))
         return beam.pvalue.AsSingleton(late, default_value={})
 
-    def _merges(self, batches: beam.PCollection, late: Any) -> Any:
+    def _merges(self, spilled: beam.PCollection, late: Any) -> Any:
         windowfn = window_stage.build_windowfn(self.side.window)
         if not window_stage.is_merging(windowfn):
-            return beam.pvalue.AsSingleton(batches.pipeline | "NoMerging" >> beam.Create([{}]))
-        merged = (batches
-                  | "ProtoWindows" >> beam.FlatMap(merge_rows, late=late)
+            return beam.pvalue.AsSingleton(spilled.pipeline | "NoMerging" >> beam.Create([{}]))
+        merged = (spilled
+                  | "ProtoWindows" >> beam.ParDo(spill.OfSpilledFn(merge_rows), late=late)
                   | "WindowsPerKey" >> beam.CombinePerKey(_union)
                   | "MergeWindows" >> beam.Map(lambda kv: (kv[0], window_stage.merge_windows(windowfn, kv[1])))
                   | "AllMerges" >> beam.combiners.ToDict())
         return beam.pvalue.AsSingleton(merged)
 
-    def _aggregates(self, batches: beam.PCollection, late: Any, merges: Any) -> Any:
+    def _aggregates(self, spilled: beam.PCollection, late: Any, merges: Any) -> Any:
         shard = self.side.shard
         if shard is None or not shard.aggregates:
-            return beam.pvalue.AsSingleton(batches.pipeline | "NoAggregates" >> beam.Create([{}]))
+            return beam.pvalue.AsSingleton(spilled.pipeline | "NoAggregates" >> beam.Create([{}]))
         specs = shard.aggregates
-        groups = (batches
-                  | "AggregatePartials" >> beam.FlatMap(aggregate_partials, self.side, late=late, merges=merges)
+        groups = (spilled
+                  | "AggregatePartials" >> beam.ParDo(spill.OfSpilledFn(aggregate_partials, self.side), late=late,
+                                                      merges=merges)
                   | "CombineGroups" >> beam.CombinePerKey(lambda states: _merge_partials(specs, states))
                   | "FinishGroups" >> beam.Map(lambda kv: (kv[0], shard_stage.finish_group(specs, kv[1])))
                   | "AllGroups" >> beam.combiners.ToDict())

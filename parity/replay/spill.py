@@ -56,6 +56,28 @@ class SpillFn(beam.DoFn):
         yield path
 
 
+class OfSpilledFn(beam.DoFn):
+    """Calls `fn(batch, *args, **side_inputs)` on the batch a SpillFn wrote to each path, and yields what it yields.
+
+    For a step that reads whole batches but needs side inputs computed from the same side (the merges of session
+    windows, the shard aggregates): a runner cannot fuse such a step with the read, so the batches would cross
+    to it through the runner, encoded; the in-process runner holds all of them in memory, and Flink sends each
+    one, several MB, through a TaskManager (a 200,000-record replay ran out of its heap and direct memory). Only
+    the spill paths cross; the file is read here, and kept (the stages step reads it again once these side
+    inputs are complete)."""
+
+    def __init__(self, fn: Any, *args: Any):
+        self._fn = fn
+        self._args = args
+        self._storage = urls.options()
+
+    def setup(self) -> None:
+        urls.configure(self._storage)
+
+    def process(self, path: str, **side_inputs: Any) -> Iterator[Any]:
+        yield from self._fn(load(path), *self._args, **side_inputs)
+
+
 class SpillPolicy(enum.Enum):
     """What a step does with a spill file once it has loaded its batch."""
 
