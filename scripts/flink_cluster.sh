@@ -23,7 +23,7 @@
 #   PARITY_FLINK_CLUSTER_TIMEOUT=S     seconds `start` waits for the REST API and every slot (default 180)
 #   PARITY_FLINK_TASKMANAGERS=N        how many TaskManagers (default 1; the cluster test bed starts 2)
 #   PARITY_FLINK_SLOTS=N               task slots per TaskManager (default 2)
-#   PARITY_FLINK_TM_MEMORY=SIZE        taskmanager.memory.process.size (default 1728m)
+#   PARITY_FLINK_TM_MEMORY=SIZE        taskmanager.memory.process.size (default 2048m)
 #   PARITY_FLINK_RPC_PORT=N            the JobManager's RPC port (default 6123; two clusters need two)
 #   PARITY_FLINK_RESTART_ATTEMPTS=N    fixed-delay restart strategy: attempts (default 3), 2 s apart
 #   PARITY_FLINK_HEARTBEAT_INTERVAL=MS heartbeat.interval (default 10000, Flink's)
@@ -43,7 +43,7 @@ PYTHON="${PARITY_PYTHON:-python3}"
 RUN_DIR="${PARITY_FLINK_RUN_DIR:-$VENV/cluster}"
 TASKMANAGERS="${PARITY_FLINK_TASKMANAGERS:-1}"
 SLOTS="${PARITY_FLINK_SLOTS:-2}"
-TM_MEMORY="${PARITY_FLINK_TM_MEMORY:-1728m}"
+TM_MEMORY="${PARITY_FLINK_TM_MEMORY:-2048m}"
 RPC_PORT="${PARITY_FLINK_RPC_PORT:-6123}"
 RESTART_ATTEMPTS="${PARITY_FLINK_RESTART_ATTEMPTS:-3}"
 HEARTBEAT_INTERVAL="${PARITY_FLINK_HEARTBEAT_INTERVAL:-10000}"
@@ -121,6 +121,13 @@ heartbeat.timeout: $HEARTBEAT_TIMEOUT
 # default network memory (10% of 1.7 GB) leaves too few buffers ("Insufficient number of network buffers").
 taskmanager.memory.network.min: 256m
 taskmanager.memory.network.max: 256m
+# Beam's gRPC channels to the SDK harnesses buffer each element in direct memory (Netty), a replay batch of
+# several MB at a time. Flink leaves them only its 128 MB of framework off-heap memory by default: a 200,000-record
+# replay into S3 (10,000-record batches) failed every attempt with "OutOfMemoryError: Direct buffer memory" in a
+# TaskManager, which the job's other tasks report as "call is closed".
+taskmanager.memory.task.off-heap.size: 256m
+# Managed memory (Flink's sorts) would otherwise take 40% of the rest, leaving the JVM heap under 200 MB.
+taskmanager.memory.managed.size: 384m
 io.tmp.dirs: $RUN_DIR/tmp
 env.pid.dir: $RUN_DIR/pid
 env.log.dir: $RUN_DIR/log
