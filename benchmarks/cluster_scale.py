@@ -205,8 +205,11 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     config = bench.write_config(os.path.join(base, "direct"), files, "python", variant="fixed")
                     command = [parity, "check", config, "--out", out_local]
+                jobs_before = {job["jid"] for job in cluster.flink.get("/jobs/overview")["jobs"]} if cluster else set()
                 run = _run(name, command, os.path.join(base, f"{name}-{round_index}.log"))
                 run.update(round=round_index + 1, timings=_timings(cluster, name, round_index, out_local))
+                if name == "flink_s3":
+                    run["flink_jobs"] = _flink_steps(cluster, jobs_before)
                 runs[name].append(run)
                 shutil.rmtree(out_local, ignore_errors=True)
     finally:
@@ -227,6 +230,21 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.results, "history.jsonl"), "a", encoding="utf-8") as handle:
         handle.write(json.dumps(result, sort_keys=True) + "\n")
     return 0
+
+
+def _flink_steps(cluster: Cluster, before: set[str], top: int = 6) -> list[dict[str, Any]]:
+    """Where the cluster's time went by step: each new job's (one per side) longest-running vertices, as Flink's
+    REST API reports them (a vertex is a chain of fused Beam steps; its duration includes waiting for input)."""
+    steps = []
+    for job in cluster.flink.get("/jobs/overview")["jobs"]:
+        if job["jid"] in before:
+            continue
+        detail = cluster.flink.get(f"/jobs/{job['jid']}")
+        vertices = sorted(detail.get("vertices", []), key=lambda v: -v.get("duration", 0))[:top]
+        steps.append({"job": job["name"], "seconds": round(job.get("duration", 0) / 1000, 1),
+                      "vertices": [{"name": v["name"][:160], "seconds": round(v.get("duration", 0) / 1000, 1),
+                                    "parallelism": v.get("parallelism")} for v in vertices]})
+    return sorted(steps, key=lambda s: s["job"])
 
 
 def _timings(cluster: Cluster | None, name: str, round_index: int, out_local: str) -> dict[str, Any]:
@@ -272,6 +290,12 @@ def _markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | {run['round']} | {run['process_s']:.1f} | {run['cpu_s']:.1f} | "
                          f"{run['peak_rss_mib']:.0f} | {run.get('machine_cpu_s', '')} | {cluster} | {timings} | "
                          f"{run['load_before']} |")
+    for name, rounds in result["runs"].items():
+        for run in rounds:
+            for job in run.get("flink_jobs", []):
+                lines += ["", f"{name} round {run['round']}, Flink job {job['job']}: {job['seconds']} s; its longest "
+                              f"vertices (fused steps, waiting included):", ""]
+                lines += [f"- {v['seconds']} s (parallelism {v['parallelism']}): {v['name']}" for v in job["vertices"]]
     lines += ["", "```", json.dumps(result["summary"], indent=2, sort_keys=True), "```", ""]
     return "\n".join(lines)
 
