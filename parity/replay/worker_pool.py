@@ -27,7 +27,7 @@ import time
 
 from apache_beam.runners.worker import worker_pool_main
 
-_LOGGER = logging.getLogger(__name__)
+_LOGGER = logging.getLogger("parity.replay.worker_pool")  # not `__main__` under `python -m`
 
 
 class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
