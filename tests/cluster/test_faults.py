@@ -12,7 +12,8 @@ be RUNNING and the harness to be connected instead, and a check whose harness ne
 parity's job deadline (PARITY_FLINK_JOB_TIMEOUT), its job cancelled. A harness killed once connected to its
 TaskManager's control service but not yet to its data service leaves the tasks waiting 3 minutes for the data
 client (Beam's GrpcDataService: "No client connected within timeout") before they fail and the job restarts: the
-kill waits for both connections, so that the drill tests the restart, not that wait.
+kill waits for all three of a harness's connections (control, state, data), so that the drill tests the
+restart, not that wait.
 """
 from __future__ import annotations
 

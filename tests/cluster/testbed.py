@@ -367,9 +367,10 @@ class FlinkCluster:
         return None if port is None else _listener(port, self.taskmanager_pids())
 
     def processing(self, harnesses: list[int]) -> list[int]:
-        """Those of `harnesses` connected to two services of a TaskManager, control and data: processing bundles.
-        A harness killed between its control and its data connection leaves its tasks waiting 3 minutes for the
-        data client (Beam's GrpcDataService, "No client connected within timeout") before they fail."""
+        """Those of `harnesses` connected to the three services of a TaskManager a harness uses (control, state
+        and data; which port is which is not told): processing bundles. A harness killed between its control and
+        its data connection leaves its tasks waiting 3 minutes for the data client (Beam's GrpcDataService, "No
+        client connected within timeout") before they fail; two connections are control and state at times."""
         sockets = _tcp_sockets()
         taskmanager_inodes = set().union(*(_socket_inodes(pid) for pid in self.taskmanager_pids()))
         serving = {local for local, _, state, inode in sockets if state == "0A" and inode in taskmanager_inodes}
@@ -377,7 +378,7 @@ class FlinkCluster:
         for harness in harnesses:
             inodes = _socket_inodes(harness)
             remote = {port for _, port, state, inode in sockets if state == "01" and inode in inodes}
-            if len(remote & serving) >= 2:
+            if len(remote & serving) >= 3:
                 found.append(harness)
         return found
 
