@@ -21,7 +21,6 @@ import argparse
 import atexit
 import logging
 import subprocess
-import sys
 import threading
 import time
 
@@ -57,7 +56,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             _LOGGER.info("stop of SDK harness %s: none runs under that id", worker_id)
         elif exited:
             _LOGGER.info("stop of SDK harness %s: pid %d had exited (%s), reaped", worker_id, process.pid,
-                            process.returncode)
+                         process.returncode)
         else:
             _LOGGER.info("stopping SDK harness %s: pid %d", worker_id, process.pid)
             worker_pool_main.kill_process_gracefully(process)
@@ -76,11 +75,6 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             if not started:
                 del self._harnesses[worker_id]
             return process, bool(exited)
-
-    def running(self, worker_id: str) -> list[int]:
-        """The pids of the harnesses kept under `worker_id` that still run, oldest first."""
-        with self._lock:
-            return [process.pid for process in self._harnesses.get(worker_id, []) if process.poll() is None]
 
     def stop_all(self) -> None:
         with self._lock:
@@ -109,4 +103,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()
