@@ -3,14 +3,16 @@
 worker_pool_main`, the same flags and harness command) with one change, in StopWorker.
 
 Beam's servicer keeps the harness processes in a dict by worker id: StartWorker overwrites the entry, StopWorker
-pops it and kills that process. Worker ids repeat: every job, and every restarted attempt of a job, numbers its
-environments `1-1`, `2-1`, ... again. When a harness dies and Flink restarts the job, the new attempt's
-StartWorker("1-1") can come before the failed attempt's StopWorker("1-1"), and Beam's pool then kills the new
-harness: one not yet connected leaves the TaskManager waiting for it without end ("Still waiting for startup of
-environment"), one connected fails the task again and another restart follows.
+pops it and kills that process. Worker ids repeat: each job numbers its environments `1-1`, `2-1`, ... on each
+TaskManager, so an id comes again with the next job, and from two TaskManagers that share a pool (a job restarted
+after a TaskManager died starts `1-1` on the other one). Whenever a StopWorker(id) comes after the next
+StartWorker(id), Beam's pool kills the new harness: one not yet connected leaves its TaskManager waiting for it
+without end ("Still waiting for startup of environment"), one connected fails its tasks and a restart follows.
 
 Here every harness started under an id is kept, in start order, and StopWorker(id) reaps one that has already
-exited if there is one (the failed attempt's), else stops the oldest. Two harnesses alive under one id (two jobs at
+exited if there is one (the failed attempt's), else stops the oldest. Reaping a dead one rather than stopping a live
+one errs on the safe side: a harness whose environment its TaskManager closes exits by itself when its control
+stream ends (the log then shows it `had exited (0)` at a later stop). Two harnesses alive under one id (two jobs at
 once through one pool) are still told apart by nothing but their age: keep a pool per concurrent job
 (docs/flink.md). Starts and stops are logged with the id and pid (at INFO, which `main` shows; Beam's pool shows only
 warnings).
