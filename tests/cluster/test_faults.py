@@ -57,7 +57,11 @@ def _under_way(testbed, jobs_before: dict) -> bool:
     (asked for by the caller), the job is processing: a TaskManager starts an environment for its first bundle.
     (A worker-written spill file was the sign first: on an idle machine the job then ended before the kill
     failed a task.)"""
-    return any(state == "RUNNING" and jid not in jobs_before for jid, state in testbed.flink.jobs().items())
+    try:
+        jobs = testbed.flink.jobs()
+    except OSError:  # the REST API did not answer within its 10 s (seen once on the loaded machine): ask again
+        return False
+    return any(state == "RUNNING" and jid not in jobs_before for jid, state in jobs.items())
 
 
 def _new_jobs(testbed, jobs_before: dict) -> dict[str, str]:
