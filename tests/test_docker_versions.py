@@ -65,7 +65,7 @@ def test_the_compose_file_uses_the_pinned_beam_flink_and_moto_versions():
     assert worker["build"]["args"]["BEAM_VERSION"] == BEAM
     assert worker["build"]["args"]["PYTHON_VERSION"] == _one(r"^ARG PYTHON_VERSION=(\S+)$", DOCKERFILE, "Dockerfile")
     assert worker["image"].endswith(f":{BEAM}")
-    assert worker["entrypoint"][:3] == ["python", "-m", "apache_beam.runners.worker.worker_pool_main"]
+    assert worker["entrypoint"][:3] == ["python", "-m", "parity.replay.worker_pool"]  # not Beam's: docs/flink.md
     assert "--service_port=50000" in worker["entrypoint"]
 
 

@@ -34,10 +34,10 @@ class TestBed:
     pool: bed.WorkerPool
     job_endpoint: str
     bucket: str
-    # A second pool, as the same user, for a check that runs at the same time as another: Beam's worker pool keys
-    # its harnesses by worker id, which every job numbers from 1 on each TaskManager, so the end of one job can
-    # stop (kill) the harness another job is starting under the same id, and that job then waits for ever
-    # (docs/flink.md, "On a real cluster").
+    # A second pool, as the same user, for a check that runs at the same time as another: a pool knows its
+    # harnesses by worker id, which every job numbers from 1 on each TaskManager; parity's pool stops the oldest
+    # live harness under an id, which with two live jobs may be the other job's, and that job may then wait for
+    # ever (docs/flink.md, "Concurrent jobs and one worker pool").
     other_pool: bed.WorkerPool
 
     def options(self, parallelism: int = 2, pool: bed.WorkerPool | None = None) -> list[str]:

@@ -186,9 +186,9 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def _tcp_sockets() -> list[tuple[int, str, str]]:
-    """(local port, state, inode) of every TCP socket of the host (/proc/net/tcp and tcp6); state 01 is
-    ESTABLISHED, 0A is LISTEN."""
+def _tcp_sockets() -> list[tuple[int, int, str, str]]:
+    """(local port, remote port, state, inode) of every TCP socket of the host (/proc/net/tcp and tcp6); state 01
+    is ESTABLISHED, 0A is LISTEN."""
     rows = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -198,19 +198,20 @@ def _tcp_sockets() -> list[tuple[int, str, str]]:
             continue
         for line in lines:
             fields = line.split()
-            rows.append((int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]))
+            rows.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16), fields[3],
+                         fields[9]))
     return rows
 
 
 def _connected(pid: int) -> bool:
     """True once process `pid` holds an ESTABLISHED TCP connection (an SDK harness: to its runner)."""
     inodes = _socket_inodes(pid)
-    return bool(inodes) and any(state == "01" and inode in inodes for _, state, inode in _tcp_sockets())
+    return bool(inodes) and any(state == "01" and inode in inodes for _, _, state, inode in _tcp_sockets())
 
 
 def _listener(port: int, pids: list[int]) -> int | None:
     """Which of `pids` listens on `port`."""
-    inodes = {inode for local, state, inode in _tcp_sockets() if local == port and state == "0A"}
+    inodes = {inode for local, _, state, inode in _tcp_sockets() if local == port and state == "0A"}
     return next((pid for pid in pids if inodes & _socket_inodes(pid)), None)
 
 
@@ -221,7 +222,8 @@ def _children(pid: int) -> list[int]:
 
 @dataclass(frozen=True)
 class WorkerPool:
-    """Beam's SDK worker pool (`worker_pool_main`) as `user`: `--environment_config` for EXTERNAL jobs."""
+    """parity's SDK worker pool (`parity.replay.worker_pool`, Beam's with StopWorker safe against repeated worker
+    ids) as `user`: `--environment_config` for EXTERNAL jobs."""
     port: int
     user: str
     home: str
@@ -288,12 +290,12 @@ def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
         os.chown(log, entry.pw_uid, entry.pw_gid)
         process = subprocess.Popen(
             # runuser resets HOME to the passwd entry's: `env` sets the pool's own again.
-            ["runuser", "-u", entry.pw_name, "--", "env", f"HOME={home}", python, "-m", "apache_beam.runners.worker.worker_pool_main",
+            ["runuser", "-u", entry.pw_name, "--", "env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
              f"--service_port={port}"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=home,
             start_new_session=True)
     try:
-        _wait(f"the Beam worker pool (as {entry.pw_name}, opened {opened or 'nothing'})",
+        _wait(f"the SDK worker pool (as {entry.pw_name}, opened {opened or 'nothing'})",
               lambda: _port_open(port), process, timeout, log)
     except BaseException:
         _stop(process)
@@ -363,6 +365,22 @@ class FlinkCluster:
         """The pid of the TaskManager whose control service `harness` was started for."""
         port = WorkerPool.control_port(harness)
         return None if port is None else _listener(port, self.taskmanager_pids())
+
+    def processing(self, harnesses: list[int]) -> list[int]:
+        """Those of `harnesses` connected to the three services of a TaskManager a harness uses (control, state
+        and data; which port is which is not told): processing bundles. A harness killed between its control and
+        its data connection leaves its tasks waiting 3 minutes for the data client (Beam's GrpcDataService, "No
+        client connected within timeout") before they fail; two connections are control and state at times."""
+        sockets = _tcp_sockets()
+        taskmanager_inodes = set().union(*(_socket_inodes(pid) for pid in self.taskmanager_pids()))
+        serving = {local for local, _, state, inode in sockets if state == "0A" and inode in taskmanager_inodes}
+        found = []
+        for harness in harnesses:
+            inodes = _socket_inodes(harness)
+            remote = {port for _, port, state, inode in sockets if state == "01" and inode in inodes}
+            if len(remote & serving) >= 3:
+                found.append(harness)
+        return found
 
     def kill_taskmanager(self, pid: int, timeout: float = 30) -> None:
         """SIGKILLs one TaskManager and takes its pid out of flink-daemon.sh's pid file, so that `stop` never

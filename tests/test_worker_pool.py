@@ -1,0 +1,104 @@
+"""parity's SDK worker pool (parity/replay/worker_pool.py) over gRPC, as a TaskManager's EXTERNAL environment calls
+it, with real harness processes: a `--container_executable` that notes its pid and sleeps stands in for the SDK
+container (the pool starts it with the worker's id and endpoints, as it would start Beam's boot). Beam's own pool
+fails these: its StopWorker(id) kills the harness started last under the id."""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+
+import grpc
+import pytest
+from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc, endpoints_pb2
+
+from parity.replay.worker_pool import WorkerPoolServicer
+
+TIMEOUT = 30.0  # seconds a harness process has to start, or a stop to take effect
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _poll(what: str, attempt):
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        found = attempt()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"no {what} within {TIMEOUT:g} s")
+
+
+class _Pool:
+    def __init__(self, folder):
+        self.pids_file = folder / "pids"
+        executable = folder / "harness.sh"
+        executable.write_text(f'#!/bin/sh\necho $$ >> "{self.pids_file}"\nexec sleep 600\n')
+        executable.chmod(executable.stat().st_mode | stat.S_IXUSR)
+        address, self.server = WorkerPoolServicer.start(use_process=True, port=0,
+                                                        container_executable=str(executable))
+        self.channel = grpc.insecure_channel(address)
+        self.stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(self.channel)
+
+    def pids(self) -> list[int]:
+        return [int(line) for line in self.pids_file.read_text().split()] if self.pids_file.exists() else []
+
+    def start(self, worker_id: str) -> int:
+        before = len(self.pids())
+        endpoint = endpoints_pb2.ApiServiceDescriptor(url="localhost:1")  # never dialled by the stand-in
+        response = self.stub.StartWorker(beam_fn_api_pb2.StartWorkerRequest(
+            worker_id=worker_id, control_endpoint=endpoint, logging_endpoint=endpoint, artifact_endpoint=endpoint,
+            provision_endpoint=endpoint), timeout=TIMEOUT)
+        assert not response.error, response.error
+        return _poll(f"harness {worker_id} started", lambda: self.pids()[before:] and self.pids()[before])
+
+    def stop(self, worker_id: str) -> None:
+        response = self.stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id=worker_id), timeout=TIMEOUT)
+        assert not response.error, response.error
+
+    def close(self) -> None:
+        self.channel.close()
+        self.server.stop(0)
+        for pid in self.pids():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def pool(tmp_path):
+    pool = _Pool(tmp_path)
+    yield pool
+    pool.close()
+
+
+def test_a_stop_for_a_repeated_worker_id_stops_the_older_harness_and_leaves_the_newer_running(pool):
+    older = pool.start("1-1")
+    newer = pool.start("1-1")  # the next job's, or a restarted attempt's, environment under the same id
+    pool.stop("1-1")
+    _poll("stop of the older harness", lambda: not _alive(older))
+    assert _alive(newer)
+    pool.stop("1-1")
+    _poll("stop of the newer harness", lambda: not _alive(newer))
+
+
+def test_a_stop_for_a_repeated_worker_id_reaps_the_harness_that_died_and_leaves_the_new_one_running(pool):
+    died = pool.start("1-1")
+    os.kill(died, signal.SIGKILL)  # as the test bed's fault drill kills a connected harness
+    _poll("end of the killed harness", lambda: not _alive(died))
+    restarted = pool.start("1-1")  # the restarted attempt's, before the failed attempt's stop
+    pool.stop("1-1")  # returns once a harness it stops has ended
+    assert _alive(restarted)
+
+
+def test_a_stop_for_a_worker_id_stops_only_that_ids_harness(pool):
+    first, second = pool.start("1-1"), pool.start("2-1")
+    pool.stop("2-1")
+    _poll("stop of harness 2-1", lambda: not _alive(second))
+    assert _alive(first)
