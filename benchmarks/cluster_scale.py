@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -49,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=1, help="rounds, fixed before the run")
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--sdk-worker-parallelism", type=int, default=2,
+                        help="SDK harnesses per TaskManager (Beam's --sdk_worker_parallelism): one per slot, since a "
+                             "harness runs its bundles in threads of one Python process")
     parser.add_argument("--contenders", default="flink_s3,direct",
                         help="flink_s3 (the cluster, S3 in and out), direct (DirectRunner, local disk)")
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"),
@@ -82,9 +86,9 @@ class Cluster:
             self.stop()
             raise
 
-    def options(self, parallelism: int) -> list[str]:
+    def options(self, parallelism: int, sdk_worker_parallelism: int) -> list[str]:
         return [f"--job_endpoint={self.server.endpoint}", *self.pool.options, f"--parallelism={parallelism}",
-                *self.s3.options]
+                f"--sdk_worker_parallelism={sdk_worker_parallelism}", *self.s3.options]
 
     def upload(self, files: list[str], prefix: str) -> str:
         """The capture files as objects under `prefix` (once: an object already there is kept); their glob."""
@@ -183,6 +187,7 @@ def _run(name: str, command: list[str], log_path: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run stops its test bed too (finally)
     contenders = [c for c in args.contenders.split(",") if c]
     files = bench.ensure_capture(args.records, args.seed, args.work)
     base = tempfile.mkdtemp(prefix="parity-scale-")
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                     config = _shared_config(base, files, capture)
                     command = [parity, "check", config, "--runner", "FlinkRunner",
                                "--out", f"s3://{BUCKET}/out-{round_index}", "--",
-                               *cluster.options(args.parallelism)]
+                               *cluster.options(args.parallelism, args.sdk_worker_parallelism)]
                 else:
                     config = bench.write_config(os.path.join(base, "direct"), files, "python", variant="fixed")
                     command = [parity, "check", config, "--out", out_local]
@@ -220,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(base, ignore_errors=True)
     result = {"benchmark": "cluster_scale", "records": args.records, "seed": args.seed, "rounds": args.rounds,
-              "parallelism": args.parallelism, "started": started, "machine_before": state_before,
+              "parallelism": args.parallelism, "sdk_worker_parallelism": args.sdk_worker_parallelism,
+              "started": started, "machine_before": state_before,
               "machine_after": bench.machine_state(), "runs": runs, "summary": _summary(runs)}
     text = _markdown(result)
     print(text)
@@ -275,7 +281,8 @@ def _summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
 
 def _markdown(result: dict[str, Any]) -> str:
     state = result["machine_before"]
-    lines = [f"## cluster_scale: {result['records']:,} records per side, parallelism {result['parallelism']}, "
+    lines = [f"## cluster_scale: {result['records']:,} records per side, parallelism {result['parallelism']} "
+             f"({result.get('sdk_worker_parallelism', 1)} SDK harnesses per TaskManager), "
              f"{result['rounds']} round(s), {result['started']}", "",
              f"commit {state.get('commit')}, {state.get('cpus')} CPUs, load before "
              f"{state.get('load_average_before')}, after {result['machine_after'].get('load_average_before')}", "",
