@@ -129,7 +129,8 @@ def _shared_config(base: str, files: list[str], capture: str) -> str:
 # Where a run's CPU went: each process of the machine by what its command line says it is. A process's own and its
 # reaped children's CPU seconds count (the worker pool reaps the SDK harnesses it stops).
 PARTS = (("s3_server", ("moto.server",)), ("flink_taskmanagers", ("TaskManagerRunner",)),
-         ("flink_jobmanager", ("StandaloneSessionClusterEntrypoint",)), ("job_server", ("job-server", "JobServerDriver")),
+         ("flink_jobmanager", ("StandaloneSessionClusterEntrypoint",)),
+         ("job_server", ("job-server", "JobServerDriver")),
          ("sdk_workers", ("worker_pool", "SdkHarness")))
 
 

@@ -45,8 +45,8 @@ BUCKETS_FILE = "buckets.json"
 # The key ranges a replay's rows are written in (parity.sets.buckets): 16 on every side. Each bucket costs objects (a
 # routed file per gathering, its bucket file), of some milliseconds each on a store (and 0.1-0.2 s each before
 # `parity.storage.s3_clients`): with 256 buckets a 300-record replay into S3 wrote and removed several hundred
-# objects per side and took minutes. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in memory)
-# and still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ,
+# objects per side and took minutes. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in
+# memory) and still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ,
 # finer ones would not be skipped either.
 BUCKET_BITS = 4
 ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way to the bucket files
