@@ -102,3 +102,14 @@ def test_a_stop_for_a_worker_id_stops_only_that_ids_harness(pool):
     pool.stop("2-1")
     _poll("stop of harness 2-1", lambda: not _alive(second))
     assert _alive(first)
+
+
+def test_a_harness_that_exited_is_reaped_at_the_pools_next_call_not_left_a_zombie(pool):
+    died = pool.start("1-1")
+    os.kill(died, signal.SIGKILL)  # its TaskManager died too: no stop of 1-1 will come
+    _poll("end of the killed harness", lambda: not _alive(died))
+    assert os.path.exists(f"/proc/{died}")  # exited, not yet reaped: a zombie of the pool
+
+    pool.start("2-1")  # any later call of the pool collects it
+
+    assert not os.path.exists(f"/proc/{died}")

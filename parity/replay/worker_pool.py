@@ -42,6 +42,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
 
     def StartWorker(self, start_worker_request, context):  # noqa: N802 (gRPC's name)
         worker_id = start_worker_request.worker_id
+        self._reap()
         with self._lock:  # Beam's StartWorker puts the process under the id: take it before another start can
             response = super().StartWorker(start_worker_request, context)
             process = self._worker_processes.pop(worker_id, None)
@@ -53,6 +54,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
 
     def StopWorker(self, stop_worker_request, context):  # noqa: N802 (gRPC's name)
         worker_id = stop_worker_request.worker_id
+        self._reap()
         process, exited = self._take(worker_id)
         if process is None:
             _LOGGER.info("stop of SDK harness %s: none runs under that id", worker_id)
@@ -63,6 +65,15 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             _LOGGER.info("stopping SDK harness %s: pid %d", worker_id, process.pid)
             worker_pool_main.kill_process_gracefully(process)
         return super().StopWorker(stop_worker_request, context)  # Beam's: thread-mode harnesses
+
+    def _reap(self) -> None:
+        """Collects the exit of every kept harness that has exited (`poll`), so that none lingers as a zombie until a
+        stop of its id, which may never come (its TaskManager died, or a stop went to an older harness); each stays
+        kept, with its exit code, for `_take`."""
+        with self._lock:
+            for started in self._harnesses.values():
+                for process in started:
+                    process.poll()
 
     def _take(self, worker_id: str) -> tuple[subprocess.Popen | None, bool]:
         """The harness a stop of `worker_id` is for, no longer kept: the first that has exited, else the oldest;

@@ -216,8 +216,11 @@ def _listener(port: int, pids: list[int]) -> int | None:
 
 
 def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
-    return [int(child) for child in out.stdout.split()]
+    """The live child processes of `pid`: an exited one its parent has not reaped yet (a zombie) is not one, and
+    killing it would kill nothing."""
+    out = subprocess.run(["ps", "-o", "pid=,stat=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(child) for child, state in (line.split() for line in out.stdout.splitlines() if line.strip())
+            if not state.startswith("Z")]
 
 
 @dataclass(frozen=True)
