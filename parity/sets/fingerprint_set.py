@@ -89,10 +89,7 @@ def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list | p
     """`write_part` of one batch given column by column (FP_SCHEMA's columns but part and row, and
     VALUE_SCHEMA's; lists, or Arrow arrays of the schema's types): the same files, built without a dict per
     row (Arrow converts lists far faster)."""
-    parts = urls.child(out_dir, PARTS_DIR)
-    urls.makedirs(parts)
-    _write_fp_part(part_fingerprints(part, fingerprints), parts, part)
-    write_values(out_dir, part, values)
+    _write_part_tables(out_dir, part, part_fingerprints(part, fingerprints), _values_table(values))
 
 
 def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa.Table:
@@ -105,10 +102,18 @@ def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa
 def write_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
     """A batch's value part, `values/<part>.parquet`, from VALUE_SCHEMA's columns (or only the late ones, when the
     stages before the transform went to `write_stage_values`)."""
-    value_schema = LATE_VALUE_SCHEMA if values.keys() == set(LATE_VALUE_SCHEMA.names) else VALUE_SCHEMA
+    _write_values_table(out_dir, part, _values_table(values))
+
+
+def _values_table(values: dict[str, list | pa.Array]) -> pa.Table:
+    """A value part's table: VALUE_SCHEMA, or LATE_VALUE_SCHEMA when given only its columns."""
+    late = values.keys() == set(LATE_VALUE_SCHEMA.names)
+    return pa.Table.from_pydict(values, schema=LATE_VALUE_SCHEMA if late else VALUE_SCHEMA)
+
+
+def _write_values_table(out_dir: str, part: str, values: pa.Table) -> None:
     urls.makedirs(urls.child(out_dir, VALUES_DIR))
-    _atomic_parquet(pa.Table.from_pydict(values, schema=value_schema),
-                    urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
+    _atomic_parquet(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
 
 
 def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
@@ -166,9 +171,8 @@ def _write_part_tables(out_dir: str, part: str, fingerprints: pa.Table, values: 
     """A batch's fingerprint part (`_parts/<part>.arrow`) and value part (`values/<part>.parquet`)."""
     parts = urls.child(out_dir, PARTS_DIR)
     urls.makedirs(parts)
-    urls.makedirs(urls.child(out_dir, VALUES_DIR))
     _write_fp_part(fingerprints, parts, part)
-    _atomic_parquet(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
+    _write_values_table(out_dir, part, values)
 
 
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
