@@ -18,6 +18,9 @@ separately as `process_s`). Each writes its result as JSON to `--result`.
     parity   `parity.check` on the work dir's config (its default: both sides at once where it pays)
     parity_serial
              `parity.check` with `sides_at_once="off"`: one side after the other, against the serial floor
+    parity_flink
+             `parity.check` with `runner="FlinkRunner"` and parity's Flink defaults: an embedded Flink
+             MiniCluster in the job server the check starts (its start is in the time), LOOPBACK, parallelism 1
     kernel   parity's fingerprinting of record batches (dicts, Arrow batches to Python lists, Arrow batches to
              Arrow arrays) vs a plain xxh3 loop over pre-encoded bytes
     export   (not timed) the two sides' final features of a parity run as tf.Example TFRecord files for TFDV
@@ -308,10 +311,10 @@ def floor_python(config_path: str, files: list[str], work: str, production_files
 # ------------------------------------------------------------------------------------------------ parity
 
 
-def parity_check(config_path: str, work: str, sides_at_once: str = "auto") -> dict:
+def parity_check(config_path: str, work: str, sides_at_once: str = "auto", runner: str = "DirectRunner") -> dict:
     import parity
 
-    report = parity.check(config_path, out_dir=work, sides_at_once=sides_at_once)
+    report = parity.check(config_path, out_dir=work, sides_at_once=sides_at_once, runner=runner)
     with open(os.path.join(work, "timings.json"), encoding="utf-8") as handle:
         timings = json.load(handle)
     return {"timings": timings, "records": report.get("records", {})}
@@ -582,7 +585,7 @@ def export_examples(parity_out: str, dest: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("contender", choices=["floor", "floor_concurrent", "floor_production", "parity",
-                                              "parity_serial", "kernel", "export"])
+                                              "parity_serial", "parity_flink", "kernel", "export"])
     parser.add_argument("--config", required=True, help="the work dir's parity.yaml")
     parser.add_argument("--files", nargs="*", default=[], help="capture files")
     parser.add_argument("--production-files", nargs="*", default=[],
@@ -595,7 +598,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parity-out", default=None, help="export: the parity run's out dir")
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
-    if args.contender in ("floor", "floor_concurrent", "floor_production", "parity", "parity_serial"):
+    if args.contender in ("floor", "floor_concurrent", "floor_production", "parity", "parity_serial",
+                          "parity_flink"):
         _warm_imports(tft=args.transform == "tft" or args.contender.startswith("floor_"))
     if args.contender == "floor_production":  # the concurrent floor's child: its own result (wall and wait)
         result = floor_production(args.config, args.files, args.work)
@@ -614,6 +618,8 @@ def main(argv: list[str] | None = None) -> int:
         extra = parity_check(args.config, args.work)
     elif args.contender == "parity_serial":
         extra = parity_check(args.config, args.work, sides_at_once="off")
+    elif args.contender == "parity_flink":  # parity's Flink defaults: an embedded MiniCluster, its job server
+        extra = parity_check(args.config, args.work, runner="FlinkRunner")  # started by the check (timed)
     elif args.contender == "kernel":
         extra = kernel(args.files, args.config, args.kernel_records, args.kernel_repeat)
     else:

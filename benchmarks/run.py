@@ -28,7 +28,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CONTENDERS = ("floor", "floor_concurrent", "parity", "parity_serial", "naive", "tfdv", "kernel")
+CONTENDERS = ("floor", "floor_concurrent", "parity", "parity_serial", "parity_flink", "naive", "tfdv", "kernel")
 DEFAULT_CONTENDERS = ("floor", "parity", "naive", "tfdv", "kernel")
 DEFAULT_TFDV_PYTHON = os.path.join(REPO, ".bench-venvs", "tfdv", "bin", "python")
 CHUNK = 1_000_000  # records per generated file (the generator holds a file's records in memory)
@@ -42,6 +42,7 @@ TARGETS = {
     "peak_rss_gib_at_1m": 3.0,
     "time_100k_to_1m": 11.0,
     "peak_rss_gib_python_10m": 4.0,
+    "flink_over_direct": 2.5,  # issue 27: the embedded Flink check against the DirectRunner check, wall time
 }
 
 
@@ -254,7 +255,7 @@ class Harness:
         py = sys.executable
         common = ["--config", self.config, "--work", work, "--result", result]
         production = ["--production-files", *self.production_files] if self.production_files != self.files else []
-        if name in ("floor", "floor_concurrent", "parity", "parity_serial", "kernel"):
+        if name in ("floor", "floor_concurrent", "parity", "parity_serial", "parity_flink", "kernel"):
             return [py, os.path.join(HERE, "contenders.py"), name, *common, "--transform", a.transform,
                     "--kernel-records", str(a.kernel_records), "--files", *self.files, *production]
         if name == "naive":
@@ -431,9 +432,9 @@ def summarize(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict[str
                     row[ratio] = round(statistics.median(e[ratio] for e in ok), 4)
         if name == "naive" and ok:
             row["outcome"] = ok[-1].get("outcome")
-        if name in ("parity", "parity_serial", "floor", "floor_concurrent") and ok:
+        if name in ("parity", "parity_serial", "parity_flink", "floor", "floor_concurrent") and ok:
             row["timings"] = ok[-1].get("timings")
-        if name in ("parity", "parity_serial") and ok:
+        if name in ("parity", "parity_serial", "parity_flink") and ok:
             row["outcome"] = {k: v for k, v in (ok[-1].get("records") or {}).items() if isinstance(v, int)}
         if name == "tfdv" and ok:
             row["outcome"] = ok[-1].get("outcome")
@@ -476,6 +477,11 @@ def _ratios(rows: dict[str, dict]) -> dict[str, Any]:
             a, b = rows.get(ours, {}).get(unit), rows.get(theirs, {}).get(unit)
             if a and b:
                 out[f"{ours}_over_{theirs}_{unit.removesuffix('_s')}"] = round(a / b, 3)
+    # the embedded Flink check (its job server started by the check, counted) against the DirectRunner check
+    for unit in ("wall_s", "cpu_s"):
+        a, b = rows.get("parity_flink", {}).get(unit), rows.get("parity", {}).get(unit)
+        if a and b:
+            out[f"parity_flink_over_parity_{unit.removesuffix('_s')}"] = round(a / b, 3)
     # the same in CPU seconds: parity's second side runs in a child process on the other core, which the
     # wall time hides and the CPU time does not (CPU counts whole processes, imports included)
     cpu = {name: rows.get(name, {}).get("cpu_s") for name in ("floor", "parity", "naive", "tfdv")}
@@ -573,6 +579,9 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
             ratios.get(f"parity_over_floor_concurrent_{unit}"), TARGETS["parity_over_floor"], False, at)
         add(f"parity (one side after the other) / serial floor, {label}",
             ratios.get(f"parity_serial_over_floor_{unit}"), TARGETS["parity_over_floor"], False, at)
+    for unit, label in (("wall", "wall time"), ("cpu", "CPU seconds")):
+        add(f"embedded Flink check / DirectRunner check, {label} (the job server's start counted)",
+            ratios.get(f"parity_flink_over_parity_{unit}"), TARGETS["flink_over_direct"], False, at)
     add("(naive - floor) / (parity - floor)", ratios.get("fingerprint_diff_speedup_vs_naive"),
         TARGETS["fingerprint_diff_speedup_vs_naive"], True,
         "parity's part within the rounds' noise" if ratios.get("fingerprint_diff_speedup_vs_naive")
@@ -601,7 +610,7 @@ def _targets(args: argparse.Namespace, rows: dict, ratios: dict, scaling: dict) 
             TARGETS["peak_rss_gib_at_1m"]
         add("parity peak RSS (GiB)", round(rss / 1024, 3), limit, False,
             at if args.transform == "tft" else f" (at {n:,} records; the target is 10,000,000)")
-    key = f"parity_100000_to_1000000"
+    key = "parity_100000_to_1000000"
     if key in scaling:
         add("parity time 100k -> 1M", scaling[key], TARGETS["time_100k_to_1m"], False)
     return out
