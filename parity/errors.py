@@ -1,4 +1,5 @@
 """One exception tree for parity; each exception carries its process exit code."""
+import pickle
 
 
 class ParityError(Exception):
@@ -38,3 +39,13 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     text = str(exc).split(" [while running", 1)[0].strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def portable(exc: BaseException) -> BaseException:
+    """The exception itself when it pickles back whole (a child process sends it to its parent), else a
+    RunnerError with its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RunnerError(f"{type(exc).__name__}: {exc}")

@@ -16,7 +16,7 @@ from parity.compare import hashdiff, pair_values
 from parity.config import ToleranceSpec
 from parity.console.collector import collecting_less
 from parity.errors import FingerprintSetError
-from parity.sets.fingerprint_set import FingerprintSet
+from parity.sets.fingerprint_set import BUCKET_BITS, FingerprintSet
 from parity.stages import STAGES
 
 
@@ -114,10 +114,11 @@ class DiffStream:
     """
 
     def __init__(self, left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec,
-                 keep_unpaired: int | None = None) -> None:
+                 keep_unpaired: int | None = None, key_ranges: frozenset[int] | None = None) -> None:
         check_compatible(left, right)
         self._left, self._right, self._tolerance = left, right, tolerance
         self._keep = keep_unpaired
+        self._ranges = key_ranges
         self.left_rows = self.right_rows = self.paired = self.matched = 0
         self.left_only = self.right_only = self.duplicate_keys = 0
         self.buckets_whole = self.buckets_drilled = 0
@@ -131,16 +132,56 @@ class DiffStream:
         """The stream itself (what `DiffOutcome.mismatches` holds), for `build_report`."""
         return self
 
+    @property
+    def sets(self) -> tuple[FingerprintSet, FingerprintSet]:
+        return self._left, self._right
+
+    @property
+    def keep_unpaired(self) -> int | None:
+        return self._keep
+
+    @property
+    def tolerance(self) -> ToleranceSpec:
+        return self._tolerance
+
+    def of_ranges(self, key_ranges: frozenset[int]) -> DiffStream:
+        """A stream of the same sets over some of their key ranges (bucket numbers) only: bucketed sets only."""
+        if self._left.buckets is None or self._right.buckets is None:
+            raise ValueError("key ranges are the buckets of bucketed sets (parity.sets.buckets)")
+        return DiffStream(self._left, self._right, self._tolerance, self._keep, key_ranges)
+
+    _SUMS = ("left_rows", "right_rows", "paired", "matched", "left_only", "right_only", "duplicate_keys",
+             "buckets_whole", "buckets_drilled")
+
+    def counts(self) -> dict[str, Any]:
+        """The counts of an iterated stream, as plain values (`add_counts` of another stream takes them)."""
+        return {**{name: getattr(self, name) for name in self._SUMS}, "stage_diverged": dict(self.stage_diverged),
+                "stage_within": dict(self.stage_within), "left_only_keys": list(self.left_only_keys),
+                "right_only_keys": list(self.right_only_keys)}
+
+    def add_counts(self, later: dict[str, Any]) -> None:
+        """Adds the `counts` of a stream over the key ranges after the ones counted so far."""
+        for name in self._SUMS:
+            setattr(self, name, getattr(self, name) + later[name])
+        for stage in STAGES:
+            self.stage_diverged[stage] += later["stage_diverged"][stage]
+            self.stage_within[stage] += later["stage_within"][stage]
+        for mine, theirs in ((self.left_only_keys, later["left_only_keys"]),
+                             (self.right_only_keys, later["right_only_keys"])):
+            mine.extend(theirs[:None if self._keep is None else max(0, self._keep - len(mine))])
+
     def __iter__(self) -> Iterator[PairOutcome]:
         pending: list[_Pending] = []
         waiting = 0
-        whole = hashdiff.whole_buckets(self._left, self._right)  # matched by their summaries: rows never read
+        # matched by their summaries: rows never read
+        whole = hashdiff.whole_buckets(self._left, self._right, self._ranges)
         self.left_rows += whole.rows
         self.right_rows += whole.rows
         self.paired += whole.rows
         self.matched += whole.rows
         self.buckets_whole += whole.prefixes
-        for lchunk, rchunk in hashdiff.chunks(self._left, self._right, whole.buckets):
+        skip = whole.buckets if self._ranges is None else whole.buckets | _ALL_RANGES - self._ranges
+        for lchunk, rchunk in hashdiff.chunks(self._left, self._right, skip):
             found = self._count(lchunk, rchunk, hashdiff.pair(lchunk, rchunk))
             if found is not None:
                 pending.append(found)
@@ -228,6 +269,7 @@ class DiffStream:
                               first_fields=first_fields[n])
 
 
+_ALL_RANGES = frozenset(range(1 << BUCKET_BITS))  # every key range (bucket number) of a bucketed set
 _STAGE_INDICES = [tuple(s for s in range(len(STAGES)) if mask >> s & 1) for mask in range(1 << len(STAGES))]
 _STAGE_SETS = [tuple(STAGES[s] for s in indices) for indices in _STAGE_INDICES]  # stage names by bit mask
 

@@ -77,13 +77,15 @@ class WholeBuckets:
     prefixes: int               # the hashdiff buckets (BUCKET_BITS) their rows fall in
 
 
-def whole_buckets(left: FingerprintSet, right: FingerprintSet) -> WholeBuckets:
-    """The buckets whose summaries agree on both sides (rows, duplicate rows none, the key digest and every
-    stage's), as `pair` would find every hashdiff bucket within them; none unless both sets are bucketed."""
+def whole_buckets(left: FingerprintSet, right: FingerprintSet, among: frozenset[int] | None = None) -> WholeBuckets:
+    """The buckets (of `among`, or all) whose summaries agree on both sides (rows, duplicate rows none, the key
+    digest and every stage's), as `pair` would find every hashdiff bucket within them; none unless both sets are
+    bucketed."""
     if left.buckets is None or right.buckets is None:
         return WholeBuckets(frozenset(), 0, 0)
     theirs = {b["bucket"]: b for b in right.buckets}
-    same = [b for b in left.buckets if b["bucket"] in theirs and _agree(b, theirs[b["bucket"]])]
+    same = [b for b in left.buckets if b["bucket"] in theirs and _agree(b, theirs[b["bucket"]])
+            and (among is None or b["bucket"] in among)]
     return WholeBuckets(frozenset(b["bucket"] for b in same), sum(b["rows"] for b in same),
                         sum(b["prefixes"] for b in same))
 

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from parity.config import Config, SideConfig
 from parity.console import signals
-from parity.errors import ConfigError, ParityError, RunnerError
+from parity.errors import ConfigError, ParityError, RunnerError, portable
 from parity.replay.gate import TransformGate
 from parity.storage import files
 
@@ -187,15 +187,6 @@ class ParentsWord(TransformGate):
         raise TypeError("the parent opens the child's gate; the child only waits at it")
 
 
-def _portable(exc: BaseException) -> BaseException:
-    """The exception itself when it pickles back whole, else a RunnerError with its text."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RunnerError(f"{type(exc).__name__}: {exc}")
-
-
 def child_main(argv: Sequence[str]) -> int:
     signals.follow_parent_from_env()  # first: the imports below take seconds
     from parity.config import load_config
@@ -217,7 +208,7 @@ def child_main(argv: Sequence[str]) -> int:
                                gate=ParentsWord() if graph is not None else None)
         outcome: tuple[str, Any] = ("ok", manifest)
     except BaseException as exc:  # every error goes back to the parent, which raises it
-        outcome = ("error", _portable(exc))
+        outcome = ("error", portable(exc))
     files.write_bytes(request["result"], pickle.dumps((*outcome, time.monotonic())))
     return 0
 

@@ -1,0 +1,214 @@
+"""What the report needs of the differing pairs, gathered pair by pair in key order (pure, deterministic).
+
+`Tally.add` takes a `PairOutcome` at a time: counts per first stage and cause, the first examples of each
+(stage, cause), per-feature statistics and the numbers behind their histograms. Two tallies of consecutive key
+ranges merge (`Tally.merge`) into exactly the tally of both ranges read in order, so the pairs of one diff can be
+tallied in parts (parity.report.halves) and give the same report byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from parity.compare.causes import CauseContext, classify
+from parity.compare.diff import PairOutcome
+from parity.encoding import canonical
+from parity.report.histograms import histograms_of
+
+
+class Tally:
+    """The report's view of the differing pairs read so far (see the module docstring)."""
+
+    def __init__(self, cause_context: CauseContext, redact: bool, examples: int) -> None:
+        self.cause_context, self.redact, self.examples = cause_context, redact, examples
+        self.first_counts: Counter = Counter()
+        self.cause_counts: Counter = Counter()
+        self.kept: Counter = Counter()
+        self.example_list: list[dict] = []      # in key order (the report sorts them by stage and cause)
+        self.feature_stats = FeatureStats(numeric_pairs=not redact)
+        self.within = 0
+        self._classified: dict[tuple, tuple[str, str]] = {}
+
+    def add(self, m: PairOutcome) -> None:
+        self.feature_stats.add(m)
+        if not m.diverged:
+            self.within += 1
+            return
+        stage, (cause, explanation) = m.first_stage, _cause(m, self.cause_context, self.redact, self._classified)
+        self.first_counts[stage] += 1
+        self.cause_counts[(stage, cause)] += 1
+        if self.kept[(stage, cause)] >= self.examples:
+            return
+        self.kept[(stage, cause)] += 1
+        self.example_list.append({"key": _key(m, self.redact), "stage": stage, "cause": cause,
+                                  "left": _json_value(m.left.get(stage), self.redact),
+                                  "right": _json_value(m.right.get(stage), self.redact),
+                                  "explanation": explanation})
+
+    def merge(self, later: Tally) -> None:
+        """Adds the tally of the key range that follows this one's."""
+        self.first_counts.update(later.first_counts)
+        self.cause_counts.update(later.cause_counts)
+        self.within += later.within
+        for example in later.example_list:  # the first `examples` of each (stage, cause), in key order
+            kind = (example["stage"], example["cause"])
+            if self.kept[kind] < self.examples:
+                self.kept[kind] += 1
+                self.example_list.append(example)
+        self.feature_stats.merge(later.feature_stats)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_classified": {}}  # a memo: not worth its pickled bytes
+
+
+class FeatureStats:
+    """Per feature, over the differing pairs: mismatched and within-tolerance counts, the largest |delta|, and
+    (unless redacted) the (left, right) numbers behind the histograms, kept as packed floats."""
+
+    def __init__(self, numeric_pairs: bool) -> None:
+        self._stats: dict[str, dict[str, Any]] = {}
+        self._pairs: dict[str, tuple[array, array]] | None = {} if numeric_pairs else None
+
+    def add(self, m: PairOutcome) -> None:
+        stats = self._stats
+        for name, (ok, delta) in m.feature_deltas.items():
+            entry = stats.get(name)
+            if entry is None:
+                entry = stats[name] = {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None}
+            entry["within_tolerance" if ok else "mismatched"] += 1
+            if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
+                entry["max_abs_delta"] = delta
+        if self._pairs is None or not m.feature_deltas:
+            return
+        left, right = m.left.get("transform"), m.right.get("transform")
+        if not isinstance(left, dict) or not isinstance(right, dict):
+            return
+        pairs = self._pairs
+        for name in m.feature_deltas:
+            if name not in left or name not in right:
+                continue
+            a, b = _numbers(left[name]), _numbers(right[name])
+            if a is not None and b is not None and len(a) == len(b):
+                found = pairs.get(name)
+                if found is None:
+                    found = pairs[name] = (array("d"), array("d"))
+                found[0].extend(a)
+                found[1].extend(b)
+
+    def merge(self, later: FeatureStats) -> None:
+        """Adds the statistics of a later key range's pairs (their numbers after this one's)."""
+        for name, theirs in later._stats.items():
+            entry = self._stats.get(name)
+            if entry is None:
+                self._stats[name] = dict(theirs)
+                continue
+            entry["mismatched"] += theirs["mismatched"]
+            entry["within_tolerance"] += theirs["within_tolerance"]
+            delta = theirs["max_abs_delta"]
+            if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
+                entry["max_abs_delta"] = delta
+        if self._pairs is None or later._pairs is None:
+            return
+        for name, (lefts, rights) in later._pairs.items():
+            found = self._pairs.get(name)
+            if found is None:
+                found = self._pairs[name] = (array("d"), array("d"))
+            found[0].extend(lefts)
+            found[1].extend(rights)
+
+    def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
+        left_names, right_names = set(feature_names[0]), set(feature_names[1])
+        names = set(self._stats) | left_names | right_names
+        features = []
+        for name in sorted(names):
+            entry = self._stats.get(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
+            presence = "both" if (name in left_names) == (name in right_names) else \
+                "left" if name in left_names else "right"
+            feature = {"name": name, "stage": "transform", "mismatched": entry["mismatched"],
+                       "within_tolerance": entry["within_tolerance"],
+                       "max_abs_delta": None if redact else entry["max_abs_delta"], "presence": presence}
+            if not redact:  # histograms are built from raw values: a redacted report has none
+                lefts, rights = (self._pairs or {}).get(name, (array("d"), array("d")))
+                feature["histograms"] = histograms_of(lefts, rights)
+            features.append(feature)
+        return features
+
+
+def _numbers(value: Any) -> list[float] | None:
+    """The finite numbers of a numeric scalar or (nested) list, in order; None for anything else."""
+    kind = type(value)
+    if kind is float:  # most features: no other test needed
+        return [value] if math.isfinite(value) else None
+    if kind is int:
+        try:
+            return [float(value)]
+        except OverflowError:  # an int beyond the float range
+            return None
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        parts = [_numbers(item) for item in value]
+        return None if any(p is None for p in parts) else [x for p in parts for x in p or ()]
+    if isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range
+        return None
+    return [number] if math.isfinite(number) else None
+
+
+_CLASSIFIED_CACHE = 100_000  # distinct (stage, fingerprints) classifications remembered at once
+
+
+def _cause(m: PairOutcome, context: CauseContext, redact: bool,
+           classified: dict[tuple, tuple[str, str]]) -> tuple[str, str]:
+    """(cause, explanation) of a diverged record, from its first divergent stage's values (memoised by their
+    fingerprints: classification is a function of the two values and the run's context)."""
+    memo = (m.first_stage, *m.fps[m.first_stage]) if m.first_stage in m.fps else None
+    if memo is not None and memo in classified:
+        return classified[memo]
+    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context,
+                                  differing=m.first_fields)
+    if m.first_stage in context.nondeterministic_stages:
+        cause = "seed.nondeterministic"
+        explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
+                       f"baseline): this difference is nondeterminism, not the other side")
+    if redact:
+        explanation = _DELTA.sub(lambda match: f"|delta| {_magnitude(match.group(1))}", explanation)
+    if memo is not None:
+        if len(classified) >= _CLASSIFIED_CACHE:
+            classified.clear()
+        classified[memo] = (cause, explanation)
+    return cause, explanation
+
+
+_DELTA = re.compile(r"\|delta\| ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def _magnitude(text: str) -> str:
+    """A delta as the power of ten at or above it: '67.87' -> '<= 1e+02' (the exact value can be raw data)."""
+    value = abs(float(text))
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else text
+    return f"<= 1e{math.ceil(math.log10(value)):+03d}"
+
+
+def _json_value(value: Any, redact: bool) -> Any:
+    if redact:
+        from parity.encoding.fingerprint import fingerprint
+
+        return {"fingerprint": f"{fingerprint(value):016x}"}
+    return canonical.to_json(value)
+
+
+def _key(outcome: PairOutcome, redact: bool) -> Any:
+    return outcome.key_fp.hex() if redact else json.loads(outcome.key)
