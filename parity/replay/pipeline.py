@@ -85,7 +85,7 @@ class ReplaySide(beam.PTransform):
         spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
         late = self._lateness(batches)
         merges = self._merges(spilled, late)
-        aggregates = self._aggregates(spilled, late, merges)
+        aggregates = self._aggregates(batches, spilled, late, merges)
         staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
                                                        aggregates=aggregates).with_output_types(RecBatch)
         transformed = self._transform(staged)
@@ -94,10 +94,9 @@ class ReplaySide(beam.PTransform):
         return rows
 
     def _lateness(self, batches: beam.PCollection) -> Any:
-        window = self.side.window
-        if window is None or window.lateness is None:
+        if not self._has_lateness():
             return beam.pvalue.AsSingleton(batches.pipeline | "NoLateness" >> beam.Create([{}]))
-        spec = window.lateness
+        spec = self.side.window.lateness  # type: ignore[union-attr]
         # Without defaults: Beam would hand the combined arrival rows of the whole side to the default's
         # step as a side input, and its state cache walks a side input object by object to weigh it.
         late = (batches
@@ -105,6 +104,9 @@ class ReplaySide(beam.PTransform):
                 | "AllArrivals" >> beam.CombineGlobally(concat_lists).without_defaults()
                 | "ReplayArrivals" >> beam.Map(lambda rows: window_stage.late_records(spec, rows)))
         return beam.pvalue.AsSingleton(late, default_value={})
+
+    def _has_lateness(self) -> bool:
+        return self.side.window is not None and self.side.window.lateness is not None
 
     def _merges(self, spilled: beam.PCollection, late: Any) -> Any:
         windowfn = window_stage.build_windowfn(self.side.window)
@@ -117,18 +119,26 @@ class ReplaySide(beam.PTransform):
                   | "AllMerges" >> beam.combiners.ToDict())
         return beam.pvalue.AsSingleton(merged)
 
-    def _aggregates(self, spilled: beam.PCollection, late: Any, merges: Any) -> Any:
+    def _aggregates(self, batches: beam.PCollection, spilled: beam.PCollection, late: Any, merges: Any) -> Any:
         shard = self.side.shard
         if shard is None or not shard.aggregates:
             return beam.pvalue.AsSingleton(spilled.pipeline | "NoAggregates" >> beam.Create([{}]))
         specs = shard.aggregates
-        groups = (spilled
-                  | "AggregatePartials" >> beam.ParDo(spill.OfSpilledFn(aggregate_partials, self.side), late=late,
-                                                      merges=merges)
+        groups = (self._partials(batches, spilled, late, merges)
                   | "CombineGroups" >> beam.CombinePerKey(lambda states: _merge_partials(specs, states))
                   | "FinishGroups" >> beam.Map(lambda kv: (kv[0], shard_stage.finish_group(specs, kv[1])))
                   | "AllGroups" >> beam.combiners.ToDict())
         return beam.pvalue.AsSingleton(groups)
+
+    def _partials(self, batches: beam.PCollection, spilled: beam.PCollection, late: Any, merges: Any) -> Any:
+        """Each batch's partial aggregate states per (window, group). Where no side input bears on them (no
+        lateness, no merging windows), from the batches as read: the step fuses with the read, and no spill file
+        is loaded again for it (a third of the spill loads of a TFT side). Else from the spilled batches, once
+        the lateness and the merges are complete (`spill.OfSpilledFn`)."""
+        if not self._has_lateness() and not window_stage.is_merging(window_stage.build_windowfn(self.side.window)):
+            return batches | "AggregatePartials" >> beam.FlatMap(aggregate_partials, self.side, {}, {})
+        return spilled | "AggregatePartials" >> beam.ParDo(spill.OfSpilledFn(aggregate_partials, self.side),
+                                                           late=late, merges=merges)
 
     def _transform(self, staged: beam.PCollection) -> beam.PCollection:
         spec = self.side.transform
