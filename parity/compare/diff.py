@@ -217,7 +217,11 @@ class DiffStream:
         if not any_diff.any():
             return None
         at = np.flatnonzero(any_diff)
-        return _Pending(lchunk, rchunk, li[at], ri[at], differs[:, at])
+        # the differing rows alone wait for the fetch round: at a low share of differing pairs, a round's pairs
+        # span many chunks, which would otherwise all be held until it is full
+        kept = np.arange(len(at))
+        return _Pending(lchunk.rows_at(li[at], pair_values.GATHERED), rchunk.rows_at(ri[at], pair_values.GATHERED),
+                        kept, kept, differs[:, at])
 
     def _outcomes(self, pending: list[_Pending]) -> Iterator[PairOutcome]:
         """Fetches the pending pairs' differing stage values (one read per values file and side), then compares

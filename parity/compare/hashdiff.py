@@ -52,6 +52,13 @@ class Chunk:
     def column(self, name: str, positions: np.ndarray) -> list:
         return self.table.column(name).take(pa.array(positions, type=pa.int64())).to_pylist()
 
+    def rows_at(self, positions: np.ndarray, columns: tuple[str, ...]) -> Chunk:
+        """The rows at `positions` alone, in that order, with the named table columns only: a chunk that keeps
+        none of this one's buffers alive (what waits for a fetch round holds its differing rows, not the
+        chunks they came from)."""
+        return Chunk(table=self.table.select(list(columns)).take(pa.array(positions, type=pa.int64())),
+                     hi=self.hi[positions], lo=self.lo[positions], fps=[f[positions] for f in self.fps])
+
 
 @dataclass
 class Pairs:

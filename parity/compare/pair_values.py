@@ -50,6 +50,9 @@ class Round:
         return np.argmax(self.differs, axis=0)
 
 
+GATHERED = ("key", "key_fp", "part", "row")  # the fingerprint columns `gather` reads of a chunk
+
+
 def gather(chunks: list[tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]]) -> Round:
     """A Round from (left chunk, right chunk, left positions, right positions, differs) per chunk
     (parity.compare.hashdiff.Chunk rows)."""
