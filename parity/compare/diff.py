@@ -173,6 +173,22 @@ class DiffStream:
     def __iter__(self) -> Iterator[PairOutcome]:
         pending: list[_Pending] = []
         waiting = 0
+        for found in self._pending():
+            pending.append(found)
+            waiting += len(found.lpos)
+            if waiting >= FETCH_PAIRS:
+                yield from self._outcomes(pending)
+                pending, waiting = [], 0
+        if pending:
+            yield from self._outcomes(pending)
+
+    def differing_pairs(self) -> int:
+        """The pairs whose fingerprints differ, found by reading and pairing the fingerprint rows alone (no stage
+        value is read). Counts the stream's rows as iterating it would: call it on a stream of its own."""
+        return sum(len(found.lpos) for found in self._pending())
+
+    def _pending(self) -> Iterator[_Pending]:
+        """The differing pairs of each chunk pair, counting every row on the way."""
         # matched by their summaries: rows never read
         whole = hashdiff.whole_buckets(self._left, self._right, self._ranges)
         self.left_rows += whole.rows
@@ -184,13 +200,7 @@ class DiffStream:
         for lchunk, rchunk in hashdiff.chunks(self._left, self._right, skip):
             found = self._count(lchunk, rchunk, hashdiff.pair(lchunk, rchunk))
             if found is not None:
-                pending.append(found)
-                waiting += len(found.lpos)
-            if waiting >= FETCH_PAIRS:
-                yield from self._outcomes(pending)
-                pending, waiting = [], 0
-        if pending:
-            yield from self._outcomes(pending)
+                yield found
 
     def _count(self, lchunk: hashdiff.Chunk, rchunk: hashdiff.Chunk, pairs: hashdiff.Pairs) -> _Pending | None:
         self.left_rows += lchunk.rows

@@ -7,8 +7,11 @@ tallies the first, a child process (`python -m parity.report.halves`) the second
 counts are added after this process's own (`Tally.merge`, `DiffStream.add_counts`): the same report, byte for
 byte, as one process reading every pair in key order.
 
-It is done only where it pays (`_split`): two cores or more, two bucketed local sets, and at least MIN_ROWS rows
-to pair outside the buckets their summaries match (a second interpreter costs about a second to start).
+It is done only where it pays (`_split`): two cores or more, two bucketed local sets, at least MIN_ROWS rows to
+pair outside the buckets their summaries match, and at least MIN_PAIRS differing pairs expected among them, as
+the first such bucket's share of differing pairs foretells (its rows are read and paired for that, no value is
+read). A second interpreter takes a second or two to start, and each process reads every values file its pairs
+touch: a few thousand differing pairs are faster in one process.
 
     halves.tally_pairs(stream, tally)   # then stream's counts are complete, as after iterating it
 """
@@ -30,6 +33,7 @@ from parity.sets.fingerprint_set import BUCKET_BITS, FingerprintSet
 from parity.storage import urls
 
 MIN_ROWS = 200_000  # rows of both sides to pair, outside the buckets matched by their summaries
+MIN_PAIRS = 40_000  # differing pairs expected (from the first bucket to pair); fewer: one process
 
 
 def tally_pairs(outcome: DiffOutcome | DiffStream, tally: Tally) -> None:
@@ -72,7 +76,7 @@ def _split(outcome: DiffOutcome | DiffStream) -> tuple[frozenset[int], frozenset
             if bucket["bucket"] not in whole:
                 rows[bucket["bucket"]] += bucket["rows"]
     total = sum(rows)
-    if total < MIN_ROWS:
+    if total < MIN_ROWS or _expected_pairs(outcome, rows, total) < MIN_PAIRS:
         return None
     seen = 0
     for cut, count in enumerate(rows):
@@ -82,6 +86,12 @@ def _split(outcome: DiffOutcome | DiffStream) -> tuple[frozenset[int], frozenset
     if not 0 < seen < total:
         return None
     return frozenset(range(cut)), frozenset(range(cut, len(rows)))
+
+
+def _expected_pairs(outcome: DiffStream, rows: list[int], total: int) -> float:
+    """The differing pairs among `total` rows to pair, foretold by the first bucket with rows to pair."""
+    first = next(bucket for bucket, count in enumerate(rows) if count)
+    return outcome.of_ranges(frozenset({first})).differing_pairs() * total / rows[first]
 
 
 def _cores() -> int:

@@ -2,7 +2,7 @@
 
 Real replays on the DirectRunner write bucketed sets with pairs of every kind: diverged at the input and at the
 transform, within tolerance, one-sided keys on both sides; the examples kept per cause are fewer than each half
-finds. `MIN_ROWS` is what decides whether the child process is used: the tests set it either way.
+finds. `MIN_ROWS` and `MIN_PAIRS` decide whether the child process is used: the tests set them either way.
 """
 from __future__ import annotations
 
@@ -80,6 +80,7 @@ def test_two_processes_give_the_report_of_one_byte_for_byte(sides, tmp_path, mon
     assert main(["diff", left, right, "--out", str(tmp_path / "one"), "--config", config]) == 1
     assert started == []
     monkeypatch.setattr(halves, "MIN_ROWS", 0)
+    monkeypatch.setattr(halves, "MIN_PAIRS", 0)
     assert main(["diff", left, right, "--out", str(tmp_path / "two"), "--config", config]) == 1
     assert len(started) == 1 and 0 < len(started[0]) < 16
     assert _reports(tmp_path / "two") == _reports(tmp_path / "one")
@@ -94,6 +95,7 @@ def test_the_split_gives_each_process_about_half_of_the_rows_to_pair(sides, monk
     left, right = (read_set(path) for path in sides[:2])
     stream = DiffStream(left, right, ToleranceSpec())
     monkeypatch.setattr(halves, "MIN_ROWS", 0)
+    monkeypatch.setattr(halves, "MIN_PAIRS", 0)
     first, second = halves._split(stream)
     rows = {b["bucket"]: b["rows"] for b in left.buckets}
     mine = sum(rows.get(b, 0) for b in first)
@@ -105,18 +107,33 @@ def test_one_core_or_a_small_diff_stays_in_one_process(sides, monkeypatch):
     left, right = (read_set(path) for path in sides[:2])
     stream = DiffStream(left, right, ToleranceSpec())
     monkeypatch.setattr(halves, "MIN_ROWS", 0)
+    monkeypatch.setattr(halves, "MIN_PAIRS", 0)
     assert halves._split(stream) is not None
     monkeypatch.setattr(halves, "_cores", lambda: 1)
     assert halves._split(stream) is None
     monkeypatch.undo()
+    monkeypatch.setattr(halves, "MIN_PAIRS", 0)
     monkeypatch.setattr(halves, "MIN_ROWS", 2 * RECORDS + 1)
     assert halves._split(stream) is None
+
+
+def test_a_diff_expected_to_find_few_differing_pairs_stays_in_one_process(sides, monkeypatch):
+    left, right = (read_set(path) for path in sides[:2])
+    stream = DiffStream(left, right, ToleranceSpec())
+    monkeypatch.setattr(halves, "MIN_ROWS", 0)
+    differing = DiffStream(left, right, ToleranceSpec()).differing_pairs()
+    assert 0 < differing < 2 * RECORDS
+    monkeypatch.setattr(halves, "MIN_PAIRS", 4 * differing)  # the first bucket's share foretells about `differing`
+    assert halves._split(stream) is None
+    monkeypatch.setattr(halves, "MIN_PAIRS", differing // 4)
+    assert halves._split(stream) is not None
 
 
 def test_an_error_in_the_second_half_stops_the_diff_with_exit_2_naming_the_file(sides, tmp_path, monkeypatch,
                                                                                capsys):
     left, right, _config = sides
     monkeypatch.setattr(halves, "MIN_ROWS", 0)
+    monkeypatch.setattr(halves, "MIN_PAIRS", 0)
     stream = DiffStream(read_set(left), read_set(right), ToleranceSpec())
     _first, second = halves._split(stream)
     damaged = [path for path in bucket_paths(right) if int(os.path.basename(path)[:2], 16) == max(second)][0]
