@@ -34,8 +34,9 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                  noise: Mapping[str, Mapping[str, list[str]]] | None = None) -> dict[str, Any]:
     """Assembles report.json (a plain dict in contract order).
 
-    Reads `outcome.mismatches` once, in order (it may be a `parity.compare.diff.DiffStream`), and `outcome`'s counts
-    after that. Records whose first divergent stage has the same pair of fingerprints are classified once.
+    Tallies `outcome.mismatches` once, in key order (it may be a `parity.compare.diff.DiffStream`, whose pairs
+    `parity.report.halves` tallies in two processes where that pays), and reads `outcome`'s counts after that.
+    Records whose first divergent stage has the same pair of fingerprints are classified once (per process).
     """
     stage_order = {s: i for i, s in enumerate(STAGES)}
     tally = Tally(cause_context, redact, examples)
