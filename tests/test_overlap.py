@@ -210,7 +210,7 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
     config_path = _taxi_copy(tmp_path)
     config = load_config(str(config_path))
     order = list(config.sides)
-    monkeypatch.setattr(overlap, "_cores", lambda: 2)
+    monkeypatch.setattr(overlap, "usable_cores", lambda: 2)
     assert not overlap.wanted(config, order, "DirectRunner", [], "auto")  # the example's capture is small
     assert overlap.wanted(config, order, "DirectRunner", [], "on")
     assert not overlap.wanted(config, order, "FlinkRunner", [], "on")
@@ -223,7 +223,7 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
     config_path.write_text(text.replace(str(REPO / "fixtures/taxi/capture/trips.jsonl"), str(big)), encoding="utf-8")
     config = load_config(str(config_path))
     assert overlap.wanted(config, list(config.sides), "DirectRunner", [], "auto")
-    monkeypatch.setattr(overlap, "_cores", lambda: 1)
+    monkeypatch.setattr(overlap, "usable_cores", lambda: 1)
     assert not overlap.wanted(config, list(config.sides), "DirectRunner", [], "auto")
     with pytest.raises(ConfigError, match="sometimes"):
         overlap.wanted(config, order, "DirectRunner", [], "sometimes")

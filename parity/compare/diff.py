@@ -175,7 +175,7 @@ class DiffStream:
         waiting = 0
         for found in self._pending():
             pending.append(found)
-            waiting += len(found.lpos)
+            waiting += found.lchunk.rows
             if waiting >= FETCH_PAIRS:
                 yield from self._outcomes(pending)
                 pending, waiting = [], 0
@@ -185,7 +185,7 @@ class DiffStream:
     def differing_pairs(self) -> int:
         """The pairs whose fingerprints differ, found by reading and pairing the fingerprint rows alone (no stage
         value is read). Counts the stream's rows as iterating it would: call it on a stream of its own."""
-        return sum(len(found.lpos) for found in self._pending())
+        return sum(found.lchunk.rows for found in self._pending())
 
     def _pending(self) -> Iterator[_Pending]:
         """The differing pairs of each chunk pair, counting every row on the way."""
@@ -229,15 +229,14 @@ class DiffStream:
         at = np.flatnonzero(any_diff)
         # the differing rows alone wait for the fetch round: at a low share of differing pairs, a round's pairs
         # span many chunks, which would otherwise all be held until it is full
-        kept = np.arange(len(at))
         return _Pending(lchunk.rows_at(li[at], pair_values.GATHERED), rchunk.rows_at(ri[at], pair_values.GATHERED),
-                        kept, kept, differs[:, at])
+                        differs[:, at])
 
     def _outcomes(self, pending: list[_Pending]) -> Iterator[PairOutcome]:
         """Fetches the pending pairs' differing stage values (one read per values file and side), then compares
         them stage by stage over SLICE_PAIRS pairs at a time (parity.compare.pair_values) and yields their outcomes
         in key order."""
-        rnd = pair_values.gather([(p.lchunk, p.rchunk, p.lpos, p.rpos, p.differs) for p in pending])
+        rnd = pair_values.gather([(p.lchunk, p.rchunk, p.differs) for p in pending])
         fetched = pair_values.fetch(self._left, self._right, rnd)
         lfps, rfps = rnd.fps[0].T.tolist(), rnd.fps[1].T.tolist()
         for start in range(0, len(rnd.keys), SLICE_PAIRS):
@@ -290,10 +289,9 @@ _STAGE_SETS = [tuple(STAGES[s] for s in indices) for indices in _STAGE_INDICES] 
 
 @dataclass
 class _Pending:
-    """Pairs of one chunk whose fingerprints differ: row positions and the (stage, pair) mask of differences."""
+    """Pairs of one chunk whose fingerprints differ: their rows on each side, pair by pair, and the (stage, pair)
+    mask of differences."""
 
     lchunk: hashdiff.Chunk
     rchunk: hashdiff.Chunk
-    lpos: np.ndarray
-    rpos: np.ndarray
     differs: np.ndarray

@@ -53,30 +53,27 @@ class Round:
 GATHERED = ("key", "key_fp", "part", "row")  # the fingerprint columns `gather` reads of a chunk
 
 
-def gather(chunks: list[tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]]) -> Round:
-    """A Round from (left chunk, right chunk, left positions, right positions, differs) per chunk
-    (parity.compare.hashdiff.Chunk rows)."""
+def gather(chunks: list[tuple[Any, Any, np.ndarray]]) -> Round:
+    """A Round from (left chunk, right chunk, differs) per chunk: chunks holding the differing pairs' rows alone,
+    pair by pair (parity.compare.hashdiff.Chunk.rows_at, with the GATHERED columns)."""
     keys: list[str] = []
     key_fps: list[bytes] = []
     fps: tuple[list, list] = ([], [])
     parts: tuple[list, list] = ([], [])
     rows: tuple[list, list] = ([], [])
-    for lchunk, rchunk, lpos, rpos, _differs in chunks:
-        take = pa.array(lpos, pa.int64())
-        keys.extend(lchunk.table.column("key").take(take).to_pylist())
-        key_fps.extend(lchunk.table.column("key_fp").take(take).to_pylist())
-        for side, (chunk, positions) in enumerate(((lchunk, lpos), (rchunk, rpos))):
-            at = pa.array(positions, pa.int64())
-            fps[side].append(np.stack([f[positions] for f in chunk.fps]) if len(positions)
-                             else np.zeros((len(STAGES), 0), np.uint64))
-            parts[side].extend(chunk.table.column("part").take(at).chunks)
-            rows[side].append(np.asarray(chunk.table.column("row").take(at).to_numpy(), np.int64))
+    for lchunk, rchunk, _differs in chunks:
+        keys.extend(lchunk.table.column("key").to_pylist())
+        key_fps.extend(lchunk.table.column("key_fp").to_pylist())
+        for side, chunk in enumerate((lchunk, rchunk)):
+            fps[side].append(np.stack(chunk.fps) if chunk.rows else np.zeros((len(STAGES), 0), np.uint64))
+            parts[side].extend(chunk.table.column("part").chunks)
+            rows[side].append(np.asarray(chunk.table.column("row").to_numpy(), np.int64))
     codes, names = [], []
     for side in (0, 1):
         encoded = pc.dictionary_encode(pa.chunked_array(parts[side], pa.string())).combine_chunks()
         codes.append(np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64))
         names.append(encoded.dictionary.to_pylist())
-    differs = np.concatenate([c[4] for c in chunks], axis=1)
+    differs = np.concatenate([c[2] for c in chunks], axis=1)
     return Round(keys=keys, key_fps=key_fps, differs=differs,
                  fps=(np.concatenate(fps[0], axis=1), np.concatenate(fps[1], axis=1)),
                  parts=(names[0], names[1]), codes=(codes[0], codes[1]),

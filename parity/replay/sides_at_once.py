@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 from parity.config import Config, SideConfig
 from parity.console import signals
+from parity.console.cores import usable_cores
 from parity.errors import ConfigError, ParityError, RunnerError, portable
 from parity.replay.gate import TransformGate
 from parity.storage import files
@@ -58,14 +59,7 @@ def wanted(config: Config, order: Sequence[SideConfig], runner: str, beam_args: 
         return False  # Flink schedules its own slots; Beam options may ask for worker processes
     if setting == "on":
         return True
-    return _cores() >= 2 and _capture_bytes(config, order[1]) >= MIN_CAPTURE_BYTES
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return usable_cores() >= 2 and _capture_bytes(config, order[1]) >= MIN_CAPTURE_BYTES
 
 
 def _capture_bytes(config: Config, side: SideConfig) -> int:

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from parity.compare.diff import DiffOutcome, DiffStream, diff_gc
 from parity.console import signals
+from parity.console.cores import usable_cores
 from parity.errors import RunnerError, portable
 from parity.report.tally import Tally
 from parity.sets.fingerprint_set import BUCKET_BITS, FingerprintSet
@@ -62,7 +63,7 @@ def tally_pairs(outcome: DiffOutcome | DiffStream, tally: Tally) -> None:
 def _split(outcome: DiffOutcome | DiffStream) -> tuple[frozenset[int], frozenset[int]] | None:
     """Two consecutive sets of key ranges with about half the rows to pair each, or None where one process
     does better: a list of pairs, one core, sets not both bucketed and local, or too few rows to pair."""
-    if not isinstance(outcome, DiffStream) or _cores() < 2:
+    if not isinstance(outcome, DiffStream) or usable_cores() < 2:
         return None
     left, right = outcome.sets
     if left.buckets is None or right.buckets is None or urls.is_url(left.path) or urls.is_url(right.path):
@@ -92,13 +93,6 @@ def _expected_pairs(outcome: DiffStream, rows: list[int], total: int) -> float:
     """The differing pairs among `total` rows to pair, foretold by the first bucket with rows to pair."""
     first = next(bucket for bucket, count in enumerate(rows) if count)
     return outcome.of_ranges(frozenset({first})).differing_pairs() * total / rows[first]
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _plain_set(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str, Any]] | None]:

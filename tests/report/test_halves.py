@@ -109,7 +109,7 @@ def test_one_core_or_a_small_diff_stays_in_one_process(sides, monkeypatch):
     monkeypatch.setattr(halves, "MIN_ROWS", 0)
     monkeypatch.setattr(halves, "MIN_PAIRS", 0)
     assert halves._split(stream) is not None
-    monkeypatch.setattr(halves, "_cores", lambda: 1)
+    monkeypatch.setattr(halves, "usable_cores", lambda: 1)
     assert halves._split(stream) is None
     monkeypatch.undo()
     monkeypatch.setattr(halves, "MIN_PAIRS", 0)
