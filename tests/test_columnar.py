@@ -269,3 +269,47 @@ def test_a_replay_of_a_parquet_capture_writes_the_same_set_with_or_without_the_c
         kept = written.stage_bytes({(r["part"], r["row"]): ["input"] for r in rows})
         assert len(rows) == 250
         assert all(xxhash.xxh3_64_intdigest(kept[(r["part"], r["row"])]["input"]) == r["input_fp"] for r in rows)
+
+
+_NAMES = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_FEATURE_ROWS = st.lists(st.lists(st.tuples(_NAMES, st.integers(0, 2**64 - 1)), max_size=6), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_FEATURE_ROWS)
+def test_feature_maps_laid_out_by_the_c_encoder_equal_pyarrows_conversion(rows):
+    assert canonical._native.feature_map_buffers(rows) is not None
+    assert columnar.feature_map(rows).equals(pa.array(rows, columnar.FEATURE_MAP))
+
+
+@pytest.mark.parametrize("rows", [
+    [(("a", 1),)],                      # a row that is a tuple, not a list
+    [{"a": 1}],                         # a row that is a dict
+    [[("a", np.uint64(7))]],            # a numpy fingerprint
+    [[(b"a", 1)]],                      # a bytes name
+])
+def test_rows_the_c_encoder_does_not_lay_out_are_converted_by_pyarrow_alike(rows):
+    assert canonical._native.feature_map_buffers(rows) is None
+    assert columnar.feature_map(rows).equals(pa.array(rows, columnar.FEATURE_MAP))
+
+
+@pytest.mark.parametrize("fp", [-1, 2**64])
+def test_a_fingerprint_outside_uint64_is_refused_as_pyarrow_refuses_it(fp):
+    with pytest.raises(OverflowError):
+        columnar.feature_map([[("a", fp)]])
+    with pytest.raises((OverflowError, pa.ArrowInvalid)):
+        pa.array([[("a", fp)]], columnar.FEATURE_MAP)
+
+
+def test_a_replays_fingerprint_rows_hold_each_records_feature_fingerprints():
+    from parity.encoding.fingerprint import feature_fingerprints
+    from parity.sets.fingerprint_set import part_fingerprints
+
+    values = [{"fare": 7.5, "zone": "Loop", "tags": ["a"]}, {}, {"é": None}]
+    found = [feature_fingerprints(v) for v in values]
+    columns = {"key_fp": [bytes(16)] * 3, "key": ["1", "2", "3"],
+               **{f"{s}_fp": [0, 1, 2] for s in ("input", "window", "shard", "coder", "seed")},
+               "transform_fp": [f[2] for f in found], "features": [f[1] for f in found]}
+    table = part_fingerprints("p-0", columns)
+    assert table.column("features").to_pylist() == [f[1] for f in found]
+    assert table.column("row").to_pylist() == [0, 1, 2]

@@ -34,7 +34,7 @@ from parity.encoding import canonical
 if TYPE_CHECKING:  # for hints only: the encoding imports nothing of the readers above it
     from parity.capture.schema import FieldType
 
-__all__ = ["covered", "identity_schema", "row_encodings"]
+__all__ = ["FEATURE_MAP", "covered", "feature_map", "identity_schema", "row_encodings"]
 
 _FLAT = {
     pa.null(), pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
@@ -102,3 +102,23 @@ def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
     names = tuple(batch.schema.names)
     nulls = tuple(name for name in null_fields if name not in names)
     return native.encode_batch(batch, names, nulls, float32_as_float64)
+
+
+FEATURE_MAP = pa.map_(pa.string(), pa.uint64())
+
+
+def feature_map(rows: list[list[tuple[str, int]]]) -> pa.Array:
+    """The fingerprint set's `features` column (map<string, uint64>) from each record's sorted (name, fp) pairs
+    (`fingerprint.feature_fingerprints`): laid out by the C encoder in one pass over the pairs, where pyarrow's
+    own conversion of the same lists builds every entry through Python objects (most of a replay's fingerprint
+    rows' time: benchmarks/RESULTS.md); pyarrow's conversion without the C encoder or for rows it does not lay
+    out (not lists of (str, int) tuples). The same array either way."""
+    native = canonical._native
+    buffers = native.feature_map_buffers(rows) if native is not None else None
+    if buffers is None:
+        return pa.array(rows, FEATURE_MAP)
+    offsets, name_offsets, names, fps = (pa.py_buffer(b) for b in buffers)
+    entries = len(fps) // 8
+    keys = pa.StringArray.from_buffers(entries, name_offsets, names)
+    items = pa.Array.from_buffers(pa.uint64(), entries, [None, fps])
+    return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(rows) + 1, [None, offsets]), keys, items)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.encoding import canonical
+from parity.encoding.columnar import FEATURE_MAP, feature_map
 from parity.errors import FingerprintSetError
 from parity.stages import STAGES
 from parity.storage import urls
@@ -54,7 +55,7 @@ ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way
 FP_SCHEMA = pa.schema(
     [("key_fp", pa.binary(16)), ("key", pa.string())]
     + [(f"{s}_fp", pa.uint64()) for s in STAGES]
-    + [("features", pa.map_(pa.string(), pa.uint64())), ("part", pa.string()), ("row", pa.int32())])
+    + [("features", FEATURE_MAP), ("part", pa.string()), ("row", pa.int32())])
 VALUE_SCHEMA = pa.schema([("key_bytes", pa.binary()), ("location", pa.string())]
                          + [(s, pa.binary()) for s in STAGES])
 # A replay whose staged batches wait for the transform on disk (TFT's analysis, a gated `saved` side) writes the
@@ -96,6 +97,8 @@ def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa
     """One batch's fingerprint rows as a table of FP_SCHEMA, from its columns (all but part and row)."""
     count = len(fingerprints["key_fp"])
     columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
+    if isinstance(columns["features"], list):
+        columns["features"] = feature_map(columns["features"])
     return pa.Table.from_pydict(columns, schema=FP_SCHEMA)
 
 
