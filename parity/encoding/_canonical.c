@@ -663,95 +663,226 @@ static PyObject *py_encode_fingerprints(PyObject *self, PyObject *values) {
     return batch(values, OUT_BYTES | OUT_FP);
 }
 
+/* The features of one dict of exact str names, encoded: its canonical bytes, in `b`; the fingerprint of each
+ * value's encoding (a slice of the dict's, so each value is encoded once), `fps[j]` for the j-th name in
+ * canonical (sorted bytes) order; and the fingerprint of {name: fp}, i.e. combine(), in *combined. Returns the
+ * dict's key layout (new reference: perm, offsets and the names' Python str order, see make_layout), Py_None
+ * (new reference) for an empty dict, or NULL on error. keys/vals: the dict's n items in insertion order. */
+static PyObject *encode_features(PyObject **keys, PyObject **vals, Py_ssize_t n, Buf *b, uint64_t *fps,
+                                 uint64_t *combined) {
+    char stack[STACK_BYTES];
+    Buf c;
+    BUF_INIT(c, stack);
+    PyObject *layout = n ? str_layout(keys, n) : (Py_INCREF(Py_None), Py_None);
+    if (!layout) return NULL;
+    const Py_ssize_t *perm = n ? (const Py_ssize_t *)PyBytes_AS_STRING(layout) : NULL;
+    const Py_ssize_t *off = n ? perm + n : NULL;
+    const char *kbytes = n ? PyBytes_AS_STRING(layout) + LAYOUT_HEAD(n) : NULL;
+    Py_ssize_t j;
+    /* the dict's encoding, hashing each value's slice */
+    if (buf_head(b, 0x64, (size_t)n) < 0) goto fail;
+    for (j = 0; j < n; j++) {
+        if (buf_put(b, kbytes + off[j], off[j + 1] - off[j]) < 0) goto fail;
+        Py_ssize_t start = b->len;
+        if (enc(b, vals[perm[j]]) < 0) goto fail;
+        fps[j] = xxh3_64(b->data + start, (size_t)(b->len - start));
+    }
+    /* combine(): {name: fp} has the same key order */
+    if (buf_head(&c, 0x64, (size_t)n) < 0) goto fail;
+    for (j = 0; j < n; j++) {
+        if (buf_put(&c, kbytes + off[j], off[j + 1] - off[j]) < 0) goto fail;
+        if (enc_u64(&c, fps[j]) < 0) goto fail;
+    }
+    *combined = xxh3_64(c.data, (size_t)c.len);
+    buf_free(&c);
+    return layout;
+fail:
+    buf_free(&c);
+    Py_DECREF(layout);
+    return NULL;
+}
+
+/* A dict's items, when it is an exact dict of exact str names: 1 with them in keys[0:n] and vals (new references:
+ * release_items), 0 when it is not such a dict, -1 on error. `small` holds 2 * SMALL_DICT pointers; a larger dict's
+ * go to *heap (PyMem_Free it). */
+static int dict_items(PyObject *d, PyObject **small, PyObject ***keys, PyObject ***vals, Py_ssize_t *count) {
+    if (!PyDict_CheckExact(d)) return 0;
+    Py_ssize_t pos = 0, i = 0, n = PyDict_GET_SIZE(d);
+    PyObject *k, *x;
+    while (PyDict_Next(d, &pos, &k, &x))
+        if (!PyUnicode_CheckExact(k)) return 0;
+    *keys = small;
+    if (n > SMALL_DICT && !(*keys = PyMem_Malloc(sizeof(PyObject *) * 2 * n + 1))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *vals = *keys + n;
+    pos = 0;
+    while (i < n && PyDict_Next(d, &pos, &k, &x)) {
+        Py_INCREF(k);
+        Py_INCREF(x);
+        (*keys)[i] = k;
+        (*vals)[i] = x;
+        i++;
+    }
+    *count = i;
+    if (i != n) {
+        PyErr_SetString(PyExc_RuntimeError, "dict changed size during canonical encoding");
+        return -1;
+    }
+    return 1;
+}
+
+static void release_items(PyObject **keys, PyObject **small, Py_ssize_t count) {
+    for (Py_ssize_t j = 0; j < count; j++) { Py_DECREF(keys[j]); Py_DECREF(keys[count + j]); }
+    if (keys != small) PyMem_Free(keys);
+}
+
 /* feature_fingerprints(features) -> (encoding, [(name, fp)] sorted by name, combined fp)
  *
- * For a dict of str names: its canonical bytes, the fingerprint of each value's encoding (a slice of the
- * dict's encoding, so each value is encoded once) and the fingerprint of {name: fp}, i.e. combine(). */
+ * For a dict of str names: its canonical bytes, the fingerprint of each value's encoding and the fingerprint of
+ * {name: fp}, i.e. combine() (encode_features). */
 static PyObject *py_feature_fingerprints(PyObject *self, PyObject *d) {
-    int native = PyDict_CheckExact(d);
-    Py_ssize_t pos0 = 0;
-    PyObject *k0, *x0;
-    while (native && PyDict_Next(d, &pos0, &k0, &x0)) native = PyUnicode_CheckExact(k0);
+    PyObject *small[2 * SMALL_DICT], **keys = NULL, **vals = NULL;
+    Py_ssize_t n = 0, j;
+    int native = dict_items(d, small, &keys, &vals, &n);
+    if (native < 0) { if (keys) release_items(keys, small, n); return NULL; }
     if (!native) { /* dict subclasses, other mappings, names that are not exact str */
         if (feature_fallback) return PyObject_CallOneArg(feature_fallback, d);
         PyErr_SetString(PyExc_TypeError, "feature_fingerprints expects a dict of str names");
         return NULL;
     }
-    Py_ssize_t n = PyDict_GET_SIZE(d);
-    PyObject *small[2 * SMALL_DICT];
-    PyObject **keys = small;
-    if (n > SMALL_DICT) {
-        keys = PyMem_Malloc(sizeof(PyObject *) * 2 * n + 1);
-        if (!keys) return PyErr_NoMemory();
-    }
-    PyObject **vals = keys + n;
-    Py_ssize_t pos = 0, i = 0, j;
-    PyObject *k, *x, *result = NULL, *layout = NULL, *feats = NULL;
-    while (i < n && PyDict_Next(d, &pos, &k, &x)) {
-        Py_INCREF(k);
-        Py_INCREF(x);
-        keys[i] = k;
-        vals[i] = x;
-        i++;
-    }
-    char stack[STACK_BYTES], stack2[STACK_BYTES];
-    Buf b, c;
+    char stack[STACK_BYTES];
+    Buf b;
     BUF_INIT(b, stack);
-    BUF_INIT(c, stack2);
-    if (i != n) {
-        PyErr_SetString(PyExc_RuntimeError, "dict changed size during canonical encoding");
-        goto done;
-    }
-    uint64_t small_fps[SMALL_DICT];
-    uint64_t *fps = small_fps; /* by sorted (canonical) position */
+    uint64_t small_fps[SMALL_DICT], *fps = small_fps, combined = 0; /* by sorted (canonical) position */
+    PyObject *result = NULL, *layout = NULL, *feats = NULL;
     if (n > SMALL_DICT && !(fps = PyMem_Malloc(sizeof(uint64_t) * n))) { PyErr_NoMemory(); goto done; }
-    layout = n ? str_layout(keys, n) : NULL;
-    if (n && !layout) goto done_fps;
-    const Py_ssize_t *perm = layout ? (const Py_ssize_t *)PyBytes_AS_STRING(layout) : NULL;
-    const Py_ssize_t *off = layout ? perm + n : NULL;
-    const Py_ssize_t *name_order = layout ? off + n + 1 : NULL;
-    const char *kbytes = layout ? PyBytes_AS_STRING(layout) + LAYOUT_HEAD(n) : NULL;
-    /* the dict's encoding, hashing each value's slice */
-    if (buf_head(&b, 0x64, (size_t)n) < 0) goto done_fps;
-    for (j = 0; j < n; j++) {
-        if (buf_put(&b, kbytes + off[j], off[j + 1] - off[j]) < 0) goto done_fps;
-        Py_ssize_t start = b.len;
-        if (enc(&b, vals[perm[j]]) < 0) goto done_fps;
-        fps[j] = xxh3_64(b.data + start, (size_t)(b.len - start));
-    }
-    /* combine(): {name: fp} has the same key order */
-    if (buf_head(&c, 0x64, (size_t)n) < 0) goto done_fps;
-    for (j = 0; j < n; j++) {
-        if (buf_put(&c, kbytes + off[j], off[j + 1] - off[j]) < 0) goto done_fps;
-        if (enc_u64(&c, fps[j]) < 0) goto done_fps;
-    }
+    layout = encode_features(keys, vals, n, &b, fps, &combined);
+    if (!layout) goto done;
+    const Py_ssize_t *perm = n ? (const Py_ssize_t *)PyBytes_AS_STRING(layout) : NULL;
+    const Py_ssize_t *name_order = n ? perm + 2 * n + 1 : NULL;
     feats = PyList_New(n);
-    if (!feats) goto done_fps;
+    if (!feats) goto done;
     for (j = 0; j < n; j++) { /* in sorted() order of (name, fp): the names' order, as names are distinct */
         Py_ssize_t at = name_order[j];
         PyObject *fp = PyLong_FromUnsignedLongLong(fps[at]);
         PyObject *pair = fp ? PyTuple_Pack(2, keys[perm[at]], fp) : NULL;
         Py_XDECREF(fp);
-        if (!pair) goto done_fps;
+        if (!pair) goto done;
         /* (str, int) can be part of no cycle: untracked, these pairs (one per feature per record) do not
          * feed the cyclic GC's generations (CPython's own _PyTuple_MaybeUntrack does the same, later) */
         PyObject_GC_UnTrack(pair);
         PyList_SET_ITEM(feats, j, pair);
     }
     PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
-    PyObject *combined = data ? PyLong_FromUnsignedLongLong(xxh3_64(c.data, (size_t)c.len)) : NULL;
-    if (combined) result = PyTuple_Pack(3, data, feats, combined);
+    PyObject *comb = data ? PyLong_FromUnsignedLongLong(combined) : NULL;
+    if (comb) result = PyTuple_Pack(3, data, feats, comb);
     Py_XDECREF(data);
-    Py_XDECREF(combined);
-done_fps:
-    if (fps != small_fps) PyMem_Free(fps);
+    Py_XDECREF(comb);
 done:
+    if (fps != small_fps) PyMem_Free(fps);
     Py_XDECREF(feats);
     Py_XDECREF(layout);
     buf_free(&b);
-    buf_free(&c);
-    for (j = 0; j < i; j++) { Py_DECREF(keys[j]); Py_DECREF(vals[j]); }
-    if (keys != small) PyMem_Free(keys);
+    release_items(keys, small, n);
+    return result;
+}
+
+/* feature_fingerprints_many(values) -> (encodings, combined fps, offsets, name_offsets, names, fps) | None
+ *
+ * feature_fingerprints of each dict of `values` (a list), without a Python object per feature: each value's
+ * canonical bytes and combined fingerprint as lists, and its (name, fp) pairs, in name order, as the four
+ * buffers of an Arrow map<string, uint64> array (as feature_map_buffers lays them out). None when a value is not
+ * an exact dict of exact str names or an offset passes int32: the caller takes them one by one. */
+static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) {
+    if (!PyList_CheckExact(values)) Py_RETURN_NONE;
+    Py_ssize_t count = PyList_GET_SIZE(values), i, j;
+    char stack[STACK_BYTES], nstack[STACK_BYTES], ostack[STACK_BYTES], fstack[STACK_BYTES], mstack[STACK_BYTES];
+    Buf b, names, name_offs, feature_fps, offs;
+    BUF_INIT(b, stack);
+    BUF_INIT(names, nstack);
+    BUF_INIT(name_offs, ostack);
+    BUF_INIT(feature_fps, fstack);
+    BUF_INIT(offs, mstack);
+    PyObject *data_out = PyList_New(count), *fp_out = PyList_New(count), *result = NULL;
+    uint64_t small_fps[SMALL_DICT], *fps = small_fps;
+    Py_ssize_t fps_cap = SMALL_DICT;
+    int32_t entries = 0, name_at = 0;
+    if (!data_out || !fp_out) goto fail;
+    if (buf_put(&offs, &entries, 4) < 0 || buf_put(&name_offs, &name_at, 4) < 0) goto fail;
+    for (i = 0; i < count; i++) {
+        PyObject *small[2 * SMALL_DICT], **keys = NULL, **vals = NULL;
+        Py_ssize_t n = 0;
+        int native = dict_items(PyList_GET_ITEM(values, i), small, &keys, &vals, &n);
+        if (native <= 0) {
+            if (keys) release_items(keys, small, n);
+            if (native < 0) goto fail;
+            Py_DECREF(data_out);
+            Py_DECREF(fp_out);
+            data_out = fp_out = NULL;
+            result = Py_None;
+            Py_INCREF(result);
+            goto fail;
+        }
+        if (n > fps_cap) {
+            uint64_t *grown = fps == small_fps ? PyMem_Malloc(sizeof(uint64_t) * n)
+                                               : PyMem_Realloc(fps, sizeof(uint64_t) * n);
+            if (!grown) { release_items(keys, small, n); PyErr_NoMemory(); goto fail; }
+            fps = grown;
+            fps_cap = n;
+        }
+        uint64_t combined = 0;
+        b.len = 0;
+        PyObject *layout = encode_features(keys, vals, n, &b, fps, &combined);
+        int ok = layout != NULL;
+        if (ok && n) {
+            const Py_ssize_t *perm = (const Py_ssize_t *)PyBytes_AS_STRING(layout);
+            const Py_ssize_t *name_order = perm + 2 * n + 1;
+            for (j = 0; ok && j < n; j++) {
+                Py_ssize_t at = name_order[j], size;
+                const char *name = PyUnicode_AsUTF8AndSize(keys[perm[at]], &size);
+                ok = name && (int64_t)name_at + size <= INT32_MAX && buf_put(&names, name, size) == 0 &&
+                     buf_put(&feature_fps, &fps[at], 8) == 0;
+                if (ok) {
+                    name_at += (int32_t)size;
+                    ok = buf_put(&name_offs, &name_at, 4) == 0;
+                }
+            }
+            if (ok && (int64_t)entries + n > INT32_MAX) ok = 0;
+            entries += (int32_t)n;
+        }
+        Py_XDECREF(layout);
+        release_items(keys, small, n);
+        if (!ok) {
+            if (!PyErr_Occurred()) { /* past int32: pyarrow's conversion takes these */
+                Py_DECREF(data_out);
+                Py_DECREF(fp_out);
+                data_out = fp_out = NULL;
+                result = Py_None;
+                Py_INCREF(result);
+            }
+            goto fail;
+        }
+        if (buf_put(&offs, &entries, 4) < 0) goto fail;
+        PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
+        PyObject *fp = data ? PyLong_FromUnsignedLongLong(combined) : NULL;
+        if (!fp) { Py_XDECREF(data); goto fail; }
+        PyList_SET_ITEM(data_out, i, data);
+        PyList_SET_ITEM(fp_out, i, fp);
+    }
+    result = Py_BuildValue("(NNy#y#y#y#)", data_out, fp_out, offs.data, offs.len, name_offs.data, name_offs.len,
+                           names.data, names.len, feature_fps.data, feature_fps.len);
+    data_out = fp_out = NULL;
+fail:
+    Py_XDECREF(data_out);
+    Py_XDECREF(fp_out);
+    if (fps != small_fps) PyMem_Free(fps);
+    buf_free(&b);
+    buf_free(&names);
+    buf_free(&name_offs);
+    buf_free(&feature_fps);
+    buf_free(&offs);
     return result;
 }
 
@@ -1823,6 +1954,9 @@ static PyMethodDef methods[] = {
      "NotImplemented: left to the reference (parity/encoding/fields.py)."},
     {"feature_fingerprints", py_feature_fingerprints, METH_O,
      "feature_fingerprints(dict) -> (bytes, sorted [(name, fp)], combined fp) in one encoding pass."},
+    {"feature_fingerprints_many", py_feature_fingerprints_many, METH_O,
+     "feature_fingerprints_many(list of dicts) -> (encodings, combined fps, offsets, name offsets, names, fps), "
+     "the last four the buffers of an Arrow map<string, uint64>; or None."},
     {"feature_map_buffers", py_feature_map_buffers, METH_O,
      "feature_map_buffers(rows of [(name, fp)]) -> (offsets, name offsets, names, fps) buffers of an Arrow "
      "map<string, uint64>, or None."},

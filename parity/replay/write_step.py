@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from parity.config import SideConfig
 from parity.encoding import canonical
+from parity.encoding.columnar import feature_columns
 from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, key_fingerprint_bytes
 from parity.errors import UserCodeError
 from parity.replay import counters
@@ -93,18 +94,17 @@ class WriteBatchFn(beam.DoFn):
         for stage, fps in batch.value_fps.items():  # every stage before the transform, settled by ApplyStagesFn
             fp_columns[f"{stage}_fp"] = fps
         values = batch.values["transform"]
-        features_column: list[list] = [[] for _ in range(count)]
-        data = [b""] * count
-        fps: list[int] = [0] * count
-        plain = []
-        for i, (value, reached) in enumerate(zip(values, batch.transform_inputs)):
-            if reached is None:
-                plain.append(i)
-                continue
-            try:
-                data[i], features_column[i], fps[i] = feature_fingerprints(value)
-            except TypeError as exc:
-                raise UserCodeError(_unencodable(batch.key_text(i), "transform", value, exc)) from exc
+        featured = [reached is not None for reached in batch.transform_inputs]
+        try:
+            data, fps, features = feature_columns(values, featured)
+        except TypeError as exc:  # user code produced a value with no canonical encoding: name the record
+            found = first_failing([v if f else {} for v, f in zip(values, featured)], feature_fingerprints,
+                                  TypeError)
+            if found is None:
+                raise
+            i, exc = found
+            raise UserCodeError(_unencodable(batch.key_text(i), "transform", values[i], exc)) from exc
+        plain = [i for i, f in enumerate(featured) if not f]  # never reached the transform: fingerprinted whole
         if plain:
             plain_data, plain_fps = _stage_fingerprints(batch, "transform", [values[i] for i in plain])
             for i, item, fp in zip(plain, plain_data, plain_fps):
@@ -112,7 +112,7 @@ class WriteBatchFn(beam.DoFn):
         if self._side is not None:
             check_value_sizes(batch, self._side, "transform", data, values)
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
-        fp_columns["features"] = features_column
+        fp_columns["features"] = features
         write_values(self._out_dir, batch.part, value_columns)
         self._counts.add(counters.WRITTEN, count)
         yield batch.part, part_fingerprints(batch.part, fp_columns)
