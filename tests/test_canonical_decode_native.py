@@ -198,3 +198,23 @@ def test_c_and_python_agree_on_arbitrary_bytes(data):
     _same_as_reference(data)
     _same_as_reference(b"d" + data)
     _same_as_reference(b"l" + data)
+
+
+def test_dict_keys_decode_as_the_reference_decodes_them_past_the_key_cache():
+    # the C decoder keeps decoded keys of up to 40 bytes in 1024 slots: more names than slots, names that share
+    # a slot, names past 40 bytes, lone surrogates and non-ASCII names all come back as the reference's
+    names = [f"field_{i}" for i in range(3000)] + ["x" * 39, "x" * 40, "x" * 41, "é" * 30, "\ud800", "", "a\x00b"]
+    for round_ in range(2):  # the second time, from the cache where they stayed
+        for start in range(0, len(names), 50):
+            value = {name: [round_, name] for name in names[start:start + 50]}
+            data = canonical.encode(value)
+            decoded = canonical.decode(data)
+            assert decoded == canonical._decode_py(data) == value
+            assert list(decoded) == list(canonical._decode_py(data))
+
+
+def test_a_decoded_key_is_hashed_and_usable_as_any_str():
+    data = canonical.encode({"zone": 1, "fare": 2.5})
+    first, second = canonical.decode(data), canonical.decode(data)
+    assert first == second == {"zone": 1, "fare": 2.5}
+    assert {key: None for key in first}.keys() == {"zone", "fare"}

@@ -1532,14 +1532,49 @@ static PyObject *dec_items(Reader *r, unsigned char tag, int hashable, int depth
     return out;
 }
 
+/* Decoded dict keys, by their UTF-8: the records of one set share their field names, and a key from here is the
+ * same str object each time, its hash computed once (a dict insert of a new str hashes it again). Direct-mapped;
+ * a slot holds the key's bytes and its str. */
+#define KEY_SLOTS 1024
+#define KEY_BYTES 40
+typedef struct {
+    Py_ssize_t len;
+    char data[KEY_BYTES];
+    PyObject *str;
+} KeySlot;
+static KeySlot key_cache[KEY_SLOTS];
+
+static PyObject *dec_key_str(const char *data, Py_ssize_t n) {
+    if (n > KEY_BYTES) return PyUnicode_DecodeUTF8(data, n, "surrogatepass");
+    KeySlot *slot = &key_cache[XXH3_64bits(data, (size_t)n) % KEY_SLOTS];
+    if (slot->str && slot->len == n && memcmp(slot->data, data, (size_t)n) == 0) {
+        Py_INCREF(slot->str);
+        return slot->str;
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(data, n, "surrogatepass");
+    if (!str || PyObject_Hash(str) == -1) { Py_XDECREF(str); return NULL; } /* hashed once, here */
+    Py_XSETREF(slot->str, str);
+    Py_INCREF(str);
+    slot->len = n;
+    memcpy(slot->data, data, (size_t)n);
+    return str;
+}
+
 static PyObject *dec_dict(Reader *r, int depth) {
     uint64_t count;
     if (read_uleb(r, &count) < 0) return NULL;
     if (count > (uint64_t)(r->n - r->pos) / 2) { not_decoded(); return NULL; } /* two bytes or more an entry */
-    PyObject *d = PyDict_New();
+    PyObject *d = _PyDict_NewPresized((Py_ssize_t)count); /* no resizing while the entries go in */
     if (!d) return NULL;
     for (uint64_t i = 0; i < count; i++) {
-        PyObject *k = dec(r, 1, depth + 1);
+        PyObject *k;
+        Py_ssize_t at, n;
+        if (depth + 1 <= DECODE_DEPTH && r->pos < r->n && r->p[r->pos] == 0x73) { /* a str key: the common one */
+            r->pos++;
+            k = read_sized(r, &at, &n) < 0 ? NULL : dec_key_str((const char *)r->p + at, n);
+        } else {
+            k = dec(r, 1, depth + 1);
+        }
         PyObject *v = k ? dec(r, 0, depth + 1) : NULL;
         int bad = !v || PyDict_SetItem(d, k, v) < 0;
         Py_XDECREF(k);

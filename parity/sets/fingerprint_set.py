@@ -608,14 +608,13 @@ class FingerprintSet:
             group = order[start:end]
             part = parts[int(codes[group[0]])]
             path = self._values_path(part)  # refuses a part that is not a file name
-            present, at = np.unique(rows[group], return_inverse=True)
             kinds = which[group]
             columns = [stages[i] for i in np.unique(kinds).tolist()]
-            table = _take(read_values(self.path, part, columns), present.tolist(), path)
-            for stage in columns:
+            table = read_values(self.path, part, columns)
+            for stage in columns:  # each stage's rows taken straight from the file's column: one take a stage
                 i = stages.index(stage)
                 mine = kinds == i
-                chunks[i].extend(table.column(stage).take(pa.array(at[mine], pa.int64())).chunks)
+                chunks[i].extend(_take(table.select([stage]), rows[group[mine]], path).column(0).chunks)
                 asked[i].append(group[mine] - offsets[i])
         result = {}
         for i, stage in enumerate(stages):
@@ -677,7 +676,7 @@ class FingerprintSet:
         return result
 
 
-def _take(table: pa.Table, rows: list[int], path: str) -> pa.Table:
+def _take(table: pa.Table, rows: list[int] | np.ndarray, path: str) -> pa.Table:
     try:
         return table.take(pa.array(rows, pa.int64()))
     except (IndexError, pa.ArrowException) as exc:
