@@ -115,9 +115,11 @@ class _Values:
 class Fetched:
     """A round's stage values as fetched: per differing stage, its pairs (`at`), their distinct (left, right)
     fingerprint pairs (the first pair of each, `rep`; each pair's, `inverse`) and those pairs' canonical bytes per
-    side, as Arrow arrays in distinct order (Python objects only for the slice being compared)."""
+    side, as an Arrow array and where each distinct pair's bytes are in it (`FingerprintSet.stage_columns`;
+    Python objects only for the slice being compared)."""
 
-    stages: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, pa.ChunkedArray, pa.ChunkedArray]]
+    stages: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, tuple[pa.Array, np.ndarray],
+                            tuple[pa.Array, np.ndarray]]]  # per side: bytes, and where each distinct pair's are
 
 
 def fetch(left: FingerprintSet, right: FingerprintSet, rnd: Round) -> Fetched:
@@ -165,8 +167,9 @@ def compare_slice(left: FingerprintSet, right: FingerprintSet, rnd: Round, fetch
         if lo == hi:
             continue
         used, local = np.unique(inverse[lo:hi], return_inverse=True)
-        take = pa.array(used, pa.int64())
-        values = _Values((left, right), rnd, s, rep[used], (ldata.take(take).to_pylist(), rdata.take(take).to_pylist()))
+        lbytes, rbytes = (column.take(pa.array(order[used], pa.int64())).to_pylist()
+                          for column, order in (ldata, rdata))
+        values = _Values((left, right), rnd, s, rep[used], (lbytes, rbytes))
         is_first = first[at[lo:hi]] == s
         results[s] = _compare_stage(s, values, at[lo:hi], local.reshape(-1), is_first, tol_for, exact_match_within,
                                     tolerance)

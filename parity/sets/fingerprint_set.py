@@ -587,11 +587,13 @@ class FingerprintSet:
         return result
 
     def stage_columns(self, parts: list[str],
-                      wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, pa.ChunkedArray]:
-        """`stage_bytes` by column: {stage: (part codes, rows)} -> {stage: canonical bytes (large_binary)} in the
-        order asked, where a part code indexes `parts`. Each values file is read once, with the columns of the
-        stages asked of it, and its rows taken once for all of them: the requests of a fetch round are grouped by
-        part with numpy, and no Python object is made per value."""
+                      wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[pa.Array, np.ndarray]]:
+        """`stage_bytes` by column: {stage: (part codes, rows)} -> {stage: (canonical bytes (large_binary),
+        order)}, where a part code indexes `parts` and the value asked j-th is `column[order[j]]`. Each values
+        file is read once, with the columns of the stages asked of it, and each stage's rows taken once from it:
+        the requests of a fetch round are grouped by part with numpy, and no Python object is made per value.
+        The bytes stay in file order (the caller takes the ones it wants through `order`: putting a round's
+        bytes in the order asked was one more copy of them)."""
         stages = [s for s in STAGES if s in wanted]
         if not stages:
             return {}
@@ -619,10 +621,10 @@ class FingerprintSet:
         result = {}
         for i, stage in enumerate(stages):
             if not counts[i]:
-                result[stage] = pa.chunked_array([], type=pa.large_binary())
+                result[stage] = (pa.array([], pa.large_binary()), np.zeros(0, np.int64))
                 continue
-            column = pa.chunked_array(chunks[i], type=pa.large_binary())
-            result[stage] = column.take(pa.array(np.argsort(np.concatenate(asked[i])), pa.int64()))
+            column = pa.chunked_array(chunks[i], type=pa.large_binary()).combine_chunks()
+            result[stage] = (column, np.argsort(np.concatenate(asked[i])))
         return result
 
     def decode_value(self, part: str, row: int, stage: str, data: bytes | None) -> Any:
