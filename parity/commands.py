@@ -228,7 +228,8 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
     tolerance = config.tolerance if config else ToleranceSpec()
     report_spec = config.report if config else ReportSpec()
-    outcome = DiffStream(left, right, tolerance, keep_unpaired=report_spec.examples)  # read once, by build_report
+    # read once, by build_report, whose tally decodes the whole input records of its examples only
+    outcome = DiffStream(left, right, tolerance, keep_unpaired=report_spec.examples, defer_input=True)
     analyzer_entries = analyzers.compare(read_analyzers(left.path), read_analyzers(right.path))
     with diff_gc():
         report = build_report(

@@ -37,6 +37,9 @@ class PairOutcome:
     fps: dict[str, tuple[int, int]] = field(default_factory=dict)  # differing stage -> (left, right) fingerprints
     first_fields: tuple[str, ...] | None = None  # the first differing stage's top-level fields whose canonical
     # bytes differ, when both values are dicts of the same str names (the classifier need not compare them again)
+    first_split: dict[str, tuple[Any, Any]] | None = None  # a stream that defers whole input values
+    # (`DiffStream(defer_input=True)`): where `left`/`right` hold the input stage's whole values `Undecoded`
+    # (parity.compare.pair_values.resolved decodes them), its differing fields, decoded: {field: (left, right)}
 
 
 @dataclass
@@ -118,14 +121,19 @@ class DiffStream:
     differ are compared FETCH_PAIRS at a time, stage by stage over all of them (parity.compare.pair_values: one
     read per values file, each distinct (stage, left fingerprint, right fingerprint) fetched, split and compared
     once, only the differing fields decoded). `keep_unpaired`: one-sided keys kept per side (None: all).
+    `defer_input`: a pair whose first divergent stage is the input, and whose differing fields decide its
+    tolerance tier, comes with its whole input values `Undecoded` and its differing fields in `first_split`
+    (the report's tally decodes the whole records of its examples only).
     """
 
     def __init__(self, left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec,
-                 keep_unpaired: int | None = None, key_ranges: frozenset[int] | None = None) -> None:
+                 keep_unpaired: int | None = None, key_ranges: frozenset[int] | None = None,
+                 defer_input: bool = False) -> None:
         check_compatible(left, right)
         self._left, self._right, self._tolerance = left, right, tolerance
         self._keep = keep_unpaired
         self._ranges = key_ranges
+        self.defer_input = defer_input
         self.left_rows = self.right_rows = self.paired = self.matched = 0
         self.left_only = self.right_only = self.duplicate_keys = 0
         self.buckets_whole = self.buckets_drilled = 0
@@ -155,7 +163,7 @@ class DiffStream:
         """A stream of the same sets over some of their key ranges (bucket numbers) only: bucketed sets only."""
         if self._left.buckets is None or self._right.buckets is None:
             raise ValueError("key ranges are the buckets of bucketed sets (parity.sets.buckets)")
-        return DiffStream(self._left, self._right, self._tolerance, self._keep, key_ranges)
+        return DiffStream(self._left, self._right, self._tolerance, self._keep, key_ranges, self.defer_input)
 
     _SUMS = ("left_rows", "right_rows", "paired", "matched", "left_only", "right_only", "duplicate_keys",
              "buckets_whole", "buckets_drilled")
@@ -248,7 +256,8 @@ class DiffStream:
         lfps, rfps = rnd.fps[0].T.tolist(), rnd.fps[1].T.tolist()
         for start in range(0, len(rnd.keys), SLICE_PAIRS):
             end = min(start + SLICE_PAIRS, len(rnd.keys))
-            results = pair_values.compare_slice(self._left, self._right, rnd, fetched, start, end, self._tolerance)
+            results = pair_values.compare_slice(self._left, self._right, rnd, fetched, start, end, self._tolerance,
+                                                self.defer_input)
             yield from self._slice_outcomes(rnd, results, start, end, lfps, rfps)
 
     def _slice_outcomes(self, rnd: pair_values.Round, results: dict[int, pair_values.StageResult], start: int,
@@ -258,6 +267,7 @@ class DiffStream:
         shown: list[list[tuple[str, Any, Any]]] = [[] for _ in range(count)]
         deltas: list[dict | None] = [None] * count
         first_fields: list[tuple | None] = [None] * count
+        first_splits: list[dict | None] = [None] * count
         for s, result in results.items():
             at = result.at - start
             within[s, at] = result.within
@@ -272,6 +282,10 @@ class DiffStream:
             if result.deltas is not None:
                 for n, found in zip(at.tolist(), result.deltas):
                     deltas[n] = found
+            if result.splits is not None:
+                for n, split in zip(at.tolist(), result.splits):
+                    if split is not None:
+                        first_splits[n] = split
         differs = rnd.differs[:, start:end]
         masks = (differs.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
         within_masks = (within.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
@@ -286,7 +300,7 @@ class DiffStream:
                               first_stage=differing[0], diverged=mask != wmask, left=lv, right=rv,
                               feature_deltas=deltas[n] if deltas[n] is not None else {},
                               fps={STAGES[s]: (lf[s], rf[s]) for s in _STAGE_INDICES[mask]},
-                              first_fields=first_fields[n])
+                              first_fields=first_fields[n], first_split=first_splits[n])
 
 
 _ALL_RANGES = frozenset(range(1 << BUCKET_BITS))  # every key range (bucket number) of a bucketed set

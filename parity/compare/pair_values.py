@@ -6,7 +6,8 @@ fingerprint pairs among those that differ there are found with numpy, their cano
 side (`fetch`, through `FingerprintSet.stage_columns`: each values file read once, its rows taken once, the bytes
 kept as Arrow arrays); then a slice of the round at a time (`compare_slice`), they are split into their differing
 top-level fields on the bytes (`fields.differing_fields`), and only what is needed decoded: the differing fields for
-the tolerance tier, the whole values of a pair's first divergent stage (causes and examples). The transform's
+the tolerance tier, the whole values of a pair's first divergent stage (causes and examples; the report's stream
+leaves whole input records `Undecoded` where their differing fields decide, and decodes its examples' only). The transform's
 differing features are compared per feature over the slice with numpy where both sides are all floats or all ints.
 
 `tests/compare/oracles.py` holds the per-record reading of all this (`pair_outcomes`), which the tests compare it with.
@@ -91,6 +92,9 @@ class StageResult:
     deltas: list[dict] | None      # the transform: per pair of `at`, {feature: (within, |delta| or None)}
     fields: list[tuple | None]     # per pair of `at` where the stage is its first divergent one: the names of the
                                    # top-level fields whose bytes differ, when both are dicts of the same str names
+    splits: list[dict | None] | None = None  # per pair of `at`, where the input stage is its first divergent one and
+                                   # its whole values are deferred (`Undecoded`): {field: (left, right)} of the
+                                   # differing fields, decoded
 
 
 class _Values:
@@ -109,6 +113,25 @@ class _Values:
             pair = int(self._rep[u])
             part = self._rnd.parts[side][int(self._rnd.codes[side][pair])]
             return self._sets[side].decode_value(part, int(self._rnd.rows[side][pair]), STAGES[self._stage], data)
+
+
+class Undecoded:
+    """A first divergent input stage's whole value, not decoded (a stream that defers them: `compare_slice`'s
+    `defer_input`): the report needs the two whole records of such a pair for its examples only, and each one
+    decoded cost about as much as the rest of the pair's comparison. `resolved` decodes it."""
+
+    __slots__ = ("_values", "_side", "_u", "data")
+
+    def __init__(self, values: _Values, side: int, u: int, data: bytes | None) -> None:
+        self._values, self._side, self._u, self.data = values, side, u, data
+
+    def value(self) -> Any:
+        return self._values.decode(self._side, self._u, self.data)
+
+
+def resolved(value: Any) -> Any:
+    """`value`, or the value an `Undecoded` stands for."""
+    return value.value() if type(value) is Undecoded else value
 
 
 @dataclass
@@ -141,7 +164,7 @@ def fetch(left: FingerprintSet, right: FingerprintSet, rnd: Round) -> Fetched:
 
 
 def compare_slice(left: FingerprintSet, right: FingerprintSet, rnd: Round, fetched: Fetched, start: int, end: int,
-                  tolerance: ToleranceSpec) -> dict[int, StageResult]:
+                  tolerance: ToleranceSpec, defer_input: bool = False) -> dict[int, StageResult]:
     """Each stage's comparison over the round's pairs `start` to `end` whose fingerprints differ there (a slice
     of the round at a time: decoded values are held for a slice, not for the round).
 
@@ -151,6 +174,9 @@ def compare_slice(left: FingerprintSet, right: FingerprintSet, rnd: Round, fetch
     differing fields' values compared (fields of equal bytes are within), or the whole values walked where the
     split does not apply, or, at a first divergent stage, where an equal field could still be refused (it is not
     plain, or a tolerance is infinite).
+
+    `defer_input`: where the input stage is a pair's first divergent one and its differing fields decide the
+    tolerance tier, its whole values are left `Undecoded` and its differing fields given (`StageResult.splits`).
     """
     by_feature = dict(tolerance.features)
 
@@ -172,7 +198,7 @@ def compare_slice(left: FingerprintSet, right: FingerprintSet, rnd: Round, fetch
         values = _Values((left, right), rnd, s, rep[used], (lbytes, rbytes))
         is_first = first[at[lo:hi]] == s
         results[s] = _compare_stage(s, values, at[lo:hi], local.reshape(-1), is_first, tol_for, exact_match_within,
-                                    tolerance)
+                                    tolerance, defer_input and s == 0)
     return results
 
 
@@ -190,7 +216,7 @@ def _distinct(lfps: np.ndarray, rfps: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray, is_first: np.ndarray,
                    tol_for: Callable[[str | None], Tolerance], exact_match_within: bool,
-                   tolerance: ToleranceSpec) -> StageResult:
+                   tolerance: ToleranceSpec, defer: bool = False) -> StageResult:
     count = int(inverse.max()) + 1 if len(inverse) else 0
     first_u = np.zeros(count, bool)
     first_u[inverse[is_first]] = True
@@ -198,9 +224,11 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
     other_u[inverse[~is_first]] = True
     transform = s == _TRANSFORM
     try:  # canonical.decode, and on a damaged value again with the decoder that names its file and row
-        wholes, founds, splits, markers = _split(values.data, first_u.tolist(), transform, _decode, {})
+        wholes, founds, splits, markers = _split(values.data, first_u.tolist(), transform, _decode, {},
+                                                 values if defer and exact_match_within else None)
     except ValueError:
-        wholes, founds, splits, markers = _split(values.data, first_u.tolist(), transform, values.decode, {})
+        wholes, founds, splits, markers = _split(values.data, first_u.tolist(), transform, values.decode, {},
+                                                 values if defer and exact_match_within else None)
     within_first, within_other = [False] * count, [False] * count
     names: list[tuple | None] = [None] * count
     for u, (found, split, marker, whole, whole_needed, other) in enumerate(zip(founds, splits, markers, wholes,
@@ -232,15 +260,19 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
         left = [wholes[u][0] if f else None for u, f in zip(inv, firsts)]
         right = [wholes[u][1] if f else None for u, f in zip(inv, firsts)]
     shown_names = [names[u] if f else None for u, f in zip(inv, firsts)]
-    return StageResult(at=at, within=within, left=left, right=right, deltas=deltas, fields=shown_names)
+    shown_splits = [splits[u] if f and type(wholes[u][0]) is Undecoded else None for u, f in zip(inv, firsts)] \
+        if defer else None
+    return StageResult(at=at, within=within, left=left, right=right, deltas=deltas, fields=shown_names,
+                       splits=shown_splits)
 
 
 def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, decode: Callable[..., Any],
-           names: dict[bytes, Any]) -> tuple[list, list, list, list]:
+           names: dict[bytes, Any], defer: _Values | None = None) -> tuple[list, list, list, list]:
     """Per distinct pair: its whole decoded values or None, `differing_fields` of its bytes, {name: (left, right)}
     of its differing fields decoded (None without a split), and whether the values are markers at the transform
     (`{"dropped": ...}`, `{"error": ...}`). Whole values are decoded where the stage is a pair's first divergent
-    one, or where the split does not apply or finds markers."""
+    one, or where the split does not apply or finds markers. `defer` (the stage's values, where every tolerance
+    takes an exact match): a first divergent stage's whole values whose split is plain are left `Undecoded`."""
     ldata, rdata = data
     wholes: list[tuple[Any, Any] | None] = []
     founds: list[Any] = []
@@ -248,8 +280,13 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
     markers: list[bool] = []
     differing_fields = fields.differing_fields
     for u, (a, b, needed) in enumerate(zip(ldata, rdata, whole_needed)):
-        whole = (decode(0, u, a), decode(1, u, b)) if needed else None
         found = differing_fields(a, b)
+        if not needed:
+            whole = None
+        elif defer is not None and found is not None and found[1]:
+            whole = Undecoded(defer, 0, u, a), Undecoded(defer, 1, u, b)
+        else:
+            whole = decode(0, u, a), decode(1, u, b)
         split, marker = None, False
         if found is not None:
             split = {}

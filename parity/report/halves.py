@@ -110,7 +110,8 @@ class _Child:
         scratch = tempfile.mkdtemp(prefix="parity-diff-")
         left, right = stream.sets
         request = {"left": _plain_set(left), "right": _plain_set(right), "tolerance": stream.tolerance,
-                   "keep": stream.keep_unpaired, "ranges": ranges, "tally": tally, "options": urls.options(),
+                   "keep": stream.keep_unpaired, "ranges": ranges, "defer": stream.defer_input, "tally": tally,
+                   "options": urls.options(),
                    "result": os.path.join(scratch, "result.pickle")}
         with open(os.path.join(scratch, "request.pickle"), "wb") as handle:
             pickle.dump(request, handle, protocol=pickle.HIGHEST_PROTOCOL)
@@ -149,7 +150,7 @@ def child_main(argv: Sequence[str]) -> int:
         urls.configure(request["options"])
         left, right = (FingerprintSet(path, manifest, buckets=buckets)
                        for path, manifest, buckets in (request["left"], request["right"]))
-        stream = DiffStream(left, right, request["tolerance"], request["keep"], request["ranges"])
+        stream = DiffStream(left, right, request["tolerance"], request["keep"], request["ranges"], request["defer"])
         tally: Tally = request["tally"]
         with diff_gc():
             for m in stream:

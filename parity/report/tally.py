@@ -18,6 +18,7 @@ import numpy as np
 
 from parity.compare.causes import CauseContext, classify
 from parity.compare.diff import PairOutcome
+from parity.compare.pair_values import resolved
 from parity.encoding import canonical
 from parity.report.histograms import histograms_of
 
@@ -45,10 +46,12 @@ class Tally:
         self.cause_counts[(stage, cause)] += 1
         if self.kept[(stage, cause)] >= self.examples:
             return
+        if explanation is None:  # worded for the examples only
+            explanation = _cause(m, self.cause_context, self.redact, self._classified, worded=True)[1]
         self.kept[(stage, cause)] += 1
         self.example_list.append({"key": _key(m, self.redact), "stage": stage, "cause": cause,
-                                  "left": _json_value(m.left.get(stage), self.redact),
-                                  "right": _json_value(m.right.get(stage), self.redact),
+                                  "left": _json_value(resolved(m.left.get(stage)), self.redact),
+                                  "right": _json_value(resolved(m.right.get(stage)), self.redact),
                                   "explanation": explanation})
 
     def merge(self, later: Tally) -> None:
@@ -169,25 +172,42 @@ def _numbers(value: Any) -> list[float] | None:
 _CLASSIFIED_CACHE = 100_000  # distinct (stage, fingerprints) classifications remembered at once
 
 
-def _cause(m: PairOutcome, context: CauseContext, redact: bool,
-           classified: dict[tuple, tuple[str, str]]) -> tuple[str, str]:
+def _cause(m: PairOutcome, context: CauseContext, redact: bool, classified: dict[tuple, tuple[str, str]],
+           worded: bool = False) -> tuple[str, str | None]:
     """(cause, explanation) of a diverged record, from its first divergent stage's values (memoised by their
-    fingerprints: classification is a function of the two values and the run's context)."""
+    fingerprints: classification is a function of the two values and the run's context).
+
+    A record whose whole input values were not decoded (`PairOutcome.first_split`: the stream deferred them) is
+    classified from its differing fields, which is all `classify_input` reads of two records with the same
+    fields: its cause is `input.content`, and its explanation None unless `worded` (the caller words the
+    examples it keeps only; each planted record's input is distinct, so the memo never spared that work)."""
+    split = m.first_split if m.first_stage == "input" and m.first_fields else None
+    if split is not None:
+        left, right = {name: pair[0] for name, pair in split.items()}, {name: pair[1] for name, pair in split.items()}
+        if not worded:
+            nondeterministic = m.first_stage in context.nondeterministic_stages
+            return ("seed.nondeterministic" if nondeterministic else "input.content"), None
+        return _classified(m, left, right, context, redact)
     memo = (m.first_stage, *m.fps[m.first_stage]) if m.first_stage in m.fps else None
     if memo is not None and memo in classified:
         return classified[memo]
-    cause, explanation = classify(m.first_stage, m.left.get(m.first_stage), m.right.get(m.first_stage), context,
-                                  differing=m.first_fields)
+    cause, explanation = _classified(m, resolved(m.left.get(m.first_stage)), resolved(m.right.get(m.first_stage)),
+                                     context, redact)
+    if memo is not None:
+        if len(classified) >= _CLASSIFIED_CACHE:
+            classified.clear()
+        classified[memo] = (cause, explanation)
+    return cause, explanation
+
+
+def _classified(m: PairOutcome, left: Any, right: Any, context: CauseContext, redact: bool) -> tuple[str, str]:
+    cause, explanation = classify(m.first_stage, left, right, context, differing=m.first_fields)
     if m.first_stage in context.nondeterministic_stages:
         cause = "seed.nondeterministic"
         explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "
                        f"baseline): this difference is nondeterminism, not the other side")
     if redact:
         explanation = _DELTA.sub(lambda match: f"|delta| {_magnitude(match.group(1))}", explanation)
-    if memo is not None:
-        if len(classified) >= _CLASSIFIED_CACHE:
-            classified.clear()
-        classified[memo] = (cause, explanation)
     return cause, explanation
 
 

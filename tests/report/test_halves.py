@@ -141,3 +141,29 @@ def test_an_error_in_the_second_half_stops_the_diff_with_exit_2_naming_the_file(
         handle.write(b"not parquet")
     assert main(["diff", left, right, "--out", str(tmp_path / "two")]) == 2
     assert os.path.basename(damaged) in capsys.readouterr().err
+
+
+def test_a_stream_that_defers_the_whole_input_records_gives_the_report_of_one_that_decodes_them(sides, tmp_path,
+                                                                                              monkeypatch):
+    from parity import commands
+    from parity.compare import pair_values
+
+    left, right, config = sides
+    monkeypatch.setattr(halves, "MIN_ROWS", 10**12)
+    decoded = []
+    value = pair_values.Undecoded.value
+    monkeypatch.setattr(pair_values.Undecoded, "value", lambda self: decoded.append(self) or value(self))
+    assert main(["diff", left, right, "--out", str(tmp_path / "deferred"), "--config", config]) == 1
+
+    class Eager(DiffStream):
+        def __init__(self, *args, **kwargs):
+            kwargs["defer_input"] = False
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(commands, "DiffStream", Eager)
+    assert main(["diff", left, right, "--out", str(tmp_path / "eager"), "--config", config]) == 1
+    assert _reports(tmp_path / "deferred") == _reports(tmp_path / "eager")
+    report = json.loads((tmp_path / "eager" / "report.json").read_text())
+    input_records = next(c["records"] for c in report["causes"] if c["stage"] == "input")
+    assert input_records > 3 * 10  # many more input-diverged records than the 3 examples the report keeps
+    assert 0 < len(decoded) <= 2 * 3  # only the examples' whole records were decoded, both sides of each
