@@ -183,10 +183,10 @@ def _cause(m: PairOutcome, context: CauseContext, redact: bool, classified: dict
     examples it keeps only; each planted record's input is distinct, so the memo never spared that work)."""
     split = m.first_split if m.first_stage == "input" and m.first_fields else None
     if split is not None:
-        left, right = {name: pair[0] for name, pair in split.items()}, {name: pair[1] for name, pair in split.items()}
         if not worded:
             nondeterministic = m.first_stage in context.nondeterministic_stages
             return ("seed.nondeterministic" if nondeterministic else "input.content"), None
+        left, right = {name: pair[0] for name, pair in split.items()}, {name: pair[1] for name, pair in split.items()}
         return _classified(m, left, right, context, redact)
     memo = (m.first_stage, *m.fps[m.first_stage]) if m.first_stage in m.fps else None
     if memo is not None and memo in classified:
