@@ -17,6 +17,7 @@ and appends the run to `benchmarks/results/history.md` and `history.jsonl`. See 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -329,17 +330,26 @@ class Harness:
             shutil.rmtree(work, ignore_errors=True)
 
     def run(self) -> dict[str, Any]:
+        self.start()
+        for round_index in range(1, self.args.repeat + 1):  # the number of rounds is fixed before the run starts
+            self.run_round(round_index)
+        return self.finish()
+
+    def start(self) -> None:
+        self.machine = machine_state()  # before the first round: the commit, the packages, the CPUs, the load
+
+    def run_round(self, round_index: int) -> None:
         a = self.args
-        machine = machine_state()  # before the first round: the commit, the packages, the CPUs, the load
-        for round_index in range(1, a.repeat + 1):  # the number of rounds is fixed before the run starts
-            for position, name in enumerate(round_order(a.contenders, round_index)):
-                if round_index > 1 and name in a.once:
-                    continue
-                self.run_one(name, round_index, position)
-        if self.kept_parity_out and not a.keep:
+        for position, name in enumerate(round_order(a.contenders, round_index)):
+            if round_index > 1 and name in a.once:
+                continue
+            self.run_one(name, round_index, position)
+
+    def finish(self) -> dict[str, Any]:
+        if self.kept_parity_out and not self.args.keep:
             shutil.rmtree(self.kept_parity_out, ignore_errors=True)
-        result = summarize(a, self.runs)
-        result["machine"] = machine
+        result = summarize(self.args, self.runs)
+        result["machine"] = self.machine
         result["machine"]["load_average_after"] = _load_average()
         return result
 
@@ -825,13 +835,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every sweep level in one command, each its own results file. The levels take turns within each round,
+    rotated like the contenders (round 1: fixed, diverged1, ...; round 2: diverged1, ..., fixed): a ratio between
+    levels then compares rounds run side by side, not one level's rounds against another's run minutes later on a
+    machine whose speed drifts (a clean check's two rounds ran at 40.4 and 43.2 s, then 47.8 s ten minutes on)."""
     args = parse_args(argv)
-    failed = []
-    for variant in args.variants:  # every sweep level in one command, each its own results file
-        args.variant = variant
+    harnesses = {}
+    for variant in args.variants:
+        one = copy.copy(args)
+        one.variant = variant
         log(f"{args.records} records, transform {args.transform}, variant {variant}, contenders "
             f"{', '.join(args.contenders)}, {args.repeat} round(s); work {args.work}")
-        result = Harness(args).run()
+        harnesses[variant] = Harness(one)
+        harnesses[variant].start()
+    for round_index in range(1, args.repeat + 1):
+        for variant in round_order(args.variants, round_index):
+            if len(args.variants) > 1:
+                log(f"round {round_index}: variant {variant}")
+            harnesses[variant].run_round(round_index)
+    failed = []
+    for variant, harness in harnesses.items():
+        result = harness.finish()
         md, js = write_results(result, args.results)
         log(f"wrote {md} and {js}")
         print(render_markdown(result))

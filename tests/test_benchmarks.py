@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -193,6 +194,21 @@ def test_every_sweep_level_runs_in_one_command(tmp_path):
     assert [json.loads(line)["file"] for line in history] == [
         f"300-python-{variant}.json" for variant in ("fixed", "diverged25", "diverged100")]
     assert (results / "history.md").read_text(encoding="utf-8").count("\n## 300-python-") == 3
+
+
+def test_the_sweep_levels_take_turns_within_each_round_rotated_like_the_contenders(tmp_path):
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, RUN, "--records", "300", "--transform", "python", "--contenders", "parity", "--repeat", "2",
+         "--variant", "fixed,diverged25", "--work", str(tmp_path / "work"), "--results", str(results)],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    turns = re.findall(r"round (\d): variant (\w+)", done.stdout)
+    assert turns == [("1", "fixed"), ("1", "diverged25"), ("2", "diverged25"), ("2", "fixed")]
+    for variant in ("fixed", "diverged25"):
+        with open(results / f"300-python-{variant}.json", encoding="utf-8") as handle:
+            row = json.load(handle)["contenders"]["parity"]
+        assert len(row["wall_s_runs"]) == 2, row
 
 
 def test_the_concurrent_floor_serves_production_from_spilled_batches_once_the_offline_graph_is_ready(tmp_path):
