@@ -818,12 +818,7 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
         if (native <= 0) {
             if (keys) release_items(keys, small, n);
             if (native < 0) goto fail;
-            Py_DECREF(data_out);
-            Py_DECREF(fp_out);
-            data_out = fp_out = NULL;
-            result = Py_None;
-            Py_INCREF(result);
-            goto fail;
+            goto none;
         }
         if (n > fps_cap) {
             uint64_t *grown = fps == small_fps ? PyMem_Malloc(sizeof(uint64_t) * n)
@@ -855,14 +850,8 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
         Py_XDECREF(layout);
         release_items(keys, small, n);
         if (!ok) {
-            if (!PyErr_Occurred()) { /* past int32: pyarrow's conversion takes these */
-                Py_DECREF(data_out);
-                Py_DECREF(fp_out);
-                data_out = fp_out = NULL;
-                result = Py_None;
-                Py_INCREF(result);
-            }
-            goto fail;
+            if (PyErr_Occurred()) goto fail;
+            goto none; /* past int32: pyarrow's conversion takes these */
         }
         if (buf_put(&offs, &entries, 4) < 0) goto fail;
         PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
@@ -874,6 +863,10 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
     result = Py_BuildValue("(NNy#y#y#y#)", data_out, fp_out, offs.data, offs.len, name_offs.data, name_offs.len,
                            names.data, names.len, feature_fps.data, feature_fps.len);
     data_out = fp_out = NULL;
+    goto fail;
+none: /* a value the caller takes one by one */
+    result = Py_None;
+    Py_INCREF(result);
 fail:
     Py_XDECREF(data_out);
     Py_XDECREF(fp_out);
