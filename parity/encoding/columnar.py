@@ -15,7 +15,7 @@ record's bytes and fingerprint as Python objects.
 
 Example:
     >>> import pyarrow as pa
-    >>> from parity.encoding import canonical, fingerprint
+    >>> from parity.encoding import canonical
     >>> batch = pa.RecordBatch.from_pydict({"fare": [7.5, None], "zone": ["A", "B"]})
     >>> data, fps = row_encodings(batch)
     >>> data == canonical.encode_many(batch.to_pylist())
