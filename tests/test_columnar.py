@@ -367,3 +367,11 @@ def test_values_the_c_encoder_does_not_take_whole_go_record_by_record(values):
 def test_a_value_with_no_canonical_encoding_raises_type_error():
     with pytest.raises(TypeError):
         columnar.feature_columns([{"a": 1}, {"b": object()}], [True, True])
+
+
+def test_a_featured_none_is_refused_as_the_reference_refuses_it():
+    # None marks a record left out in the C pass; a featured None is not a dict of features
+    with pytest.raises(TypeError):
+        columnar.feature_columns([{"a": 1}, None], [True, True])
+    data, fps, features = columnar.feature_columns([{"a": 1}, None], [True, False])
+    assert (data[1], fps[1], features.to_pylist()[1]) == (None, None, [])

@@ -793,8 +793,9 @@ done:
  *
  * feature_fingerprints of each dict of `values` (a list), without a Python object per feature: each value's
  * canonical bytes and combined fingerprint as lists, and its (name, fp) pairs, in name order, as the four
- * buffers of an Arrow map<string, uint64> array (as feature_map_buffers lays them out). None when a value is not
- * an exact dict of exact str names or an offset passes int32: the caller takes them one by one. */
+ * buffers of an Arrow map<string, uint64> array (as feature_map_buffers lays them out). A None value is a record
+ * left out: None, None and no features. None when a value is neither None nor an exact dict of exact str names,
+ * or an offset passes int32: the caller takes them one by one. */
 static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) {
     if (!PyList_CheckExact(values)) Py_RETURN_NONE;
     Py_ssize_t count = PyList_GET_SIZE(values), i, j;
@@ -814,6 +815,14 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
     for (i = 0; i < count; i++) {
         PyObject *small[2 * SMALL_DICT], **keys = NULL, **vals = NULL;
         Py_ssize_t n = 0;
+        if (PyList_GET_ITEM(values, i) == Py_None) { /* a record left out: no features, no bytes, no fingerprint */
+            if (buf_put(&offs, &entries, 4) < 0) goto fail;
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(data_out, i, Py_None);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(fp_out, i, Py_None);
+            continue;
+        }
         int native = dict_items(PyList_GET_ITEM(values, i), small, &keys, &vals, &n);
         if (native <= 0) {
             if (keys) release_items(keys, small, n);

@@ -113,16 +113,18 @@ def feature_columns(values: list, featured: list[bool]) -> tuple[list, list, pa.
     uint64>); for a record whose `featured` is False, None, None and no features (the caller fingerprints that
     value whole).
 
-    Where every record is featured, the C encoder does it all in one pass over the batch, with no Python object
-    per feature (those objects, and pyarrow's conversion of them, were most of a replay's fingerprint rows:
-    benchmarks/RESULTS.md); else record by record, then `feature_map`. The same columns either way.
+    The C encoder does it all in one pass over the batch, with no Python object per feature (those objects, and
+    pyarrow's conversion of them, were most of a replay's fingerprint rows: benchmarks/RESULTS.md); where a
+    featured value is not a plain dict of str names, or without the C encoder, record by record, then
+    `feature_map`. The same columns either way.
 
     Raises:
         TypeError: a featured value has no canonical encoding, or a name that is not a str.
     """
     native = canonical._native
-    if native is not None and all(featured):
-        done = native.feature_fingerprints_many(values)
+    # None marks a record left out (a featured None is not a dict of features: record by record, which refuses it)
+    if native is not None and not any(f and v is None for v, f in zip(values, featured)):
+        done = native.feature_fingerprints_many([v if f else None for v, f in zip(values, featured)])
         if done is not None:
             data, fps, offsets, name_offsets, names, feature_fps = done
             return data, fps, _map_array(len(values), offsets, name_offsets, names, feature_fps)
