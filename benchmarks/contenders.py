@@ -5,16 +5,17 @@ Every contender imports what it needs (Beam, TensorFlow, TFT, parity) *before* i
 reported `wall_s` is the contender's work, not interpreter start-up and imports (which the driver reports
 separately as `process_s`). Each writes its result as JSON to `--result`.
 
-    floor    the two sides' transforms alone: offline TFT AnalyzeAndTransformDataset, then production's serving
-             application of the exported graph (or, with --transform python, the python features per side);
-             fed from the capture files by a batched reader, with the per-(hour, zone) aggregates the
-             transforms read computed in the same job; no fingerprints, no diff
+    floor    the serial fair floor: the two sides' transforms alone, one after the other in one process, each
+             side's job shaped as parity's replay of it: batches read by parity's reader and spilled as read,
+             the per-(hour, zone) aggregates the transforms read computed from them as read, the batches loaded
+             with their aggregates and spilled again as Arrow record batches (the offline side's also fed to
+             TFT's analysis), then served through the exported graph (`SavedTransform.apply_arrow`), each spill
+             file removed once read; parity's GC settings (`replay_gc`); no fingerprints, no diff. With
+             --transform python: each side's python features over its spilled batches
     floor_concurrent
-             the fair floor of `parity check` with both sides at once: the offline side's TFT job in this
-             process while the production side runs in a child process, as parity's check runs them: the child
-             reads its batches and their aggregates, spills them to files (none held in memory) and waits for
-             the offline graph, then serves them as Arrow record batches (`SavedTransform.apply_arrow`);
-             both under parity's GC settings (`replay_gc`); no fingerprints, no diff
+             the fair floor of `parity check` with both sides at once: the floor's offline side in this process
+             while its production side runs in a child process that waits for the offline graph, as parity's
+             check runs them; nothing waits in memory
     parity   `parity.check` on the work dir's config (its default: both sides at once where it pays)
     parity_serial
              `parity.check` with `sides_at_once="off"`: one side after the other, against the serial floor
@@ -28,6 +29,7 @@ separately as `process_s`). Each writes its result as JSON to `--result`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -104,23 +106,84 @@ def _attach(records: list[dict], aggs: dict) -> list[dict]:
     return out
 
 
-def _batches_and_aggregates(pipeline: Any, files: list[str], schema: dict, label: str) -> tuple[Any, Any]:
+def _spill(value: Any, folder: str, label: str) -> str:
+    """Pickles `value` to a new file in `folder` and returns its path: a batch waiting for a side input (the
+    side's aggregates, the offline graph) waits on disk, as parity's do (`parity.replay.spill`), not in the
+    runner's memory."""
+    import pickle
+
+    path = os.path.join(folder, f"{label}-{os.getpid()}-{next(_SPILLS)}.pickle")
+    with open(path, "wb") as handle:
+        pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def _unspill(path: str) -> Any:
+    """A spilled value, its file removed once read (parity's `SpillPolicy.CONSUME` on the in-process runner)."""
+    import pickle
+
+    with open(path, "rb") as handle:
+        value = pickle.load(handle)
+    os.remove(path)
+    return value
+
+
+_SPILLS = itertools.count()
+
+
+def _spilled_batches(pipeline: Any, files: list[str], schema: dict, folder: str, label: str) -> tuple[Any, Any]:
+    """A side's record batches, spilled as read (only their paths go on), and the per-(hour, zone) aggregates
+    from the batches as read: both steps fuse with the read, as parity's replay computes its aggregates from
+    its batches as read and spills them for its stages (`parity.replay.pipeline`)."""
     import apache_beam as beam
 
+    os.makedirs(folder, exist_ok=True)
     batches = (pipeline
                | f"{label}Files" >> beam.Create(files, reshuffle=False)
                | f"{label}Read" >> beam.FlatMap(read_record_batches, schema))
+    paths = batches | f"{label}SpillRead" >> beam.Map(_spill, folder, "read")
     aggs = (batches
             | f"{label}Partials" >> beam.FlatMap(_agg_partials)
             | f"{label}Combine" >> beam.CombinePerKey(_sum_states))
-    return batches, beam.pvalue.AsDict(aggs)
+    return paths, beam.pvalue.AsDict(aggs)
 
 
-def _offline_tft(config_path: str, files: list[str], work: str, graph_ready: Any = None) -> tuple[str, dict]:
-    """The offline side's TFT job as parity feeds its analysis (record batches of TFT_BATCH_SIZE rows built by
-    column, the aggregates attached): analyze and transform, then the graph written to `work/tft_output`, after
-    which `graph_ready(_)` runs as a step of the same job, where given. Returns the graph's folder and the
-    side's field types."""
+def _load_attached(path: str, aggs: dict) -> list[dict]:
+    return _attach(_unspill(path), aggs)
+
+
+def _spill_columnar(records: list[dict], tft_input: Any, folder: str) -> str:
+    """A batch with its aggregates, as the Arrow record batch the serving graph reads (the records themselves
+    where a value does not fit the raw schema), spilled to wait for the graph."""
+    batch = tft_input.columnar_batch(records)
+    return _spill(batch if batch is not None else records, folder, "staged")
+
+
+def _serve(output: str, types: dict) -> Any:
+    """A DoFn that applies the exported graph to each spilled batch, as parity's transform stage does
+    (`SavedTransform.apply_arrow`), and yields the number of records served; a side input (the written graph's
+    folder) only makes it wait for the graph."""
+    import apache_beam as beam
+
+    from parity.stages.transform import SavedTransform
+
+    class Serve(beam.DoFn):
+        def setup(self) -> None:
+            self._saved = SavedTransform(output, types)
+
+        def process(self, path, *_graph):  # no hints: Beam checks *args hints
+            batch = _unspill(path)
+            yield len(self._saved.apply(batch) if isinstance(batch, list) else self._saved.apply_arrow([batch]))
+
+    return Serve()
+
+
+def _offline_tft(config_path: str, files: list[str], work: str, graph_ready: Any = None) -> tuple[str, dict, int]:
+    """The offline side's TFT job as parity runs it: batches spilled as read and the aggregates computed from
+    them as read; the spilled batches loaded with their aggregates, fed to TFT's analysis as record batches of
+    TFT_BATCH_SIZE rows built by column, and spilled again as Arrow record batches; once the graph is written
+    to `work/tft_output` (and `graph_ready(_)` has run, where given), each spilled batch served through it.
+    Returns the graph's folder, the side's field types and the records served."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -137,80 +200,78 @@ def _offline_tft(config_path: str, files: list[str], work: str, graph_ready: Any
     from preprocess import preprocessing_fn
 
     tft_input = TFTInput(types)
-
-    def record_batches(records: list[dict], aggs: dict) -> Iterator[Any]:
-        return tft_input.record_batches(_attach(records, aggs), TFT_BATCH_SIZE)
-
     output = os.path.join(work, "tft_output")
+    folder = os.path.join(work, "offline-spill")
+    served = os.path.join(work, "offline.served")
     metadata_io.write_metadata(tft_input.metadata, os.path.join(output, "metadata"))
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-        batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Offline")
+        paths, aggs = _spilled_batches(pipeline, files, schema, folder, "Offline")
+        attached = paths | "Attach" >> beam.Map(_load_attached, aggs)
         with tft_beam.Context(temp_dir=os.path.join(work, "tmp"), force_tf_compat_v1=False,
                               desired_batch_size=TFT_BATCH_SIZE):
-            inputs = batches | "RecordBatches" >> beam.FlatMap(record_batches, aggs)
-            (transformed, _), transform_fn = ((inputs, tft_input.tensor_adapter_config)
-                                              | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn,
-                                                                                    output_record_batches=True))
-            _ = transformed | "Rows" >> beam.Map(lambda out: out[0].num_rows) | "Count" >> beam.CombineGlobally(sum)
+            inputs = attached | "RecordBatches" >> beam.FlatMap(tft_input.record_batches, TFT_BATCH_SIZE)
+            transform_fn = (inputs, tft_input.tensor_adapter_config) | tft_beam.AnalyzeDataset(preprocessing_fn)
             written = transform_fn | tft_beam.WriteTransformFn(output)
-            if graph_ready is not None:
-                _ = written | "GraphReady" >> beam.Map(graph_ready)
-    return output, types
+        if graph_ready is not None:
+            _ = written | "GraphReady" >> beam.Map(graph_ready)
+        _ = (attached
+             | "SpillStaged" >> beam.Map(_spill_columnar, tft_input, folder)
+             | "Serve" >> beam.ParDo(_serve(output, types), beam.pvalue.AsSingleton(written))
+             | "Count" >> beam.CombineGlobally(sum)
+             | "Served" >> beam.Map(_write_count, served))
+    return output, types, _read_count(served)
+
+
+def _write_count(count: int, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"{count}\n")
+
+
+def _read_count(path: str) -> int:
+    with open(path, encoding="utf-8") as handle:
+        return int(handle.read())
 
 
 def floor_tft(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
-    """Offline TFT analyze+transform, then production's serving application of the exported graph."""
-    import apache_beam as beam
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    """The serial floor: the offline side's TFT job (`_offline_tft`), then the production side's
+    (`floor_production`, its graph already there), one after the other in this process."""
+    from parity.replay.runners import replay_gc
 
-    from parity.config import load_config
-    from parity.stages.transform import SavedTransform
-
-    schema = load_config(config_path).sides[1].capture.schema_dict
     started = time.monotonic()
-    output, types = _offline_tft(config_path, files, work)
-    offline = time.monotonic() - started
-
-    class Serve(beam.DoFn):
-        def setup(self) -> None:
-            self._saved = SavedTransform(output, types)
-
-        def process(self, records: list[dict], aggs: dict) -> Iterator[int]:
-            yield len(self._saved.apply(_attach(records, aggs)))
-
-    with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-        batches, aggs = _batches_and_aggregates(pipeline, production_files or files, schema, "Production")
-        _ = (batches | "Serve" >> beam.ParDo(Serve(), aggs)
-             | "Count" >> beam.CombineGlobally(sum))
+    with replay_gc():
+        _output, _types, offline_served = _offline_tft(config_path, files, work)
+        offline = time.monotonic() - started
+        _graph_ready(work)
+        production = floor_production(config_path, production_files or files, work)
     return {"timings": {"offline_tft_seconds": round(offline, 3),
-                        "production_serving_seconds": round(time.monotonic() - started - offline, 3)}}
+                        "production_serving_seconds": round(time.monotonic() - started - offline, 3)},
+            "served": {"offline": offline_served, "production": production["served"]}}
 
 
 GRAPH_READY = "GRAPH_READY"
 
 
+def _graph_ready(work: str) -> None:
+    with open(os.path.join(work, GRAPH_READY), "w", encoding="utf-8") as handle:
+        handle.write("ready\n")
+
+
 def floor_tft_concurrent(config_path: str, files: list[str], work: str,
                          production_files: list[str] | None = None) -> dict:
     """The offline side here while `floor_production` serves the production side in a child process."""
-    import subprocess
-
     from parity.replay.runners import replay_gc
 
     started = time.monotonic()
     child_result = os.path.join(work, "production.result.json")
     child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "floor_production", "--config", config_path,
                               "--work", work, "--result", child_result, "--files", *(production_files or files)])
-    marker = os.path.join(work, GRAPH_READY)
-
-    def graph_ready(_: Any) -> None:  # the gate: the production child serves from here on
-        with open(marker, "w", encoding="utf-8") as handle:
-            handle.write("ready\n")
-
-    with replay_gc():
-        _offline_tft(config_path, files, work, graph_ready)
+    try:
+        with replay_gc():  # the gate: the production child serves from the graph's writing on
+            _output, _types, offline_served = _offline_tft(config_path, files, work, lambda _: _graph_ready(work))
+    finally:
+        if not os.path.exists(os.path.join(work, GRAPH_READY)):
+            _graph_ready(work)  # a failed offline job must not leave the child waiting
     offline = time.monotonic() - started
-    if not os.path.exists(marker):
-        graph_ready(None)
     if child.wait() != 0:
         raise RuntimeError(f"the production side of the concurrent floor failed (exit {child.returncode})")
     with open(child_result, encoding="utf-8") as handle:
@@ -218,67 +279,49 @@ def floor_tft_concurrent(config_path: str, files: list[str], work: str,
     return {"timings": {"offline_tft_seconds": round(offline, 3),
                         "production_own_seconds": production["wall_s"],
                         "production_waited_seconds": production["waited_s"],
-                        "both_seconds": round(time.monotonic() - started, 3)}}
+                        "both_seconds": round(time.monotonic() - started, 3)},
+            "served": {"offline": offline_served, "production": production["served"]}}
 
 
 def floor_production(config_path: str, files: list[str], work: str) -> dict:
-    """The concurrent floor's production side: batches and aggregates read and spilled, then served once the
-    offline graph is ready, as Arrow record batches."""
-    import pickle
-
+    """The production side as parity replays it, gated: batches spilled as read and their aggregates computed as
+    read; loaded with their aggregates and spilled again as Arrow record batches; then, once the offline graph
+    is ready (`GRAPH_READY` in `work`), each served through it. Nothing waits in memory."""
     import apache_beam as beam
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from parity.config import capture_field_types, load_config
     from parity.replay.runners import replay_gc
-    from parity.stages.transform import SavedTransform, TFTInput
+    from parity.stages.transform import TFTInput
 
     config = load_config(config_path)
     side = config.sides[1]
     schema, types = side.capture.schema_dict, capture_field_types(side)
-    spill_dir = os.path.join(work, "production-spill")
-    os.makedirs(spill_dir, exist_ok=True)
+    folder = os.path.join(work, "production-spill")
     output = os.path.join(work, "tft_output")
+    served = os.path.join(work, "production.served")
     marker = os.path.join(work, GRAPH_READY)
-
-    class Spill(beam.DoFn):
-        def setup(self) -> None:
-            self._input = TFTInput(types)
-            self._count = 0
-
-        def process(self, records: list[dict], aggs: dict) -> Iterator[str]:
-            attached = _attach(records, aggs)
-            batch = self._input.columnar_batch(attached)
-            self._count += 1
-            path = os.path.join(spill_dir, f"{os.getpid()}-{id(self)}-{self._count}.pickle")
-            with open(path, "wb") as handle:
-                pickle.dump(batch if batch is not None else attached, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            yield path
-
-    class Serve(beam.DoFn):
-        def setup(self) -> None:
-            self._saved = SavedTransform(output, types)
-
-        def process(self, path: str) -> Iterator[int]:
-            with open(path, "rb") as handle:
-                batch = pickle.load(handle)
-            os.remove(path)
-            yield len(self._saved.apply(batch) if isinstance(batch, list) else self._saved.apply_arrow([batch]))
-
+    tft_input = TFTInput(types)
     started = time.monotonic()
     with replay_gc():
         with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-            batches, aggs = _batches_and_aggregates(pipeline, files, schema, "Production")
-            _ = batches | "Spill" >> beam.ParDo(Spill(), aggs) | "Count" >> beam.combiners.Count.Globally()
+            paths, aggs = _spilled_batches(pipeline, files, schema, folder, "Production")
+            _ = (paths
+                 | "Attach" >> beam.Map(_load_attached, aggs)
+                 | "SpillStaged" >> beam.Map(_spill_columnar, tft_input, folder))
         waiting = time.monotonic()
         while not os.path.exists(marker):
             time.sleep(0.05)
         waited = time.monotonic() - waiting
-        paths = sorted(os.path.join(spill_dir, name) for name in os.listdir(spill_dir))
+        staged_paths = sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.startswith("staged-"))
         with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-            _ = (pipeline | beam.Create(paths, reshuffle=False) | "Serve" >> beam.ParDo(Serve())
-                 | "Count" >> beam.CombineGlobally(sum))
-    return {"wall_s": round(time.monotonic() - started - waited, 3), "waited_s": round(waited, 3)}
+            _ = (pipeline
+                 | beam.Create(staged_paths, reshuffle=False)
+                 | "Serve" >> beam.ParDo(_serve(output, types))
+                 | "Count" >> beam.CombineGlobally(sum)
+                 | "Served" >> beam.Map(_write_count, served))
+    return {"wall_s": round(time.monotonic() - started - waited, 3), "waited_s": round(waited, 3),
+            "served": _read_count(served)}
 
 
 def floor_python(config_path: str, files: list[str], work: str, production_files: list[str] | None = None) -> dict:
@@ -287,22 +330,24 @@ def floor_python(config_path: str, files: list[str], work: str, production_files
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from parity.config import load_config
+    from parity.replay.runners import replay_gc
 
     config = load_config(config_path)
     schema = config.sides[0].capture.schema_dict
     sys.path.insert(0, os.path.dirname(os.path.abspath(config_path)))
     from python_features import python_features
 
-    def features(records: list[dict], aggs: dict) -> Iterator[int]:
-        yield len([python_features(r) for r in _attach(records, aggs)])
+    def features(path: str, aggs: dict) -> Iterator[int]:
+        yield len([python_features(r) for r in _load_attached(path, aggs)])
 
     timings = {}
     for side in config.sides:
         started = time.monotonic()
-        with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+        with replay_gc(), beam.Pipeline(runner=FnApiRunner()) as pipeline:
             side_files = production_files if production_files and side.name == "production" else files
-            batches, aggs = _batches_and_aggregates(pipeline, side_files, schema, side.name)
-            _ = (batches | "Features" >> beam.FlatMap(features, aggs)
+            paths, aggs = _spilled_batches(pipeline, side_files, schema, os.path.join(work, f"{side.name}-spill"),
+                                           side.name)
+            _ = (paths | "Features" >> beam.FlatMap(features, aggs)
                  | "Count" >> beam.CombineGlobally(sum))
         timings[f"{side.name}_seconds"] = round(time.monotonic() - started, 3)
     return {"timings": timings}

@@ -211,25 +211,31 @@ def test_the_sweep_levels_take_turns_within_each_round_rotated_like_the_contende
         assert len(row["wall_s_runs"]) == 2, row
 
 
-def test_the_concurrent_floor_serves_production_from_spilled_batches_once_the_offline_graph_is_ready(tmp_path):
+def test_the_fair_floors_spill_every_batch_that_waits_and_serve_every_record_through_the_offline_graph(tmp_path):
     results = tmp_path / "results"
     done = subprocess.run(
-        [sys.executable, RUN, "--records", "300", "--contenders", "floor_concurrent,parity_serial", "--variant",
-         "fixed", "--work", str(tmp_path / "work"), "--results", str(results), "--keep"],
+        [sys.executable, RUN, "--records", "300", "--contenders", "floor_concurrent,floor,parity_serial",
+         "--variant", "diverged25", "--work", str(tmp_path / "work"), "--results", str(results), "--keep"],
         cwd=REPO, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    with open(results / "300-fixed.json", encoding="utf-8") as handle:
+    with open(results / "300-diverged25.json", encoding="utf-8") as handle:
         data = json.load(handle)
     floor = data["contenders"]["floor_concurrent"]
     assert floor["runs"] == 1 and floor["failed"] == 0
     timings = floor["timings"]
     assert timings["both_seconds"] >= timings["offline_tft_seconds"] > 0
     assert timings["production_own_seconds"] > 0 and timings["production_waited_seconds"] >= 0
-    # every spilled batch was served (and removed once read): nothing waits in memory or is left behind
+    assert data["contenders"]["floor"]["runs"] == 1 and data["contenders"]["floor"]["failed"] == 0
     (work,) = [p for p in (tmp_path / "work" / "runs").iterdir()]
-    assert list((work / "floor_concurrent-r1" / "production-spill").iterdir()) == []
+    for name in ("floor_concurrent", "floor"):
+        with open(work / f"{name}-r1.result.json", encoding="utf-8") as handle:
+            served = json.load(handle)["served"]
+        assert served == {"offline": 300, "production": 300}, name  # every record through the graph, both sides
+        # every batch spilled while it waited was read back and removed: nothing waited in memory or is left
+        for side in ("offline", "production"):
+            assert list((work / f"{name}-r1" / f"{side}-spill").iterdir()) == [], (name, side)
     serial = data["contenders"]["parity_serial"]
-    assert serial["runs"] == 1 and serial["outcome"]["paired"] == 300 and serial["outcome"]["diverged"] == 0
+    assert serial["runs"] == 1 and serial["outcome"]["paired"] == 300 and 0 < serial["outcome"]["diverged"] < 300
 
 
 def test_the_digests_memory_benchmark_measures_both_layouts_of_a_tiny_pair_and_their_reports_agree(tmp_path):
