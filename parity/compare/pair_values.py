@@ -224,11 +224,12 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
     other_u[inverse[~is_first]] = True
     transform = s == _TRANSFORM
     try:  # canonical.decode, and on a damaged value again with the decoder that names its file and row
-        wholes, founds, splits, markers = _split(values.data, first_u.tolist(), transform, _decode, {},
-                                                 values if defer and exact_match_within else None)
+        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, _decode, {},
+                                                         values if defer and exact_match_within else None, tol_for)
     except ValueError:
-        wholes, founds, splits, markers = _split(values.data, first_u.tolist(), transform, values.decode, {},
-                                                 values if defer and exact_match_within else None)
+        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, values.decode,
+                                                         {}, values if defer and exact_match_within else None,
+                                                         tol_for)
     within_first, within_other = [False] * count, [False] * count
     names: list[tuple | None] = [None] * count
     for u, (found, split, marker, whole, whole_needed, other) in enumerate(zip(founds, splits, markers, wholes,
@@ -242,7 +243,8 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
                 names[u] = tuple(split)
         if other:
             walk_whole = found is None or (marker and not strict)
-            within_other[u] = values_within(*whole, tol_for) if walk_whole else _split_within(split, tol_for)
+            within_other[u] = knowns[u] if knowns[u] is not None else \
+                values_within(*whole, tol_for) if walk_whole else _split_within(split, tol_for)
     splits = [None if marker else split for split, marker in zip(splits, markers)]  # a marker is shown whole
     inv = inverse.tolist()
     firsts = is_first.tolist()
@@ -267,20 +269,41 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
 
 
 def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, decode: Callable[..., Any],
-           names: dict[bytes, Any], defer: _Values | None = None) -> tuple[list, list, list, list]:
+           names: dict[bytes, Any], defer: _Values | None = None,
+           tol_for: Callable[[str | None], Tolerance] | None = None) -> tuple[list, list, list, list, list]:
     """Per distinct pair: its whole decoded values or None, `differing_fields` of its bytes, {name: (left, right)}
-    of its differing fields decoded (None without a split), and whether the values are markers at the transform
-    (`{"dropped": ...}`, `{"error": ...}`). Whole values are decoded where the stage is a pair's first divergent
-    one, or where the split does not apply or finds markers. `defer` (the stage's values, where every tolerance
-    takes an exact match): a first divergent stage's whole values whose split is plain are left `Undecoded`."""
+    of its differing fields decoded (None without a split), whether the values are markers at the transform
+    (`{"dropped": ...}`, `{"error": ...}`), and its tolerance tier where the split alone gave it (else None).
+    Whole values are decoded where the stage is a pair's first divergent one, or where the split does not apply
+    or finds markers. `defer` (the stage's values, where every tolerance takes an exact match): a first divergent
+    stage's whole values whose split is plain are left `Undecoded`.
+
+    `tol_for`: at a stage before the transform, a pair for which the stage is not the first divergent one needs
+    only its tier, which its differing fields decide (`_split_within`). Pairs of a slice often differ in the same
+    fields by the same bytes (the one field a bug changes, to the same few values), so the tier is kept by those
+    bytes, and such a pair costs one `differing_fields` and no decoding."""
     ldata, rdata = data
     wholes: list[tuple[Any, Any] | None] = []
     founds: list[Any] = []
     splits: list[dict | None] = []
     markers: list[bool] = []
+    knowns: list[bool | None] = []
+    tiers: dict[tuple, bool] = {}
+    by_fields = tol_for is not None and not transform
     differing_fields = fields.differing_fields
     for u, (a, b, needed) in enumerate(zip(ldata, rdata, whole_needed)):
         found = differing_fields(a, b)
+        if by_fields and not needed and found is not None:
+            same = tuple(found[0])
+            tier = tiers.get(same)
+            if tier is None:
+                tier = tiers[same] = _split_within(_decoded(found, u, decode, names), tol_for)  # type: ignore[arg-type]
+            wholes.append(None)
+            founds.append(found)
+            splits.append(None)
+            markers.append(False)
+            knowns.append(tier)
+            continue
         if not needed:
             whole = None
         elif defer is not None and found is not None and found[1]:
@@ -289,10 +312,7 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
             whole = decode(0, u, a), decode(1, u, b)
         split, marker = None, False
         if found is not None:
-            split = {}
-            for k, x, y in found[0]:
-                name = names[k] if k in names else names.setdefault(k, decode(0, u, k))
-                split[name] = decode(0, u, x), decode(1, u, y)
+            split = _decoded(found, u, decode, names)
             only = found[2]
             marker = transform and only is not None and (names[only] if only in names else
                                                          names.setdefault(only, decode(0, u, only))) in _MARKER_SET
@@ -302,7 +322,17 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
         founds.append(found)
         splits.append(split)
         markers.append(marker)
-    return wholes, founds, splits, markers
+        knowns.append(None)
+    return wholes, founds, splits, markers, knowns
+
+
+def _decoded(found: Any, u: int, decode: Callable[..., Any], names: dict[bytes, Any]) -> dict:
+    """{name: (left, right)} of the differing fields `differing_fields` found in distinct pair `u`."""
+    split = {}
+    for k, x, y in found[0]:
+        name = names[k] if k in names else names.setdefault(k, decode(0, u, k))
+        split[name] = decode(0, u, x), decode(1, u, y)
+    return split
 
 
 def _decode(_side: int, _u: int, data: bytes | None) -> Any:

@@ -126,3 +126,25 @@ def diff_max(a, b):
     from parity.compare.tolerance import max_abs_delta
 
     return max_abs_delta(a, b)
+
+
+def test_pairs_that_differ_by_the_same_field_bytes_at_a_later_stage_give_the_per_record_outcomes(
+        tmp_path, small_chunks):  # noqa: F811
+    """A bug that changes one field changes it the same way in every later stage: a later stage's tier is
+    known from its differing fields' bytes after the first such pair (`pair_values._split`), and must be the
+    tier each pair would get on its own, under every tolerance (the shard's one differing field, `n`, is within
+    0.5 of its left value on some pairs and not on others)."""
+    records = []
+    for i in range(300):
+        company = "B" if i % 2 else "A"
+        left = {"input": {"id": i, "company": "A"}, "window": {"t": i, "company": "A", "x": 1.0},
+                "shard": {"key": [i % 3], "n": 1.0}, "coder": {"id": i, "company": "A", "n": 1.0},
+                "seed": {"split": "train"}, "transform": {"f": float(i)}}
+        right = {"input": {"id": i, "company": company},
+                 "window": {"t": i, "company": company, "x": 1.25 if i % 3 == 0 else 1.0},
+                 "shard": {"key": [i % 3], "n": 1.25 if i % 5 == 0 else 3.0 if i % 5 == 1 else 1.0},
+                 "coder": {"id": i, "company": company, "n": 1.25 if i % 5 == 0 else 1.0},
+                 "seed": {"split": "train"}, "transform": {"f": float(i) + (0.25 if i % 2 else 0.0)}}
+        records.append((left, right))
+    for tolerance in _TOLERANCES:
+        _check(tmp_path / str(id(tolerance)), records, tolerance)
