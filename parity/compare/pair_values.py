@@ -3,8 +3,8 @@
 The diff (parity.compare.diff) compares fingerprints for every record; the pairs whose fingerprints differ are
 gathered FETCH_PAIRS at a time into a `Round` of plain arrays. Per stage, the round's distinct (left, right)
 fingerprint pairs among those that differ there are found with numpy, their canonical bytes fetched in one call per
-side (`fetch`, through `FingerprintSet.stage_columns`: each values file read once, its rows taken once, the bytes
-kept as Arrow arrays); then a slice of the round at a time (`compare_slice`), they are split into their differing
+side (`fetch`, through `FingerprintSet.stage_columns`: each values file read once, its rows taken once and made
+Python bytes); then a slice of the round at a time (`compare_slice`), they are split into their differing
 top-level fields on the bytes (`fields.differing_fields`), and only what is needed decoded: the differing fields for
 the tolerance tier, the whole values of a pair's first divergent stage (causes and examples; the report's stream
 leaves whole input records `Undecoded` where their differing fields decide, and decodes its examples' only). The transform's
@@ -138,11 +138,11 @@ def resolved(value: Any) -> Any:
 class Fetched:
     """A round's stage values as fetched: per differing stage, its pairs (`at`), their distinct (left, right)
     fingerprint pairs (the first pair of each, `rep`; each pair's, `inverse`) and those pairs' canonical bytes per
-    side, as an Arrow array and where each distinct pair's bytes are in it (`FingerprintSet.stage_columns`;
-    Python objects only for the slice being compared)."""
+    side, and where each distinct pair's bytes are among them (`FingerprintSet.stage_columns`; decoded values only
+    for the slice being compared)."""
 
-    stages: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, tuple[pa.Array, np.ndarray],
-                            tuple[pa.Array, np.ndarray]]]  # per side: bytes, and where each distinct pair's are
+    stages: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, tuple[list, np.ndarray],
+                            tuple[list, np.ndarray]]]  # per side: bytes, and where each distinct pair's are
 
 
 def fetch(left: FingerprintSet, right: FingerprintSet, rnd: Round) -> Fetched:
@@ -193,8 +193,7 @@ def compare_slice(left: FingerprintSet, right: FingerprintSet, rnd: Round, fetch
         if lo == hi:
             continue
         used, local = np.unique(inverse[lo:hi], return_inverse=True)
-        lbytes, rbytes = (column.take(pa.array(order[used], pa.int64())).to_pylist()
-                          for column, order in (ldata, rdata))
+        lbytes, rbytes = ([values[i] for i in order[used].tolist()] for values, order in (ldata, rdata))
         values = _Values((left, right), rnd, s, rep[used], (lbytes, rbytes))
         is_first = first[at[lo:hi]] == s
         results[s] = _compare_stage(s, values, at[lo:hi], local.reshape(-1), is_first, tol_for, exact_match_within,

@@ -587,13 +587,16 @@ class FingerprintSet:
         return result
 
     def stage_columns(self, parts: list[str],
-                      wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[pa.Array, np.ndarray]]:
-        """`stage_bytes` by column: {stage: (part codes, rows)} -> {stage: (canonical bytes (large_binary),
-        order)}, where a part code indexes `parts` and the value asked j-th is `column[order[j]]`. Each values
-        file is read once, with the columns of the stages asked of it, and each stage's rows taken once from it:
-        the requests of a fetch round are grouped by part with numpy, and no Python object is made per value.
-        The bytes stay in file order (the caller takes the ones it wants through `order`: putting a round's
-        bytes in the order asked was one more copy of them)."""
+                      wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[list, np.ndarray]]:
+        """`stage_bytes` by column: {stage: (part codes, rows)} -> {stage: (canonical bytes, order)}, where a part
+        code indexes `parts` and the value asked j-th is `values[order[j]]` (bytes, or None). Each values file is
+        read once, with the columns of the stages asked of it, and each stage's rows taken once from it and made
+        Python bytes there: the requests of a fetch round are grouped by part with numpy. The values stay in file
+        order (the caller picks the ones it wants through `order`).
+
+        Python bytes, not an Arrow array: a value of a few hundred bytes costs about as much memory either way, and
+        the comparison needs Python bytes in the end, so the round's values are copied once, not three times (an
+        Arrow array of the round, then a slice of it taken, then converted)."""
         stages = [s for s in STAGES if s in wanted]
         if not stages:
             return {}
@@ -603,7 +606,7 @@ class FingerprintSet:
         which = np.repeat(np.arange(len(stages)), counts)
         order = np.lexsort((rows, codes))
         starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]]) if len(order) else order
-        chunks: list[list[pa.Array]] = [[] for _ in stages]
+        values: list[list] = [[] for _ in stages]
         asked: list[list[np.ndarray]] = [[] for _ in stages]
         offsets = np.r_[0, np.cumsum(counts)]
         for start, end in zip(starts.tolist(), np.r_[starts[1:], len(order)].tolist()):
@@ -616,16 +619,10 @@ class FingerprintSet:
             for stage in columns:  # each stage's rows taken straight from the file's column: one take a stage
                 i = stages.index(stage)
                 mine = kinds == i
-                chunks[i].extend(_take(table.select([stage]), rows[group[mine]], path).column(0).chunks)
+                values[i].extend(_take(table.select([stage]), rows[group[mine]], path).column(0).to_pylist())
                 asked[i].append(group[mine] - offsets[i])
-        result = {}
-        for i, stage in enumerate(stages):
-            if not counts[i]:
-                result[stage] = (pa.array([], pa.large_binary()), np.zeros(0, np.int64))
-                continue
-            column = pa.chunked_array(chunks[i], type=pa.large_binary()).combine_chunks()
-            result[stage] = (column, np.argsort(np.concatenate(asked[i])))
-        return result
+        return {stage: (values[i], np.argsort(np.concatenate(asked[i])) if counts[i] else np.zeros(0, np.int64))
+                for i, stage in enumerate(stages)}
 
     def decode_value(self, part: str, row: int, stage: str, data: bytes | None) -> Any:
         """A stage value (or a part of one) from its canonical bytes, as `stage_bytes` gave them; refuses
