@@ -253,15 +253,14 @@ class DiffStream:
         in key order."""
         rnd = pair_values.gather([(p.lchunk, p.rchunk, p.differs) for p in pending])
         fetched = pair_values.fetch(self._left, self._right, rnd)
-        lfps, rfps = rnd.fps[0].T.tolist(), rnd.fps[1].T.tolist()
         for start in range(0, len(rnd.keys), SLICE_PAIRS):
             end = min(start + SLICE_PAIRS, len(rnd.keys))
             results = pair_values.compare_slice(self._left, self._right, rnd, fetched, start, end, self._tolerance,
                                                 self.defer_input)
-            yield from self._slice_outcomes(rnd, results, start, end, lfps, rfps)
+            yield from self._slice_outcomes(rnd, results, start, end)
 
     def _slice_outcomes(self, rnd: pair_values.Round, results: dict[int, pair_values.StageResult], start: int,
-                        end: int, lfps: list, rfps: list) -> Iterator[PairOutcome]:
+                        end: int) -> Iterator[PairOutcome]:
         count, first = end - start, rnd.first[start:end]
         within = np.zeros((len(STAGES), count), bool)
         shown: list[list[tuple[str, Any, Any]]] = [[] for _ in range(count)]
@@ -286,21 +285,25 @@ class DiffStream:
                 for n, split in zip(at.tolist(), result.splits):
                     if split is not None:
                         first_splits[n] = split
-        differs = rnd.differs[:, start:end]
-        masks = (differs.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
+        differs = rnd.differs[:, start:end].T
+        masks = (differs.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
         within_masks = (within.T.astype(np.int64) << np.arange(len(STAGES))).sum(axis=1).tolist()
+        # the fingerprints of each pair's differing stages only, pair after pair (stages in order)
+        lfps, rfps = rnd.fps[0][:, start:end].T[differs].tolist(), rnd.fps[1][:, start:end].T[differs].tolist()
+        at = 0
         for n, (key, key_fp, mask, wmask) in enumerate(zip(rnd.keys[start:end], rnd.key_fps[start:end], masks,
                                                             within_masks)):
             differing = _STAGE_SETS[mask]
-            lf, rf = lfps[start + n], rfps[start + n]
+            after = at + len(differing)
             lv, rv = {}, {}
             for stage, a, b in shown[n]:
                 lv[stage], rv[stage] = a, b
             yield PairOutcome(key=key, key_fp=key_fp, differing=differing, within=_STAGE_SETS[wmask],
                               first_stage=differing[0], diverged=mask != wmask, left=lv, right=rv,
                               feature_deltas=deltas[n] if deltas[n] is not None else {},
-                              fps={STAGES[s]: (lf[s], rf[s]) for s in _STAGE_INDICES[mask]},
+                              fps=dict(zip(differing, zip(lfps[at:after], rfps[at:after]))),
                               first_fields=first_fields[n], first_split=first_splits[n])
+            at = after
 
 
 _ALL_RANGES = frozenset(range(1 << BUCKET_BITS))  # every key range (bucket number) of a bucketed set
