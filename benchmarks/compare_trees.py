@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     files = bench.ensure_capture(args.records, args.seed, args.work)
     run_dir = os.path.join(args.work, "runs", f"trees-n{args.records}-{args.variant}-{int(time.time())}")
     os.makedirs(run_dir)
-    production = bench.planted_capture(files, bench.SWEEP.get(args.variant, 0))
+    production = bench.production_capture(files, args.variant)
     config = bench.write_config(run_dir, files, "tft", args.variant, production)
     machine = bench.machine_state()
     trees = {"before": args.before, "after": args.after}

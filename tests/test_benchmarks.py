@@ -170,7 +170,13 @@ def test_a_sweep_level_plants_the_same_share_of_production_records_in_company_on
                for i in changed)
     assert 0.22 < len(changed) / len(records) < 0.28
     assert changed == [i for i, r in enumerate(records) if run.planted(r["trip_id"], 25)]
-    assert run.planted_capture([str(capture)], 0) == [str(capture)]  # 0%: the capture itself
+    # 0%: a file of its own, written the same way, with every record as it was
+    (clean_file,) = run.planted_capture([str(capture)], 0)
+    assert clean_file != str(capture) and os.path.dirname(clean_file) == os.path.dirname(planted_file).replace(
+        "production-d25", "production-d0")
+    assert [json.loads(line) for line in open(clean_file, encoding="utf-8")] == records
+    assert run.production_capture([str(capture)], "fixed") == [clean_file]
+    assert run.production_capture([str(capture)], "bug") == [str(capture)]
 
 
 def test_every_sweep_level_runs_in_one_command(tmp_path):
