@@ -26,7 +26,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 6
+#define API_VERSION 7
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -793,7 +793,8 @@ done:
  *
  * feature_fingerprints of each dict of `values` (a list), without a Python object per feature: each value's
  * canonical bytes and combined fingerprint as lists, and its (name, fp) pairs, in name order, as the four
- * buffers of an Arrow map<string, uint64> array (as feature_map_buffers lays them out). A None value is a record
+ * buffers of an Arrow map<string, uint64> array: the records' int32 offsets into the entries, the names' int32
+ * offsets into their UTF-8 bytes, those bytes, and the fingerprints as little-endian uint64. A None value is a record
  * left out: None, None and no features. None when a value is neither None nor an exact dict of exact str names,
  * or an offset passes int32: the caller takes them one by one. */
 static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) {
@@ -1869,69 +1870,6 @@ static PyObject *py_differing_fields(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NON)", differing, plain ? Py_True : Py_False, only);
 }
 
-/* ------------------------------------------------------------------------------------------------ feature maps */
-
-/* feature_map_buffers(rows) -> (offsets, name_offsets, names, fps) | None
- *
- * `rows`: a list with, per record, the list of (name, fp) pairs feature_fingerprints gave it. Returns the four
- * buffers of an Arrow map<string, uint64> array of them: the records' int32 offsets into the entries, the names'
- * int32 offsets into their UTF-8 bytes, those bytes, and the fingerprints as little-endian uint64. pyarrow's
- * conversion of the same lists builds each entry through Python objects, several times this work. None where a
- * row is not an exact list of exact (str, int) tuples or an offset passes int32: the caller converts those. */
-static PyObject *py_feature_map_buffers(PyObject *self, PyObject *rows) {
-    if (!PyList_CheckExact(rows)) Py_RETURN_NONE;
-    Py_ssize_t n = PyList_GET_SIZE(rows), entries = 0, name_bytes = 0, i, j;
-    for (i = 0; i < n; i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyList_CheckExact(row)) Py_RETURN_NONE;
-        for (j = 0; j < PyList_GET_SIZE(row); j++) {
-            PyObject *pair = PyList_GET_ITEM(row, j);
-            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-                !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1)))
-                Py_RETURN_NONE;
-            Py_ssize_t size;
-            if (!PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &size)) return NULL;
-            name_bytes += size;
-        }
-        entries += PyList_GET_SIZE(row);
-    }
-    if (entries > INT32_MAX || name_bytes > INT32_MAX) Py_RETURN_NONE;
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
-    PyObject *name_offsets = PyBytes_FromStringAndSize(NULL, (entries + 1) * 4);
-    PyObject *names = PyBytes_FromStringAndSize(NULL, name_bytes);
-    PyObject *fps = PyBytes_FromStringAndSize(NULL, entries * 8);
-    if (!offsets || !name_offsets || !names || !fps) goto fail;
-    char *off = PyBytes_AS_STRING(offsets), *name_off = PyBytes_AS_STRING(name_offsets);
-    char *name_data = PyBytes_AS_STRING(names), *fp_data = PyBytes_AS_STRING(fps);
-    int32_t at = 0, name_at = 0;
-    memcpy(off, &at, 4);
-    memcpy(name_off, &name_at, 4);
-    for (i = 0; i < n; i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        for (j = 0; j < PyList_GET_SIZE(row); j++) {
-            PyObject *pair = PyList_GET_ITEM(row, j);
-            Py_ssize_t size;
-            const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &size);
-            unsigned long long fp = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 1));
-            if (fp == (unsigned long long)-1 && PyErr_Occurred()) goto fail; /* negative, or past 64 bits */
-            uint64_t le = (uint64_t)fp; /* x86-64 and every platform Arrow runs on here: little-endian */
-            memcpy(name_data + name_at, name, (size_t)size);
-            name_at += (int32_t)size;
-            memcpy(name_off + 4 * (at + 1), &name_at, 4);
-            memcpy(fp_data + 8 * at, &le, 8);
-            at++;
-        }
-        memcpy(off + 4 * (i + 1), &at, 4);
-    }
-    return Py_BuildValue("(NNNN)", offsets, name_offsets, names, fps);
-fail:
-    Py_XDECREF(offsets);
-    Py_XDECREF(name_offsets);
-    Py_XDECREF(names);
-    Py_XDECREF(fps);
-    return NULL;
-}
-
 static PyObject *py_configure_decoder(PyObject *self, PyObject *args) {
     PyObject *f32, *leaf, *reference;
     if (!PyArg_ParseTuple(args, "OOO:configure_decoder", &f32, &leaf, &reference)) return NULL;
@@ -1994,9 +1932,6 @@ static PyMethodDef methods[] = {
     {"feature_fingerprints_many", py_feature_fingerprints_many, METH_O,
      "feature_fingerprints_many(list of dicts) -> (encodings, combined fps, offsets, name offsets, names, fps), "
      "the last four the buffers of an Arrow map<string, uint64>; or None."},
-    {"feature_map_buffers", py_feature_map_buffers, METH_O,
-     "feature_map_buffers(rows of [(name, fp)]) -> (offsets, name offsets, names, fps) buffers of an Arrow "
-     "map<string, uint64>, or None."},
     {NULL, NULL, 0, NULL},
 };
 

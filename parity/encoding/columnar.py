@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from parity.encoding import canonical, fingerprint
+from parity.encoding import canonical
 
 if TYPE_CHECKING:  # for hints only: the encoding imports nothing of the readers above it
     from parity.capture.schema import FieldType
 
-__all__ = ["FEATURE_MAP", "covered", "feature_columns", "feature_map", "identity_schema", "row_encodings"]
+__all__ = ["covered", "identity_schema", "row_encodings"]
 
 _FLAT = {
     pa.null(), pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
@@ -102,56 +102,3 @@ def row_encodings(batch: pa.RecordBatch, null_fields: Iterable[str] = (),
     names = tuple(batch.schema.names)
     nulls = tuple(name for name in null_fields if name not in names)
     return native.encode_batch(batch, names, nulls, float32_as_float64)
-
-
-FEATURE_MAP = pa.map_(pa.string(), pa.uint64())
-
-
-def feature_columns(values: list, featured: list[bool]) -> tuple[list, list, pa.Array]:
-    """The transform stage's columns of a batch: per record, its value's canonical bytes, its fingerprint and its
-    features (`fingerprint.feature_fingerprints`), the features as the set's `features` column (map<string,
-    uint64>); for a record whose `featured` is False, None, None and no features (the caller fingerprints that
-    value whole).
-
-    The C encoder does it all in one pass over the batch, with no Python object per feature (those objects, and
-    pyarrow's conversion of them, were most of a replay's fingerprint rows: benchmarks/RESULTS.md); where a
-    featured value is not a plain dict of str names, or without the C encoder, record by record, then
-    `feature_map`. The same columns either way.
-
-    Raises:
-        TypeError: a featured value has no canonical encoding, or a name that is not a str.
-    """
-    native = canonical._native
-    # None marks a record left out (a featured None is not a dict of features: record by record, which refuses it)
-    if native is not None and not any(f and v is None for v, f in zip(values, featured)):
-        done = native.feature_fingerprints_many([v if f else None for v, f in zip(values, featured)])
-        if done is not None:
-            data, fps, offsets, name_offsets, names, feature_fps = done
-            return data, fps, _map_array(len(values), offsets, name_offsets, names, feature_fps)
-    data: list = [None] * len(values)
-    fps: list = [None] * len(values)
-    rows: list[list] = [[] for _ in values]
-    for i, (value, wanted) in enumerate(zip(values, featured)):
-        if wanted:
-            data[i], rows[i], fps[i] = fingerprint.feature_fingerprints(value)
-    return data, fps, feature_map(rows)
-
-
-def feature_map(rows: list[list[tuple[str, int]]]) -> pa.Array:
-    """The fingerprint set's `features` column (map<string, uint64>) from each record's sorted (name, fp) pairs
-    (`fingerprint.feature_fingerprints`): laid out by the C encoder in one pass over the pairs, where pyarrow's
-    own conversion of the same lists builds every entry through Python objects; pyarrow's conversion without
-    the C encoder or for rows it does not lay out (not lists of (str, int) tuples). The same array either way."""
-    native = canonical._native
-    buffers = native.feature_map_buffers(rows) if native is not None else None
-    if buffers is None:
-        return pa.array(rows, FEATURE_MAP)
-    return _map_array(len(rows), *buffers)
-
-
-def _map_array(count: int, offsets: bytes, name_offsets: bytes, names: bytes, fps: bytes) -> pa.Array:
-    entries = len(fps) // 8
-    keys = pa.StringArray.from_buffers(entries, pa.py_buffer(name_offsets), pa.py_buffer(names))
-    items = pa.Array.from_buffers(pa.uint64(), entries, [None, pa.py_buffer(fps)])
-    return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(offsets)]),
-                                   keys, items)

@@ -12,12 +12,12 @@ import pyarrow as pa
 
 from parity.config import SideConfig
 from parity.encoding import canonical
-from parity.encoding.columnar import feature_columns
 from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, key_fingerprint_bytes
 from parity.errors import UserCodeError
 from parity.replay import counters
 from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
 from parity.replay.culprit import first_failing
+from parity.sets.feature_columns import feature_columns
 from parity.sets.fingerprint_set import part_fingerprints, write_values
 from parity.storage import urls
 

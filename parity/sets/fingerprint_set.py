@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.encoding import canonical
-from parity.encoding.columnar import FEATURE_MAP, feature_map
 from parity.errors import FingerprintSetError
+from parity.sets.feature_columns import FEATURE_MAP, map_array
 from parity.stages import STAGES
 from parity.storage import urls
 
@@ -98,7 +98,7 @@ def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa
     count = len(fingerprints["key_fp"])
     columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
     if isinstance(columns["features"], list):
-        columns["features"] = feature_map(columns["features"])
+        columns["features"] = pa.array(columns["features"], FEATURE_MAP)
     return pa.Table.from_pydict(columns, schema=FP_SCHEMA)
 
 
@@ -367,22 +367,6 @@ def _take_map(column: pa.ChunkedArray, indices: np.ndarray) -> pa.Array:
         gather = np.repeat(row_starts - new_offsets[:-1], row_lengths) + np.arange(new_offsets[-1], dtype=np.int64)
     return map_array(pa.array(new_offsets), pa.concat_arrays(keys).take(gather), pa.concat_arrays(items).take(gather),
                      column.type)
-
-
-def map_array(offsets: Any, keys: pa.Array, items: pa.Array, map_type: pa.DataType,
-              mask: pa.Array | None = None) -> pa.Array:
-    """`MapArray.from_arrays` of the given type (its field names and nullability), `mask` marking null rows.
-    pyarrow before 13 takes neither a type nor a mask: its array is built with null offsets for the null
-    rows, then cast to the type."""
-    try:
-        return pa.MapArray.from_arrays(offsets, keys, items, type=map_type, mask=mask)
-    except TypeError:
-        if mask is not None:
-            values = np.asarray(offsets.to_numpy(zero_copy_only=False) if isinstance(offsets, pa.Array) else offsets)
-            nulls = np.append(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool), False)
-            offsets = pa.array(values, type=pa.int32(), mask=nulls)
-        array = pa.MapArray.from_arrays(offsets, keys, items)
-        return array if array.type == map_type else array.cast(map_type)
 
 
 def _read_and_remove(path: str) -> pa.Table:

@@ -43,7 +43,8 @@ import pyarrow.parquet as pq
 
 from parity.encoding import canonical
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
-from parity.sets.fingerprint_set import FP_SCHEMA, VALUE_SCHEMA, VALUES_DIR, map_array
+from parity.sets.feature_columns import map_array
+from parity.sets.fingerprint_set import FP_SCHEMA, VALUE_SCHEMA, VALUES_DIR
 from parity.stages import STAGES
 from parity.storage import urls
 
