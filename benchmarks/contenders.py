@@ -107,28 +107,26 @@ def _attach(records: list[dict], aggs: dict) -> list[dict]:
 
 
 def _spill(value: Any, folder: str, label: str) -> str:
-    """Pickles `value` to a new file in `folder` and returns its path: a batch waiting for a side input (the
-    side's aggregates, the offline graph) waits on disk, as parity's do (`parity.replay.spill`), not in the
-    runner's memory."""
-    import pickle
+    """Spills `value` to a new file in `folder` with parity's own writer (`parity.replay.spill.write`) and returns
+    its path: a batch waiting for a side input (the side's aggregates, the offline graph) waits on disk, as
+    parity's do, not in the runner's memory."""
+    from parity.replay import spill
 
     path = os.path.join(folder, f"{label}-{os.getpid()}-{next(_SPILLS)}.pickle")
-    with open(path, "wb") as handle:
-        pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    spill.write(path, value)
     return path
 
 
 def _unspill(path: str) -> Any:
-    """A spilled value, its file removed once read (parity's `SpillPolicy.CONSUME` on the in-process runner)."""
-    import pickle
+    """A spilled value, its file removed once read, as parity loads its spills on the in-process runner
+    (`SpillPolicy.CONSUME`)."""
+    from parity.replay import spill
 
-    with open(path, "rb") as handle:
-        value = pickle.load(handle)
-    os.remove(path)
-    return value
+    return spill.load(path, consume=True)
 
 
 _SPILLS = itertools.count()
+STAGED = "staged"  # the label of the batches spilled to wait for the graph
 
 
 def _spilled_batches(pipeline: Any, files: list[str], schema: dict, folder: str, label: str) -> tuple[Any, Any]:
@@ -156,7 +154,7 @@ def _spill_columnar(records: list[dict], tft_input: Any, folder: str) -> str:
     """A batch with its aggregates, as the Arrow record batch the serving graph reads (the records themselves
     where a value does not fit the raw schema), spilled to wait for the graph."""
     batch = tft_input.columnar_batch(records)
-    return _spill(batch if batch is not None else records, folder, "staged")
+    return _spill(batch if batch is not None else records, folder, STAGED)
 
 
 def _serve(output: str, types: dict) -> Any:
@@ -313,7 +311,8 @@ def floor_production(config_path: str, files: list[str], work: str) -> dict:
         while not os.path.exists(marker):
             time.sleep(0.05)
         waited = time.monotonic() - waiting
-        staged_paths = sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.startswith("staged-"))
+        staged_paths = sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                              if name.startswith(f"{STAGED}-"))
         with beam.Pipeline(runner=FnApiRunner()) as pipeline:
             _ = (pipeline
                  | beam.Create(staged_paths, reshuffle=False)

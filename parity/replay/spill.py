@@ -48,11 +48,7 @@ class SpillFn(beam.DoFn):
 
     def process(self, batch: Any) -> Iterator[str]:
         path = urls.child(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
-        if urls.is_url(path):
-            urls.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
-        else:
-            with replacing(path) as temporary, open(temporary, "wb") as handle:
-                pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        write(path, batch)
         yield path
 
 
@@ -92,6 +88,16 @@ class SpillPolicy(enum.Enum):
     def load(self, path: str) -> Any:
         """The batch a SpillFn wrote to `path`, under this policy."""
         return load(path, self is SpillPolicy.CONSUME)
+
+
+def write(path: str, batch: Any) -> None:
+    """Pickles `batch` to `path`, whole: a local file through a temporary one renamed into place, a URL as one
+    upload, so that a half-written spill is never read."""
+    if urls.is_url(path):
+        urls.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+    else:
+        with replacing(path) as temporary, open(temporary, "wb") as handle:
+            pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load(path: str, consume: bool = False) -> Any:
