@@ -223,12 +223,12 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
     other_u[inverse[~is_first]] = True
     transform = s == _TRANSFORM
     try:  # canonical.decode, and on a damaged value again with the decoder that names its file and row
-        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, _decode, {},
-                                                         values if defer and exact_match_within else None, tol_for)
+        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, tol_for, _decode,
+                                                         {}, values if defer and exact_match_within else None)
     except ValueError:
-        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, values.decode,
-                                                         {}, values if defer and exact_match_within else None,
-                                                         tol_for)
+        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, tol_for,
+                                                         values.decode, {},
+                                                         values if defer and exact_match_within else None)
     within_first, within_other = [False] * count, [False] * count
     names: list[tuple | None] = [None] * count
     for u, (found, split, marker, whole, whole_needed, other) in enumerate(zip(founds, splits, markers, wholes,
@@ -267,9 +267,9 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
                        splits=shown_splits)
 
 
-def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, decode: Callable[..., Any],
-           names: dict[bytes, Any], defer: _Values | None = None,
-           tol_for: Callable[[str | None], Tolerance] | None = None) -> tuple[list, list, list, list, list]:
+def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool,
+           tol_for: Callable[[str | None], Tolerance], decode: Callable[..., Any], names: dict[bytes, Any],
+           defer: _Values | None = None) -> tuple[list, list, list, list, list]:
     """Per distinct pair: its whole decoded values or None, `differing_fields` of its bytes, {name: (left, right)}
     of its differing fields decoded (None without a split), whether the values are markers at the transform
     (`{"dropped": ...}`, `{"error": ...}`), and its tolerance tier where the split alone gave it (else None).
@@ -277,8 +277,8 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
     or finds markers. `defer` (the stage's values, where every tolerance takes an exact match): a first divergent
     stage's whole values whose split is plain are left `Undecoded`.
 
-    `tol_for`: at a stage before the transform, a pair for which the stage is not the first divergent one needs
-    only its tier, which its differing fields decide (`_split_within`). Pairs of a slice often differ in the same
+    At a stage before the transform, a pair for which the stage is not the first divergent one needs only its
+    tier, which its differing fields decide (`_split_within` under `tol_for`). Pairs of a slice often differ in the same
     fields by the same bytes (the one field a bug changes, to the same few values), so the tier is kept by those
     bytes, and such a pair costs one `differing_fields` and no decoding."""
     ldata, rdata = data
@@ -288,15 +288,14 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
     markers: list[bool] = []
     knowns: list[bool | None] = []
     tiers: dict[tuple, bool] = {}
-    by_fields = tol_for is not None and not transform
     differing_fields = fields.differing_fields
     for u, (a, b, needed) in enumerate(zip(ldata, rdata, whole_needed)):
         found = differing_fields(a, b)
-        if by_fields and not needed and found is not None:
+        if not transform and not needed and found is not None:
             same = tuple(found[0])
             tier = tiers.get(same)
             if tier is None:
-                tier = tiers[same] = _split_within(_decoded(found, u, decode, names), tol_for)  # type: ignore[arg-type]
+                tier = tiers[same] = _split_within(_decoded(found, u, decode, names), tol_for)
             wholes.append(None)
             founds.append(found)
             splits.append(None)
@@ -313,8 +312,7 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
         if found is not None:
             split = _decoded(found, u, decode, names)
             only = found[2]
-            marker = transform and only is not None and (names[only] if only in names else
-                                                         names.setdefault(only, decode(0, u, only))) in _MARKER_SET
+            marker = transform and only is not None and _named(only, u, decode, names) in _MARKER_SET
         if whole is None and (split is None or marker):
             whole = decode(0, u, a), decode(1, u, b)
         wholes.append(whole)
@@ -327,11 +325,12 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
 
 def _decoded(found: Any, u: int, decode: Callable[..., Any], names: dict[bytes, Any]) -> dict:
     """{name: (left, right)} of the differing fields `differing_fields` found in distinct pair `u`."""
-    split = {}
-    for k, x, y in found[0]:
-        name = names[k] if k in names else names.setdefault(k, decode(0, u, k))
-        split[name] = decode(0, u, x), decode(1, u, y)
-    return split
+    return {_named(k, u, decode, names): (decode(0, u, x), decode(1, u, y)) for k, x, y in found[0]}
+
+
+def _named(key: bytes, u: int, decode: Callable[..., Any], names: dict[bytes, Any]) -> Any:
+    """A field's name from its key's bytes, decoded once per `_split` (`names` keeps them)."""
+    return names[key] if key in names else names.setdefault(key, decode(0, u, key))
 
 
 def _decode(_side: int, _u: int, data: bytes | None) -> Any:
