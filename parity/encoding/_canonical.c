@@ -811,13 +811,13 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
     uint64_t small_fps[SMALL_DICT], *fps = small_fps;
     Py_ssize_t fps_cap = SMALL_DICT;
     int32_t entries = 0, name_at = 0;
-    if (!data_out || !fp_out) goto fail;
-    if (buf_put(&offs, &entries, 4) < 0 || buf_put(&name_offs, &name_at, 4) < 0) goto fail;
+    if (!data_out || !fp_out) goto out;
+    if (buf_put(&offs, &entries, 4) < 0 || buf_put(&name_offs, &name_at, 4) < 0) goto out;
     for (i = 0; i < count; i++) {
         PyObject *small[2 * SMALL_DICT], **keys = NULL, **vals = NULL;
         Py_ssize_t n = 0;
         if (PyList_GET_ITEM(values, i) == Py_None) { /* a record left out: no features, no bytes, no fingerprint */
-            if (buf_put(&offs, &entries, 4) < 0) goto fail;
+            if (buf_put(&offs, &entries, 4) < 0) goto out;
             Py_INCREF(Py_None);
             PyList_SET_ITEM(data_out, i, Py_None);
             Py_INCREF(Py_None);
@@ -827,13 +827,13 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
         int native = dict_items(PyList_GET_ITEM(values, i), small, &keys, &vals, &n);
         if (native <= 0) {
             if (keys) release_items(keys, small, n);
-            if (native < 0) goto fail;
+            if (native < 0) goto out;
             goto none;
         }
         if (n > fps_cap) {
             uint64_t *grown = fps == small_fps ? PyMem_Malloc(sizeof(uint64_t) * n)
                                                : PyMem_Realloc(fps, sizeof(uint64_t) * n);
-            if (!grown) { release_items(keys, small, n); PyErr_NoMemory(); goto fail; }
+            if (!grown) { release_items(keys, small, n); PyErr_NoMemory(); goto out; }
             fps = grown;
             fps_cap = n;
         }
@@ -860,24 +860,24 @@ static PyObject *py_feature_fingerprints_many(PyObject *self, PyObject *values) 
         Py_XDECREF(layout);
         release_items(keys, small, n);
         if (!ok) {
-            if (PyErr_Occurred()) goto fail;
+            if (PyErr_Occurred()) goto out;
             goto none; /* past int32: pyarrow's conversion takes these */
         }
-        if (buf_put(&offs, &entries, 4) < 0) goto fail;
+        if (buf_put(&offs, &entries, 4) < 0) goto out;
         PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
         PyObject *fp = data ? PyLong_FromUnsignedLongLong(combined) : NULL;
-        if (!fp) { Py_XDECREF(data); goto fail; }
+        if (!fp) { Py_XDECREF(data); goto out; }
         PyList_SET_ITEM(data_out, i, data);
         PyList_SET_ITEM(fp_out, i, fp);
     }
     result = Py_BuildValue("(NNy#y#y#y#)", data_out, fp_out, offs.data, offs.len, name_offs.data, name_offs.len,
                            names.data, names.len, feature_fps.data, feature_fps.len);
     data_out = fp_out = NULL;
-    goto fail;
+    goto out;
 none: /* a value the caller takes one by one */
     result = Py_None;
     Py_INCREF(result);
-fail:
+out: /* every exit: the result, or None, or NULL with the error set */
     Py_XDECREF(data_out);
     Py_XDECREF(fp_out);
     if (fps != small_fps) PyMem_Free(fps);
