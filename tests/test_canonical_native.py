@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import xxhash
 from hypothesis import given, settings
@@ -60,6 +61,7 @@ def _same_everywhere(value) -> bytes:
     assert native.encode_many([value, value]) == [data, data]
     assert native.fingerprints([value]) == [fp]
     assert native.encode_fingerprints([value]) == ([data], [fp])
+    assert native.encode_columns([value, value]) == REF["encode_columns"]([value, value])
     return data
 
 
@@ -227,6 +229,19 @@ def test_batch_functions_accept_any_iterable_and_equal_the_per_value_ones():
     assert native.encode_fingerprints(values) == (data, fps) == REF["encode_fingerprints"](values)
     assert REF["fingerprints"](values) == fps
     assert native.fingerprints([]) == [] and native.encode_many([]) == []
+
+
+def test_encode_columns_lays_out_the_batch_bytes_offsets_and_fingerprints_as_arrow_reads_them():
+    values = [None, {"a": 1}, [1.5, "x"], 2**70, np.float32(3), "é", b"", "y" * 3000]
+    data, offsets, fps = native.encode_columns(values)
+    assert (data, offsets, fps) == REF["encode_columns"](values)
+    encoded, fingerprints = REF["encode_fingerprints"](values)
+    column = pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    assert column.to_pylist() == encoded
+    assert pa.Array.from_buffers(pa.uint64(), len(values), [None, pa.py_buffer(fps)]).to_pylist() == fingerprints
+    assert native.encode_columns([]) == REF["encode_columns"]([]) == (b"", b"\0\0\0\0", b"")
+    with pytest.raises(TypeError):
+        native.encode_columns([1, object()])
 
 
 def test_feature_fingerprints_equal_the_per_feature_python_definition():

@@ -11,8 +11,9 @@ from parity.replay.batch import READ, SETTLED, STAGED, RecBatch, RecBatchCoder
 
 def _read_batch() -> RecBatch:
     batch = RecBatch("00000-000000")
-    batch.rids, batch.locations, batch.keys, batch.key_bytes = [(0, 0), (0, 1)], ["c:1", "c:2"], [1, 2], [b"1", b"2"]
-    batch.records, batch.input_bytes, batch.input_fps = [{"a": 1}, {"a": 2}], [b"x", b"y"], [7, 8]
+    batch.rids, batch.keys, batch.key_bytes = [(0, 0), (0, 1)], [1, 2], [b"1", b"2"]
+    batch.locations, batch.input_bytes = pa.array(["c:1", "c:2"]), pa.array([b"x", b"y"], pa.binary())
+    batch.records, batch.input_fps = [{"a": 1}, {"a": 2}], [7, 8]
     batch.timestamps, batch.arrivals, batch.windows = [1, 2], [None, None], [[("global",)], [("global",)]]
     batch.groups, batch.group_bytes = [None, None], [b"n", b"n"]
     batch.values = {"window": [{}, {}], "transform": [None, None]}
@@ -23,7 +24,8 @@ def _read_batch() -> RecBatch:
 def test_a_batch_goes_from_read_to_settled_to_staged_and_each_step_states_the_phase_it_takes():
     batch = _read_batch()
     assert batch.phase == READ and batch.reversed().phase == READ and batch.reversed().keys == [2, 1]
-    batch.settle(("window",), [([b"w1", b"w2"], [1, 2])])
+    assert batch.reversed().input_bytes.to_pylist() == [b"y", b"x"]
+    batch.settle(("window",), [(pa.array([b"w1", b"w2"]), pa.array([1, 2], pa.uint64()))])
     assert batch.phase == SETTLED and batch.records == [] and list(batch.values) == ["transform"]
     assert all(isinstance(column, pa.Array) for column in (batch.input_bytes, batch.locations,
                                                            batch.value_bytes["window"], batch.value_fps["window"]))
@@ -39,7 +41,7 @@ def test_a_batch_goes_from_read_to_settled_to_staged_and_each_step_states_the_ph
 
 def test_a_batch_pickles_with_its_phase():
     batch = _read_batch()
-    batch.settle(("window",), [([b"w1", b"w2"], [1, 2])])
+    batch.settle(("window",), [(pa.array([b"w1", b"w2"]), pa.array([1, 2], pa.uint64()))])
     for one in (batch, batch.staged()):
         back = RecBatchCoder().decode(RecBatchCoder().encode(one))
         assert back.phase == one.phase and back.keys == one.keys and back.value_fps["window"].equals(

@@ -26,7 +26,7 @@
 #include "xxhash.h"
 
 #define ENCODING_VERSION "parity.canonical/1"
-#define API_VERSION 7
+#define API_VERSION 8
 
 /* numpy scalar kinds (configure() maps their types to these) */
 enum { K_BOOL = 1, K_INT = 2, K_F64 = 3, K_F32 = 4, K_STR = 5, K_BYTES = 6 };
@@ -661,6 +661,54 @@ static PyObject *py_encode_many(PyObject *self, PyObject *values) { return batch
 static PyObject *py_fingerprints(PyObject *self, PyObject *values) { return batch(values, OUT_FP); }
 static PyObject *py_encode_fingerprints(PyObject *self, PyObject *values) {
     return batch(values, OUT_BYTES | OUT_FP);
+}
+
+/* encode_columns(values) -> (data, offsets, fps): every value's canonical bytes one after the other in `data`,
+ * where value i's are data[offsets[i]:offsets[i + 1]] (offsets: n + 1 little-endian int32), and fps the xxh3_64
+ * of each (n little-endian uint64): the buffers of an Arrow binary and uint64 array, made without one Python
+ * object per value. OverflowError when the bytes pass what int32 offsets reach. */
+static PyObject *py_encode_columns(PyObject *self, PyObject *values) {
+    PyObject *seq = PySequence_Fast(values, "expected an iterable of values");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL, *data = NULL, *offs = PyBytes_FromStringAndSize(NULL, 4 * (n + 1)),
+             *fps = PyBytes_FromStringAndSize(NULL, 8 * n);
+    char stack[STACK_BYTES];
+    Buf b;
+    BUF_INIT(b, stack);
+    if (!offs || !fps) goto done;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(offs), *f = (unsigned char *)PyBytes_AS_STRING(fps);
+    int32_t at = 0;
+    memcpy(o, &at, 4);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_Check(seq) && i >= PyList_GET_SIZE(seq)) { /* a callback shrank the input list */
+            PyErr_SetString(PyExc_RuntimeError, "list changed size during canonical encoding");
+            goto done;
+        }
+        PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t start = b.len;
+        Py_INCREF(v);
+        int rc = enc(&b, v);
+        Py_DECREF(v);
+        if (rc < 0) goto done;
+        if (b.len > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "the values' canonical bytes pass 2 GiB (int32 offsets)");
+            goto done;
+        }
+        uint64_t fp = xxh3_64(b.data + start, (size_t)(b.len - start));
+        at = (int32_t)b.len;
+        memcpy(o + 4 * (i + 1), &at, 4);
+        memcpy(f + 8 * i, &fp, 8);
+    }
+    data = PyBytes_FromStringAndSize(b.data, b.len);
+    if (data) result = PyTuple_Pack(3, data, offs, fps);
+done:
+    buf_free(&b);
+    Py_DECREF(seq);
+    Py_XDECREF(data);
+    Py_XDECREF(offs);
+    Py_XDECREF(fps);
+    return result;
 }
 
 /* The features of one dict of exact str names, encoded: its canonical bytes, in `b`; the fingerprint of each
@@ -1906,6 +1954,9 @@ static PyMethodDef methods[] = {
     {"fingerprints", py_fingerprints, METH_O, "fingerprints(values) -> list[int], no intermediate bytes."},
     {"encode_fingerprints", py_encode_fingerprints, METH_O,
      "encode_fingerprints(values) -> (list[bytes], list[int]): each value's bytes and their xxh3_64."},
+    {"encode_columns", py_encode_columns, METH_O,
+     "encode_columns(values) -> (data, offsets, fps): the canonical bytes of all values one after the other, "
+     "their int32 offsets and their xxh3_64 fingerprints, as little-endian buffers."},
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
     {"encode_batch", py_encode_batch, METH_VARARGS,

@@ -299,7 +299,7 @@ def _load_native() -> Any:
         from parity.encoding import _canonical
     except ImportError:
         return None
-    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 7:
+    if _canonical.ENCODING_VERSION != ENCODING_VERSION or _canonical.API_VERSION != 8:
         return None  # a stale build of an older source: `pip install -e .` (make setup) rebuilds it
     _canonical.configure(_NATIVE_KINDS, _encode_py)
     return _canonical

@@ -10,7 +10,7 @@ This is the only module that hashes: the taps, the replay, the tap sets, the sha
 redaction call it rather than xxhash (parity.stages.seed's draws aside: they are the seed stage's own rule).
 
 When the C encoder (``parity.encoding._canonical``) is built, ``fingerprint``, ``fingerprints``,
-``key_fingerprint``, ``encode_fingerprints`` and ``feature_fingerprints`` run in it, encoding and hashing
+``key_fingerprint``, ``encode_fingerprints``, ``encode_columns`` and ``feature_fingerprints`` run in it, encoding and hashing
 in one buffer without intermediate bytes objects; the Python definitions below are the reference.
 
 Example:
@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import array
 from typing import Any, Callable
 
 import xxhash
@@ -31,7 +32,7 @@ from parity.encoding import canonical
 _encode = canonical._encode_py  # the reference definitions below are pure Python throughout
 
 __all__ = [
-    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "digest_hex", "encode_fingerprints",
+    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "digest_hex", "encode_columns", "encode_fingerprints",
     "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints", "key_fingerprint",
     "key_fingerprint_bytes", "key_fingerprint_int",
 ]
@@ -77,6 +78,27 @@ def encode_fingerprints(values: list[Any]) -> tuple[list[bytes], list[int]]:
     return data, [h(b) for b in data]
 
 
+def encode_columns(values: list[Any]) -> tuple[bytes, bytes, bytes]:
+    """The buffers of ``encode_fingerprints(values)`` as Arrow holds them: every value's canonical bytes one
+    after the other, the ``len(values) + 1`` offsets into them (native-order int32) and the fingerprints
+    (native-order uint64). A batch's stage columns are built from them without one Python bytes and one int
+    per value (`parity.replay.write_step.stage_arrays`).
+
+    Raises:
+        TypeError: a value has no canonical encoding.
+        OverflowError: the bytes pass 2 GiB, beyond int32 offsets.
+    """
+    data = canonical._encode_many_py(values)
+    offsets = array.array("i", [0])
+    total = 0
+    for item in data:
+        total += len(item)
+        if total > 2**31 - 1:
+            raise OverflowError("the values' canonical bytes pass 2 GiB (int32 offsets)")
+        offsets.append(total)
+    return b"".join(data), offsets.tobytes(), array.array("Q", [_xxh3_64(item) for item in data]).tobytes()
+
+
 def feature_fingerprints(features: dict[str, Any]) -> tuple[bytes, list[tuple[str, int]], int]:
     """For a transform stage value ``{name: value}``: its canonical bytes, ``sorted`` ``(name,
     fingerprint(value))`` pairs, and ``combine`` of those fingerprints (the transform stage's fingerprint).
@@ -107,6 +129,7 @@ def combine(fps: dict[str, int]) -> int:
 
 # The pure Python definitions above, kept for the tests that compare the C functions against them.
 _REFERENCE = {"fingerprint": fingerprint, "fingerprints": fingerprints, "encode_fingerprints": encode_fingerprints,
+              "encode_columns": encode_columns,
               "feature_fingerprints": feature_fingerprints, "key_fingerprint": key_fingerprint}
 _native = canonical._native
 if _native is not None:  # the same functions in C: same results, same errors
@@ -114,5 +137,6 @@ if _native is not None:  # the same functions in C: same results, same errors
     fingerprint = _native.fingerprint  # type: ignore[assignment]  # noqa: F811
     fingerprints = _native.fingerprints  # type: ignore[assignment]  # noqa: F811
     encode_fingerprints = _native.encode_fingerprints  # type: ignore[assignment]  # noqa: F811
+    encode_columns = _native.encode_columns  # type: ignore[assignment]  # noqa: F811
     feature_fingerprints = _native.feature_fingerprints  # type: ignore[assignment]  # noqa: F811
     key_fingerprint = _native.key_fingerprint  # type: ignore[assignment]  # noqa: F811

@@ -30,12 +30,12 @@ def key_text(key: Any) -> str:
 # The phases a batch goes through, in order (`RecBatch.phase`); each names the slots that hold data then.
 READ = "read"
 """Filled by `ReadBatchesFn`: every slot but `part`, `values`, `value_bytes`, `value_fps` and
-`transform_arrow` is a list with one item per record, in read order; `transform_inputs` is empty; the three
+`transform_arrow` has one item per record, in read order: `input_bytes` and `locations` as Arrow arrays (binary,
+string: only written, they spill as two buffers each), the others as lists; `transform_inputs` is empty; the three
 dicts are empty and `transform_arrow` is None."""
 SETTLED = "settled"
 """After `ApplyStagesFn` (`RecBatch.settle`): the stages before the transform are kept only as their canonical
-bytes and fingerprints (`value_bytes`, `value_fps`: stage name -> Arrow array), `input_bytes` and `locations`
-are Arrow arrays, `values` holds only the transform stage's list (each record's transform value, once
+bytes and fingerprints (`value_bytes`, `value_fps`: stage name -> Arrow array), `values` holds only the transform stage's list (each record's transform value, once
 `ApplyTransformFn` has run), `transform_inputs` has one item per record, and `records`, `timestamps`,
 `arrivals`, `windows`, `groups` and `group_bytes` are empty lists. `rids`, `keys`, `key_bytes` and
 `input_fps` stay lists. `transform_arrow` may hold the transform inputs as Arrow (`with_arrow_inputs`)."""
@@ -111,8 +111,9 @@ class RecBatch:
             raise AssertionError(f"batch {self.part} is {self.phase}; this step takes a batch that is "
                                  f"{' or '.join(phases)}")
 
-    def settle(self, stages: tuple[str, ...], encoded: list[tuple[list[bytes], list[int]]]) -> None:
-        """Keeps `stages` only as their canonical bytes and fingerprints (`encoded`, in the same order), and
+    def settle(self, stages: tuple[str, ...], encoded: list[tuple[pa.Array, pa.Array]]) -> None:
+        """Keeps `stages` only as their canonical bytes and fingerprints (`encoded`, in the same order: binary and
+        uint64 arrays, `parity.replay.write_step.stage_arrays`), and
         drops what only the stages before the transform read (the records, windows, groups, times): `READ` to
         `SETTLED`.
 
@@ -123,11 +124,9 @@ class RecBatch:
         """
         self.expect(READ)
         for stage, (data, fps) in zip(stages, encoded):
-            self.value_bytes[stage] = pa.array(data, pa.binary())
-            self.value_fps[stage] = pa.array(fps, pa.uint64())
+            self.value_bytes[stage] = data
+            self.value_fps[stage] = fps
             del self.values[stage]
-        self.input_bytes = pa.array(self.input_bytes, pa.binary())
-        self.locations = pa.array(self.locations, pa.string())
         for name in ("records", "timestamps", "arrivals", "windows", "groups", "group_bytes"):
             setattr(self, name, [])
         self.phase = SETTLED

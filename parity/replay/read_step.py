@@ -10,6 +10,7 @@ import operator
 from typing import Any, Iterator, Sequence
 
 import apache_beam as beam
+import pyarrow as pa
 
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import SideConfig
@@ -122,8 +123,10 @@ class ReadBatchesFn(beam.DoFn):
             rids, locations, records, keys, encoded, fps, timestamps, arrivals = (
                 [column[i] for i in kept]
                 for column in (rids, locations, records, keys, encoded, fps, timestamps, arrivals))
-        batch.rids, batch.locations, batch.records, batch.keys = list(rids), list(locations), list(records), keys
-        batch.input_bytes, batch.input_fps = list(encoded), list(fps)  # type: ignore[arg-type]
+        batch.rids, batch.records, batch.keys = list(rids), list(records), keys
+        # only written (with the settled stages' columns): as Arrow, they spill and load as buffers
+        batch.locations = pa.array(locations, pa.string())  # type: ignore[assignment]
+        batch.input_bytes, batch.input_fps = pa.array(encoded, pa.binary()), list(fps)  # type: ignore[assignment]
         batch.timestamps, batch.arrivals = timestamps, arrivals
         self._key_windows_groups(batch)
 

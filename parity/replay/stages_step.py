@@ -17,7 +17,7 @@ from parity.replay import counters, spill
 from parity.replay.batch import READ, RecBatch, side_field_types
 from parity.replay.culprit import first_failing, raised
 from parity.replay.side_inputs import _attached, final_windows
-from parity.replay.write_step import _stage_fingerprints, check_value_sizes
+from parity.replay.write_step import check_value_sizes, stage_arrays
 from parity.stages import STAGES
 from parity.stages import shard as shard_stage
 from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
@@ -118,7 +118,7 @@ class ApplyStagesFn(beam.DoFn):
         batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
                         "seed": seed_values, "transform": transform_values}
         batch.transform_inputs = transform_inputs
-        encoded = [_stage_fingerprints(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
+        encoded = [stage_arrays(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
         # the seed stage's values come from user functions; the stages before it hold the record (whose size
         # the read bounds) and parity's own values
         check_value_sizes(batch, self._side, "seed", encoded[SETTLED_STAGES.index("seed")][0], batch.values["seed"])

@@ -9,10 +9,12 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from parity.config import SideConfig
 from parity.encoding import canonical
-from parity.encoding.fingerprint import encode_fingerprints, feature_fingerprints, key_fingerprint_bytes
+from parity.encoding.fingerprint import (encode_columns, encode_fingerprints, feature_fingerprints,
+                                        key_fingerprint_bytes)
 from parity.errors import UserCodeError
 from parity.replay import counters
 from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
@@ -34,12 +36,17 @@ def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
             f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
 
 
-def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, data: list[bytes], values: list) -> None:
+def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, data: list[bytes] | pa.BinaryArray,
+                      values: list) -> None:
     """Refuses, when it is written, a stage value whose canonical bytes pass `capture.max_record_bytes`,
     naming the side, the record, the stage and (for a dict such as the transform's features) its largest
     field: a set must be read back by `parity diff`, `show` and the reports, and a few values that large make
     a batch's value part pass what one Arrow array holds. Raising the limit lets them through."""
     limit = side.capture.max_record_bytes
+    if isinstance(data, pa.Array):  # a stage column (`stage_arrays`): its lengths from its offsets
+        if not len(data) or pc.max(pc.binary_length(data)).as_py() <= limit:
+            return
+        data = data.to_pylist()
     if not data or max(map(len, data)) <= limit:
         return
     i = next(n for n, item in enumerate(data) if len(item) > limit)
@@ -64,6 +71,23 @@ def _stage_fingerprints(batch: RecBatch, stage: str, values: list) -> tuple[list
             raise
         i, exc = found
         raise UserCodeError(_unencodable(batch.key_text(i), stage, values[i], exc)) from exc
+
+
+def stage_arrays(batch: RecBatch, stage: str, values: list) -> tuple[pa.Array, pa.Array]:
+    """The canonical bytes and fingerprints of one stage's values of a batch as Arrow arrays (binary,
+    uint64), built from the encoder's buffers (`encode_columns`): no Python bytes and int per value, which a
+    settled batch would only turn into these arrays. Bytes past int32 offsets go through `_stage_fingerprints`."""
+    try:
+        data, offsets, fps = encode_columns(values)
+    except TypeError:  # user code produced a value with no canonical encoding: raised naming the record
+        _stage_fingerprints(batch, stage, values)
+        raise
+    except OverflowError:  # over 2 GiB of a stage in one batch: what Arrow makes of the lists
+        encoded, fingerprints = _stage_fingerprints(batch, stage, values)
+        return pa.array(encoded, pa.binary()), pa.array(fingerprints, pa.uint64())
+    count = len(values)
+    return (pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]),
+            pa.Array.from_buffers(pa.uint64(), count, [None, pa.py_buffer(fps)]))
 
 
 class WriteBatchFn(beam.DoFn):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pyarrow as pa
 import xxhash
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
@@ -159,4 +160,6 @@ def fill(read: read_step.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, i
         batch.input_fps.append(input_fp)
         batch.timestamps.append(timestamp)
         batch.arrivals.append(arrival)
+    batch.locations = pa.array(batch.locations, pa.string())  # a read batch holds these two as Arrow
+    batch.input_bytes = pa.array(batch.input_bytes, pa.binary())
     read._key_windows_groups(batch)

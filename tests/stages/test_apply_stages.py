@@ -217,3 +217,29 @@ sides:
     one_by_one = read(tmp_path / "b")
     assert batched == one_by_one
     assert batched[1] and len(batched[0]) == 5  # some records were quarantined
+
+
+def test_a_stage_column_is_its_values_bytes_and_fingerprints_and_a_bad_value_is_refused_naming_its_record(tmp_path):
+    from parity.encoding.fingerprint import encode_fingerprints
+    from parity.errors import UserCodeError
+    from parity.replay.batch import RecBatch
+    from parity.replay.write_step import check_value_sizes, stage_arrays
+
+    (tmp_path / "parity.yaml").write_text(CONFIG.format(window=WINDOWS["fixed"]).replace(
+        "capture: {path: capture.jsonl,", "capture: {path: capture.jsonl, max_record_bytes: 40,"), encoding="utf-8")
+    side = load_config(str(tmp_path / "parity.yaml")).side("offline")
+    batch = RecBatch("00000-000000")
+    batch.keys = [10, 11, 12]
+    values = [{"split": "train"}, None, {"split": "eval", "n": [1.5, 2**70]}]
+    data, fps = stage_arrays(batch, "seed", values)
+    assert (data.type, fps.type) == (pa.binary(), pa.uint64())
+    assert (data.to_pylist(), fps.to_pylist()) == tuple(encode_fingerprints(values))
+    check_value_sizes(batch, side, "seed", data, values)  # every value within 40 bytes
+
+    with pytest.raises(UserCodeError, match=r"record 12: the seed stage value field 'n' cannot be fingerprinted"):
+        stage_arrays(batch, "seed", [{}, {}, {"n": object()}])
+    large = [{}, {"split": "x" * 50}, {}]
+    with pytest.raises(UserCodeError, match=r"side 'offline': record 11: the seed stage value is 61 canonical bytes "
+                                            r"\(its largest field, 'split', is 52 bytes\), above capture.max_record_"
+                                            r"bytes 40"):
+        check_value_sizes(batch, side, "seed", stage_arrays(batch, "seed", large)[0], large)
