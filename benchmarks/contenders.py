@@ -48,17 +48,22 @@ BATCH_SIZE = 2000
 
 
 def _warm_imports(tft: bool) -> None:
-    """Imports everything heavy before a clock starts."""
-    import apache_beam  # noqa: F401
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: F401
+    """Imports everything heavy before a clock starts, under parity's collector setting for imports
+    (`parity.console.collector.loading`, as the `parity` command imports its modules): every contender that runs
+    here, the floors and parity alike."""
+    from parity.console.collector import loading
 
-    import parity.commands  # noqa: F401
-    import parity.replay.pipeline  # noqa: F401
+    with loading():
+        import apache_beam  # noqa: F401
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: F401
 
-    if tft:
-        import tensorflow  # noqa: F401
-        import tensorflow_transform  # noqa: F401
-        import tensorflow_transform.beam  # noqa: F401
+        import parity.commands  # noqa: F401
+        import parity.replay.pipeline  # noqa: F401
+
+        if tft:
+            import tensorflow  # noqa: F401
+            import tensorflow_transform  # noqa: F401
+            import tensorflow_transform.beam  # noqa: F401
 
 
 # ------------------------------------------------------------------------------------------------- floor

@@ -324,15 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
-    import apache_beam  # noqa: F401  (imports before the clock, as for the other contenders)
+    from parity.console.collector import loading
 
-    import parity.config  # noqa: F401
+    with loading():  # imports before the clock, under the collector setting the other contenders import with
+        import apache_beam  # noqa: F401
 
-    from parity.config import load_config
+        import parity.config  # noqa: F401
 
-    if any(s.transform and s.transform.kind != "python" for s in load_config(args.config).sides):
-        import tensorflow  # noqa: F401
-        import tensorflow_transform.beam  # noqa: F401
+        from parity.config import load_config
+
+        if any(s.transform and s.transform.kind != "python" for s in load_config(args.config).sides):
+            import tensorflow  # noqa: F401
+            import tensorflow_transform.beam  # noqa: F401
     started = time.monotonic()
     extra = run(args.config, args.files, args.work, args.production_files)
     result = {"contender": "naive", "wall_s": round(time.monotonic() - started, 3), **extra}

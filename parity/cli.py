@@ -321,11 +321,14 @@ def _verdict_code(report: dict) -> int:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from parity import commands as run
-    from parity.config import load_config
-    from parity.console import terminal
-    from parity.replay.runners import check_beam_args
-    from parity.report.text import printable_json
+    from parity.console.collector import loading
+
+    with loading():  # Beam, Arrow, numpy: seconds of imports
+        from parity import commands as run
+        from parity.config import load_config
+        from parity.console import terminal
+        from parity.replay.runners import check_beam_args
+        from parity.report.text import printable_json
 
     check_beam_args(beam_args)  # before anything is written
     from parity.storage import urls

@@ -62,3 +62,15 @@ def test_a_replay_builds_its_pipeline_under_the_replay_thresholds(tmp_path, monk
         encoding="utf-8")
     run.replay(load_config(str(tmp_path / "parity.yaml")), "offline", str(tmp_path / "out"))
     assert seen == [GC_THRESHOLDS] and gc.get_threshold() != GC_THRESHOLDS
+
+
+def test_a_configs_module_imports_under_the_loading_thresholds_and_they_are_restored_after(tmp_path) -> None:
+    from parity.config.model import Ref
+    from parity.console.collector import LOADING_THRESHOLDS
+
+    (tmp_path / "seen_thresholds.py").write_text("import gc\nSEEN = gc.get_threshold()\n", encoding="utf-8")
+    before = gc.get_threshold()
+    seen = Ref("seen_thresholds:SEEN", str(tmp_path)).resolve()
+
+    assert seen == LOADING_THRESHOLDS != before
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from parity.capture.schema import FieldType, parse_type
+from parity.console.collector import loading
 from parity.errors import ConfigError, UserCodeError
 from parity.stages.seed import SeedSpec
 from parity.stages.specs import AggregateSpec, ShardSpec, TimestampSpec, WindowSpec
@@ -45,10 +46,11 @@ class Ref:
         if self.base_dir not in sys.path:
             sys.path.insert(0, self.base_dir)
         try:
-            if file_ref:
-                obj: Any = _import_file(os.path.join(self.base_dir, file_ref.group("file")))
-            else:
-                obj = importlib.import_module(module_name)
+            with loading():  # a TFX module imports TensorFlow: seconds of objects that all live on
+                if file_ref:
+                    obj: Any = _import_file(os.path.join(self.base_dir, file_ref.group("file")))
+                else:
+                    obj = importlib.import_module(module_name)
             for part in attr.split("."):
                 obj = getattr(obj, part)
         except SystemExit as exc:  # a module that exits on import would end parity with its code, unnamed

@@ -35,3 +35,17 @@ def collecting_less(thresholds: tuple[int, int, int]) -> Iterator[None]:
         _depth = 0
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+# While modules load (parity's own, Beam's, and TensorFlow's through a config's module): nearly every object an
+# import makes lives on, and at Python's default thresholds the collector made seven full passes over them while
+# `parity check` started, freeing nothing, about 1 CPU s in each of the check's two processes
+# (benchmarks/RESULTS.md).
+LOADING_THRESHOLDS = (50_000, 50, 100)
+
+
+def loading() -> contextlib.AbstractContextManager[None]:
+    """Collects less often while modules are imported (`collecting_less`): around a command's imports and a
+    config's user modules. Inside a replay's or a diff's own setting it changes nothing."""
+    return collecting_less(LOADING_THRESHOLDS)
+

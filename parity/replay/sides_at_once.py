@@ -183,10 +183,13 @@ class ParentsWord(TransformGate):
 
 def child_main(argv: Sequence[str]) -> int:
     signals.follow_parent_from_env()  # first: the imports below take seconds
-    from parity.config import load_config
-    from parity.console import terminal
-    from parity.replay.job import replay_side
-    from parity.replay.pipeline import FromSideGraph
+    from parity.console.collector import loading
+
+    with loading():
+        from parity.config import load_config
+        from parity.console import terminal
+        from parity.replay.job import replay_side
+        from parity.replay.pipeline import FromSideGraph
 
     terminal.quiet_libraries()
     terminal.adopt_terminal_from_env()  # progress to the parent's terminal; libraries to its log (fd 2)
