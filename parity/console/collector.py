@@ -1,4 +1,5 @@
-"""Cyclic garbage collection while parity's own hot loops run: collect less often, restore it after.
+"""Cyclic garbage collection while parity's own hot loops run and its modules import: collect less often, restore it
+after.
 
 A replay decodes batches and a diff walks differing pairs; both allocate many short-lived containers that
 reference counting frees, and at Python's default thresholds the collector keeps walking them (and, in its
