@@ -606,30 +606,52 @@ static PyObject *py_fingerprint(PyObject *self, PyObject *v) { return encode_the
 
 static PyObject *py_key_fingerprint(PyObject *self, PyObject *v) { return encode_then(v, digest128); }
 
-enum { OUT_BYTES = 1, OUT_FP = 2 };
+enum { OUT_BYTES = 1, OUT_FP = 2, OUT_COLUMNS = 4 };
 
-/* encode_many / fingerprints / encode_and_fingerprint_many over any iterable */
+/* The batch functions' one loop over `values`. OUT_BYTES and OUT_FP: a list of each value's bytes, of its
+ * fingerprint, or both as a tuple. OUT_COLUMNS: (data, offsets, fps), every value's bytes one after the other in
+ * `data`, value i's at data[offsets[i]:offsets[i + 1]] (n + 1 native-order int32), and their xxh3_64 (n
+ * native-order uint64): the buffers of an Arrow binary and uint64 array, made without a Python object per value;
+ * OverflowError when the bytes pass what int32 offsets reach. */
 static PyObject *batch(PyObject *values, int what) {
     PyObject *seq = PySequence_Fast(values, "expected an iterable of values");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int columns = what == OUT_COLUMNS;
     PyObject *bytes_out = (what & OUT_BYTES) ? PyList_New(n) : NULL;
     PyObject *fp_out = (what & OUT_FP) ? PyList_New(n) : NULL;
+    PyObject *offs = columns ? PyBytes_FromStringAndSize(NULL, 4 * (n + 1)) : NULL;
+    PyObject *fps = columns ? PyBytes_FromStringAndSize(NULL, 8 * n) : NULL;
+    PyObject *r = NULL;
     char stack[STACK_BYTES];
     Buf b;
     BUF_INIT(b, stack);
-    if (((what & OUT_BYTES) && !bytes_out) || ((what & OUT_FP) && !fp_out)) goto fail;
+    if (((what & OUT_BYTES) && !bytes_out) || ((what & OUT_FP) && !fp_out) || (columns && (!offs || !fps)))
+        goto fail;
+    if (columns) memset(PyBytes_AS_STRING(offs), 0, 4); /* offsets[0] */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (PyList_Check(seq) && i >= PyList_GET_SIZE(seq)) { /* a callback shrank the input list */
             PyErr_SetString(PyExc_RuntimeError, "list changed size during canonical encoding");
             goto fail;
         }
         PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
-        b.len = 0;
+        Py_ssize_t start = columns ? b.len : 0; /* the columns keep every value's bytes, one after the other */
+        b.len = start;
         Py_INCREF(v);
         int rc = enc(&b, v);
         Py_DECREF(v);
         if (rc < 0) goto fail;
+        if (columns) {
+            if (b.len > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "the values' canonical bytes pass 2 GiB (int32 offsets)");
+                goto fail;
+            }
+            int32_t end = (int32_t)b.len;
+            uint64_t fp = xxh3_64(b.data + start, (size_t)(b.len - start));
+            memcpy(PyBytes_AS_STRING(offs) + 4 * (i + 1), &end, 4);
+            memcpy(PyBytes_AS_STRING(fps) + 8 * i, &fp, 8);
+            continue;
+        }
         if (bytes_out) {
             PyObject *o = PyBytes_FromStringAndSize(b.data, b.len);
             if (!o) goto fail;
@@ -641,20 +663,25 @@ static PyObject *batch(PyObject *values, int what) {
             PyList_SET_ITEM(fp_out, i, o);
         }
     }
-    buf_free(&b);
-    Py_DECREF(seq);
-    if (what == OUT_BYTES) return bytes_out;
-    if (what == OUT_FP) return fp_out;
-    PyObject *r = PyTuple_Pack(2, bytes_out, fp_out);
-    Py_DECREF(bytes_out);
-    Py_DECREF(fp_out);
-    return r;
-fail:
+    if (columns) {
+        PyObject *data = PyBytes_FromStringAndSize(b.data, b.len);
+        if (data) r = PyTuple_Pack(3, data, offs, fps);
+        Py_XDECREF(data);
+    } else if (what == OUT_BYTES) {
+        r = Py_NewRef(bytes_out);
+    } else if (what == OUT_FP) {
+        r = Py_NewRef(fp_out);
+    } else {
+        r = PyTuple_Pack(2, bytes_out, fp_out);
+    }
+fail: /* every exit: the result, or NULL with the error set */
     buf_free(&b);
     Py_DECREF(seq);
     Py_XDECREF(bytes_out);
     Py_XDECREF(fp_out);
-    return NULL;
+    Py_XDECREF(offs);
+    Py_XDECREF(fps);
+    return r;
 }
 
 static PyObject *py_encode_many(PyObject *self, PyObject *values) { return batch(values, OUT_BYTES); }
@@ -662,54 +689,7 @@ static PyObject *py_fingerprints(PyObject *self, PyObject *values) { return batc
 static PyObject *py_encode_fingerprints(PyObject *self, PyObject *values) {
     return batch(values, OUT_BYTES | OUT_FP);
 }
-
-/* encode_columns(values) -> (data, offsets, fps): every value's canonical bytes one after the other in `data`,
- * where value i's are data[offsets[i]:offsets[i + 1]] (offsets: n + 1 little-endian int32), and fps the xxh3_64
- * of each (n little-endian uint64): the buffers of an Arrow binary and uint64 array, made without one Python
- * object per value. OverflowError when the bytes pass what int32 offsets reach. */
-static PyObject *py_encode_columns(PyObject *self, PyObject *values) {
-    PyObject *seq = PySequence_Fast(values, "expected an iterable of values");
-    if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *result = NULL, *data = NULL, *offs = PyBytes_FromStringAndSize(NULL, 4 * (n + 1)),
-             *fps = PyBytes_FromStringAndSize(NULL, 8 * n);
-    char stack[STACK_BYTES];
-    Buf b;
-    BUF_INIT(b, stack);
-    if (!offs || !fps) goto done;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(offs), *f = (unsigned char *)PyBytes_AS_STRING(fps);
-    int32_t at = 0;
-    memcpy(o, &at, 4);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyList_Check(seq) && i >= PyList_GET_SIZE(seq)) { /* a callback shrank the input list */
-            PyErr_SetString(PyExc_RuntimeError, "list changed size during canonical encoding");
-            goto done;
-        }
-        PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
-        Py_ssize_t start = b.len;
-        Py_INCREF(v);
-        int rc = enc(&b, v);
-        Py_DECREF(v);
-        if (rc < 0) goto done;
-        if (b.len > INT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "the values' canonical bytes pass 2 GiB (int32 offsets)");
-            goto done;
-        }
-        uint64_t fp = xxh3_64(b.data + start, (size_t)(b.len - start));
-        at = (int32_t)b.len;
-        memcpy(o + 4 * (i + 1), &at, 4);
-        memcpy(f + 8 * i, &fp, 8);
-    }
-    data = PyBytes_FromStringAndSize(b.data, b.len);
-    if (data) result = PyTuple_Pack(3, data, offs, fps);
-done:
-    buf_free(&b);
-    Py_DECREF(seq);
-    Py_XDECREF(data);
-    Py_XDECREF(offs);
-    Py_XDECREF(fps);
-    return result;
-}
+static PyObject *py_encode_columns(PyObject *self, PyObject *values) { return batch(values, OUT_COLUMNS); }
 
 /* The features of one dict of exact str names, encoded: its canonical bytes, in `b`; the fingerprint of each
  * value's encoding (a slice of the dict's, so each value is encoded once), `fps[j]` for the j-th name in
@@ -1956,7 +1936,7 @@ static PyMethodDef methods[] = {
      "encode_fingerprints(values) -> (list[bytes], list[int]): each value's bytes and their xxh3_64."},
     {"encode_columns", py_encode_columns, METH_O,
      "encode_columns(values) -> (data, offsets, fps): the canonical bytes of all values one after the other, "
-     "their int32 offsets and their xxh3_64 fingerprints, as little-endian buffers."},
+     "their int32 offsets and their xxh3_64 fingerprints, as native-order buffers."},
     {"key_fingerprint", py_key_fingerprint, METH_O,
      "key_fingerprint(value) -> bytes: the 16-byte big-endian xxh3_128 of the canonical bytes."},
     {"encode_batch", py_encode_batch, METH_VARARGS,
