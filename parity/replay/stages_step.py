@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Iterator
 
 import apache_beam as beam
+import pyarrow.compute as pc
 
 from parity.config import Ref, SideConfig
 from parity.errors import UserCodeError
@@ -121,7 +122,9 @@ class ApplyStagesFn(beam.DoFn):
         encoded = [stage_arrays(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
         # the seed stage's values come from user functions; the stages before it hold the record (whose size
         # the read bounds) and parity's own values
-        check_value_sizes(batch, self._side, "seed", encoded[SETTLED_STAGES.index("seed")][0], batch.values["seed"])
+        seed_bytes = encoded[SETTLED_STAGES.index("seed")][0]
+        check_value_sizes(batch, self._side, "seed", pc.binary_length(seed_bytes).to_numpy(zero_copy_only=False),
+                          batch.values["seed"])
         batch.settle(SETTLED_STAGES, encoded)
         self._counts.add(counters.STAGED, count)
         yield batch

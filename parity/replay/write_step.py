@@ -5,11 +5,11 @@ Every element is a `RecBatch` (parity/replay/batch.py): the records of one batch
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from parity.config import SideConfig
 from parity.encoding import canonical
@@ -36,27 +36,25 @@ def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
             f"None, bools, numbers, str, bytes, lists, dicts, datetimes or numpy scalars/arrays")
 
 
-def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, data: list[bytes] | pa.BinaryArray,
+def check_value_sizes(batch: RecBatch, side: SideConfig, stage: str, sizes: Sequence[int] | np.ndarray,
                       values: list) -> None:
-    """Refuses, when it is written, a stage value whose canonical bytes pass `capture.max_record_bytes`,
-    naming the side, the record, the stage and (for a dict such as the transform's features) its largest
-    field: a set must be read back by `parity diff`, `show` and the reports, and a few values that large make
-    a batch's value part pass what one Arrow array holds. Raising the limit lets them through."""
+    """Refuses, when it is written, a stage value whose canonical bytes (`sizes`: each value's length) pass
+    `capture.max_record_bytes`, naming the side, the record, the stage and (for a dict such as the transform's
+    features) its largest field: a set must be read back by `parity diff`, `show` and the reports, and a few
+    values that large make a batch's value part pass what one Arrow array holds. Raising the limit lets them
+    through."""
     limit = side.capture.max_record_bytes
-    if isinstance(data, pa.Array):  # a stage column (`stage_arrays`): its lengths from its offsets
-        if not len(data) or pc.max(pc.binary_length(data)).as_py() <= limit:
-            return
-        data = data.to_pylist()
-    if not data or max(map(len, data)) <= limit:
+    sizes = np.asarray(sizes, np.int64)
+    if not len(sizes) or sizes.max() <= limit:
         return
-    i = next(n for n, item in enumerate(data) if len(item) > limit)
+    i = int(np.flatnonzero(sizes > limit)[0])
     value, where = values[i], ""
     if isinstance(value, dict) and value:
-        sizes = {name: len(canonical.encode(item)) for name, item in value.items()}
-        name = max(sorted(sizes), key=sizes.__getitem__)
+        by_field = {name: len(canonical.encode(item)) for name, item in value.items()}
+        name = max(sorted(by_field), key=by_field.__getitem__)
         field = "feature" if stage == "transform" else "field"
-        where = f" (its largest {field}, {name!r}, is {sizes[name]:,} bytes)"
-    raise UserCodeError(f"side '{side.name}': record {batch.key_text(i)}: the {stage} stage value is {len(data[i]):,} "
+        where = f" (its largest {field}, {name!r}, is {by_field[name]:,} bytes)"
+    raise UserCodeError(f"side '{side.name}': record {batch.key_text(i)}: the {stage} stage value is {int(sizes[i]):,} "
                 f"canonical bytes{where}, above capture.max_record_bytes {limit:,}; return smaller values, or "
                 f"raise capture.max_record_bytes to keep values this large")
 
@@ -134,7 +132,7 @@ class WriteBatchFn(beam.DoFn):
             for i, item, fp in zip(plain, plain_data, plain_fps):
                 data[i], fps[i] = item, fp
         if self._side is not None:
-            check_value_sizes(batch, self._side, "transform", data, values)
+            check_value_sizes(batch, self._side, "transform", list(map(len, data)), values)
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features
         write_values(self._out_dir, batch.part, value_columns)
