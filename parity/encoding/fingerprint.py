@@ -10,8 +10,9 @@ This is the only module that hashes: the taps, the replay, the tap sets, the sha
 redaction call it rather than xxhash (parity.stages.seed's draws aside: they are the seed stage's own rule).
 
 When the C encoder (``parity.encoding._canonical``) is built, ``fingerprint``, ``fingerprints``,
-``key_fingerprint``, ``encode_fingerprints``, ``encode_columns`` and ``feature_fingerprints`` run in it, encoding and hashing
-in one buffer without intermediate bytes objects; the Python definitions below are the reference.
+``key_fingerprint``, ``encode_fingerprints``, ``encode_columns`` and ``feature_fingerprints`` run in it,
+encoding and hashing in one buffer without intermediate bytes objects; the Python definitions below are the
+reference.
 
 Example:
     >>> fingerprint(None) == fingerprint_bytes(b"N")
@@ -32,8 +33,8 @@ from parity.encoding import canonical
 _encode = canonical._encode_py  # the reference definitions below are pure Python throughout
 
 __all__ = [
-    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "digest_hex", "encode_columns", "encode_fingerprints",
-    "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints", "key_fingerprint",
+    "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "digest_hex", "encode_columns",
+    "encode_fingerprints", "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints", "key_fingerprint",
     "key_fingerprint_bytes", "key_fingerprint_int",
 ]
 

@@ -35,9 +35,10 @@ string: only written, they spill as two buffers each), the others as lists; `tra
 dicts are empty and `transform_arrow` is None."""
 SETTLED = "settled"
 """After `ApplyStagesFn` (`RecBatch.settle`): the stages before the transform are kept only as their canonical
-bytes and fingerprints (`value_bytes`, `value_fps`: stage name -> Arrow array), `values` holds only the transform stage's list (each record's transform value, once
-`ApplyTransformFn` has run), `transform_inputs` has one item per record, and `records`, `timestamps`,
-`arrivals`, `windows`, `groups` and `group_bytes` are empty lists. `rids`, `keys`, `key_bytes` and
+bytes and fingerprints (`value_bytes`, `value_fps`: stage name -> Arrow array), `values` holds only the
+transform stage's list (each record's transform value, once `ApplyTransformFn` has run), `transform_inputs` has
+one item per record, and `records`, `timestamps`, `arrivals`, `windows`, `groups` and `group_bytes` are empty
+lists. `input_bytes` and `locations` are Arrow arrays, as read. `rids`, `keys`, `key_bytes` and
 `input_fps` stay lists. `transform_arrow` may hold the transform inputs as Arrow (`with_arrow_inputs`)."""
 STAGED = "staged"
 """A settled batch whose locations and stage bytes were written before a spill (`RecBatch.staged`):
