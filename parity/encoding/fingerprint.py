@@ -34,8 +34,8 @@ _encode = canonical._encode_py  # the reference definitions below are pure Pytho
 
 __all__ = [
     "FINGERPRINT_ALGORITHM", "KEY_FINGERPRINT_ALGORITHM", "combine", "digest_hex", "encode_columns",
-    "encode_fingerprints", "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints", "key_fingerprint",
-    "key_fingerprint_bytes", "key_fingerprint_int",
+    "encode_fingerprints", "feature_fingerprints", "fingerprint", "fingerprint_bytes", "fingerprints",
+    "key_fingerprint", "key_fingerprint_bytes", "key_fingerprint_int",
 ]
 
 FINGERPRINT_ALGORITHM = "xxh3_64"
