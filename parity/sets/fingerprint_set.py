@@ -588,7 +588,7 @@ class FingerprintSet:
         codes = np.concatenate([np.asarray(wanted[s][0], np.int64) for s in stages])
         rows = np.concatenate([np.asarray(wanted[s][1], np.int64) for s in stages])
         which = np.repeat(np.arange(len(stages)), counts)
-        order = np.lexsort((rows, codes))
+        order = np.argsort(codes << 32 | rows, kind="stable")  # by part, then row: a row is below 2^31
         starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]]) if len(order) else order
         values: list[list] = [[] for _ in stages]
         asked: list[list[np.ndarray]] = [[] for _ in stages]
