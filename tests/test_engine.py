@@ -353,6 +353,27 @@ def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_
     assert apart.stage_bytes(wanted) == together.stage_bytes(wanted)
 
 
+def test_value_parts_are_written_with_lz4_and_parts_written_with_zstd_read_the_same(tmp_path):
+    import pyarrow.parquet as pq
+
+    from parity.sets.fingerprint_set import read_values, write_stage_values, write_values
+
+    stage_columns = {"location": ["a:1", "a:2"], "input": [b"\x01", b"\x02" * 300], "window": [b"w", b"w"],
+                     "shard": [b"s", b"t"], "coder": [b"c", b"d"], "seed": [b"e", b"f"]}
+    write_stage_values(str(tmp_path), "p", stage_columns)
+    write_values(str(tmp_path), "p", {"key_bytes": [b"k1", b"k2"], "transform": [b"x", None]})
+    files = [tmp_path / "stage_values" / "p.parquet", tmp_path / "values" / "p.parquet"]
+    codecs = {pq.ParquetFile(f).metadata.row_group(0).column(i).compression
+              for f in files for i in range(pq.ParquetFile(f).metadata.num_columns)}
+    assert codecs == {"LZ4"}
+    written = read_values(str(tmp_path), "p").to_pylist()
+    for f in files:  # as a replay of an earlier version wrote them
+        pq.write_table(pq.read_table(f), f, compression="zstd")
+    assert {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files} == {"ZSTD"}
+    assert read_values(str(tmp_path), "p").to_pylist() == written
+    assert written[1]["input"] == b"\x02" * 300 and written[1]["transform"] is None
+
+
 def test_stage_values_that_do_not_match_their_part_are_refused_naming_the_file(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -116,7 +116,7 @@ def _values_table(values: dict[str, list | pa.Array]) -> pa.Table:
 
 def _write_values_table(out_dir: str, part: str, values: pa.Table) -> None:
     urls.makedirs(urls.child(out_dir, VALUES_DIR))
-    _atomic_parquet(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), dictionary=False)
+    _write_value_part(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"))
 
 
 def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
@@ -125,8 +125,7 @@ def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Arra
     only the other columns (`write_part_columns` given them alone)."""
     folder = urls.child(out_dir, STAGE_VALUES_DIR)
     urls.makedirs(folder)
-    _atomic_parquet(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"),
-                    dictionary=False)
+    _write_value_part(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"))
 
 
 def read_values(set_dir: str, part: str, columns: list[str] | None = None) -> pa.Table:
@@ -216,12 +215,19 @@ def _fp_part_rows(path: str) -> int:
     return pq.read_metadata(urls.readable(path)).num_rows
 
 
-def _atomic_parquet(table: pa.Table, path: str, dictionary: bool = True) -> None:
-    """Writes `table` to `path` through a temporary file. `dictionary=False` for columns of mostly distinct
-    values (a batch's canonical bytes): no dictionary pages, which cost write time and saved no space. No
-    min/max statistics: a part is read whole, by name."""
+# Value parts: columns of mostly distinct canonical bytes, so no dictionary pages (they cost write time and saved no
+# space), and no min/max statistics (a part is read whole, by name). LZ4, not zstd: a diff reads each values file
+# its round's pairs touch once per round and process (at 100% diverged, 1M taxi records, each file twice in each of
+# two processes), and a replay writes each once. On the 500 parts of such a side (benchmarks/value_codecs.py, two
+# runs of 3 rounds), LZ4 read the columns of a 100% round in 0.77-0.84x the CPU of zstd and wrote the parts in
+# 0.77-0.79x, and its files are 1.5x larger (benchmarks/RESULTS.md).
+VALUE_PARQUET_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": False, "write_statistics": False}
+
+
+def _write_value_part(table: pa.Table, path: str) -> None:
+    """Writes a value part `table` to `path` through a temporary file (VALUE_PARQUET_OPTIONS)."""
     with urls.open_write(path) as target:
-        pq.write_table(table, target, compression="zstd", use_dictionary=dictionary, write_statistics=False)
+        pq.write_table(table, target, **VALUE_PARQUET_OPTIONS)
 
 
 # fingerprints.parquet: dictionary pages only for the columns of few distinct values (the batch id, the feature
