@@ -251,3 +251,19 @@ def test_the_digests_memory_benchmark_measures_both_layouts_of_a_tiny_pair_and_t
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| 300 |")]
     assert [row[1].strip() for row in rows] == ["bucketed", "one file"]
     assert all(row[2].strip() == "0" and row[-1].strip() == "True" for row in rows)
+
+
+def test_the_value_codecs_benchmark_writes_and_reads_a_replayed_sides_parts_with_both_codecs(tmp_path):
+    from parity.commands import replay
+    from parity.config import load_config
+
+    replay(load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml")), "offline", str(tmp_path / "set"))
+    parts = len(os.listdir(tmp_path / "set" / "values"))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "value_codecs.py"), str(tmp_path / "set"),
+                           "--repeat", "2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["parts"] == parts and found["files"] == 2 * parts  # a spilled TFT side: both folders
+    for codec in ("zstd", "lz4"):
+        assert len(found[codec]["rounds"]) == 2 and found[codec]["bytes"] > 0
+    assert found["zstd"]["bytes"] < found["lz4"]["bytes"]
