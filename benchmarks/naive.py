@@ -336,8 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         if any(s.transform and s.transform.kind != "python" for s in load_config(args.config).sides):
             import tensorflow  # noqa: F401
             import tensorflow_transform.beam  # noqa: F401
+    from parity.replay.runners import replay_gc
+
     started = time.monotonic()
-    extra = run(args.config, args.files, args.work, args.production_files)
+    with replay_gc():  # the collector setting parity's replays and the floors run under: the same tuning
+        extra = run(args.config, args.files, args.work, args.production_files)
     result = {"contender": "naive", "wall_s": round(time.monotonic() - started, 3), **extra}
     with open(args.result, "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=2, sort_keys=True)
