@@ -397,8 +397,21 @@ def machine_state() -> dict[str, Any]:
     except (AttributeError, OSError):
         cpus = os.cpu_count()
     return {"commit": git("rev-parse", "HEAD") or None, "uncommitted_changes": bool(git("status", "--porcelain")),
-            "python": sys.version.split()[0], "packages": packages, "cpus": cpus,
+            "python": sys.version.split()[0], "packages": packages, "cpus": cpus, "cpu_model": _cpu_model(),
             "load_average_before": _load_average()}
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (/proc/cpuinfo): the figures of two machines with as many CPUs are not alike (a pass on
+    an AMD EPYC ran the same contenders at other ratios than the passes before it)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -747,7 +760,9 @@ def _every_round(result: dict[str, Any]) -> list[str]:
         packages = ", ".join(f"{k} {v}" for k, v in (machine.get("packages") or {}).items() if v)
         lines += [f"Commit `{machine.get('commit')}`" + (" (with uncommitted changes)" if
                                                          machine.get("uncommitted_changes") else "")
-                  + f", Python {machine.get('python')}, {machine.get('cpus')} CPUs; {packages}. Load average "
+                  + f", Python {machine.get('python')}, {machine.get('cpus')} CPUs"
+                  + (f" ({machine['cpu_model']})" if machine.get("cpu_model") else "")
+                  + f"; {packages}. Load average "
                   f"(1, 5, 15 min) {machine.get('load_average_before')} before, "
                   f"{machine.get('load_average_after')} after.", ""]
     lines += ["| round | order | contender | wall s | CPU s | peak RSS MiB | load before (1 min) | parts s | "

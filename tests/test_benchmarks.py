@@ -150,7 +150,10 @@ def test_a_difference_within_the_rounds_noise_is_not_measurable_and_every_round_
     assert result["contenders"]["floor"]["wall_s_spread"] == 6.0
     result["machine"] = run.machine_state()
     assert result["machine"]["commit"] and result["machine"]["packages"]["apache-beam"]
+    assert "cpu_model" in result["machine"]
+    result["machine"]["cpu_model"] = "AMD EPYC"
     markdown = run.render_markdown(result)
+    assert f" {result['machine']['cpus']} CPUs (AMD EPYC); " in markdown
     assert "| (naive - floor) / (parity - floor) (parity's part within the rounds' noise) | not measurable |" \
         in markdown
     every = markdown.split("## every round", 1)[1]
