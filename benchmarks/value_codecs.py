@@ -49,33 +49,28 @@ def main(argv: list[str] | None = None) -> int:
     tables = {(folder, part): pq.read_table(os.path.join(args.set, folder, f"{part}.parquet"))
               for folder in (VALUES_DIR, STAGE_VALUES_DIR) for part in parts
               if os.path.exists(os.path.join(args.set, folder, f"{part}.parquet"))}
-    kept = dict(fingerprint_set.VALUE_PARQUET_OPTIONS)
     rounds: dict[str, list[dict[str, float]]] = {codec: [] for codec in CODECS}
     sizes: dict[str, int] = {}
-    try:
-        for r in range(args.repeat):
-            for codec in (CODECS if r % 2 == 0 else CODECS[::-1]):
-                fingerprint_set.VALUE_PARQUET_OPTIONS = {**kept, "compression": codec}
-                work = tempfile.mkdtemp(prefix=f"parity-codec-{codec}-")
-                try:
-                    for folder in (VALUES_DIR, STAGE_VALUES_DIR):
-                        os.makedirs(os.path.join(work, folder))
-                    wrote = _timed(lambda: _each(lambda item: fingerprint_set._write_value_part(
-                        item[1], os.path.join(work, item[0][0], f"{item[0][1]}.parquet")), tables.items()))
-                    read = _timed(lambda: _each(lambda part: read_values(work, part, columns), parts))
-                    if r == 0 and any(not read_values(work, part, columns).equals(read_values(args.set, part, columns))
-                                      for part in parts):
-                        raise SystemExit(f"{codec}: the values read back differ from the set's")
-                    sizes[codec] = sum(os.path.getsize(os.path.join(root, name))
-                                       for root, _dirs, names in os.walk(work) for name in names)
-                finally:
-                    shutil.rmtree(work, ignore_errors=True)
-                rounds[codec].append({"write_cpu_s": wrote[0], "write_wall_s": wrote[1], "read_cpu_s": read[0],
-                                      "read_wall_s": read[1]})
-                print(f"round {r + 1}: {codec}: write {wrote[0]:.2f} CPU s ({wrote[1]:.2f} wall), read {read[0]:.2f} "
-                      f"CPU s ({read[1]:.2f} wall)", file=sys.stderr)
-    finally:
-        fingerprint_set.VALUE_PARQUET_OPTIONS = kept
+    for r in range(args.repeat):
+        for codec in (CODECS if r % 2 == 0 else CODECS[::-1]):
+            work = tempfile.mkdtemp(prefix=f"parity-codec-{codec}-")
+            try:
+                for folder in (VALUES_DIR, STAGE_VALUES_DIR):
+                    os.makedirs(os.path.join(work, folder))
+                wrote = _timed(lambda: _each(lambda item: fingerprint_set._write_value_part(
+                    item[1], os.path.join(work, item[0][0], f"{item[0][1]}.parquet"), codec), tables.items()))
+                read = _timed(lambda: _each(lambda part: read_values(work, part, columns), parts))
+                if r == 0 and any(not read_values(work, part, columns).equals(read_values(args.set, part, columns))
+                                  for part in parts):
+                    raise SystemExit(f"{codec}: the values read back differ from the set's")
+                sizes[codec] = sum(os.path.getsize(os.path.join(root, name))
+                                   for root, _dirs, names in os.walk(work) for name in names)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            rounds[codec].append({"write_cpu_s": wrote[0], "write_wall_s": wrote[1], "read_cpu_s": read[0],
+                                  "read_wall_s": read[1]})
+            print(f"round {r + 1}: {codec}: write {wrote[0]:.2f} CPU s ({wrote[1]:.2f} wall), read {read[0]:.2f} "
+                  f"CPU s ({read[1]:.2f} wall)", file=sys.stderr)
     measures = ("write_cpu_s", "write_wall_s", "read_cpu_s", "read_wall_s")
     summary = {codec: {"rounds": rounds[codec], "bytes": sizes[codec],
                        **{f"{what}_median": statistics.median(x[what] for x in rounds[codec]) for what in measures},

@@ -224,10 +224,12 @@ def _fp_part_rows(path: str) -> int:
 VALUE_PARQUET_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": False, "write_statistics": False}
 
 
-def _write_value_part(table: pa.Table, path: str) -> None:
-    """Writes a value part `table` to `path` through a temporary file (VALUE_PARQUET_OPTIONS)."""
+def _write_value_part(table: pa.Table, path: str, compression: str | None = None) -> None:
+    """Writes a value part `table` to `path` through a temporary file (VALUE_PARQUET_OPTIONS; `compression` other
+    than theirs only for benchmarks/value_codecs.py, which compares codecs with this same writer)."""
+    options = VALUE_PARQUET_OPTIONS if compression is None else {**VALUE_PARQUET_OPTIONS, "compression": compression}
     with urls.open_write(path) as target:
-        pq.write_table(table, target, **VALUE_PARQUET_OPTIONS)
+        pq.write_table(table, target, **options)
 
 
 # fingerprints.parquet: dictionary pages only for the columns of few distinct values (the batch id, the feature
