@@ -231,19 +231,22 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
                                                          values if defer and exact_match_within else None)
     within_first, within_other = [False] * count, [False] * count
     names: list[tuple | None] = [None] * count
+    # pairs that differ by the same bytes share one split (`_split`): its tier is found once, by its id (every
+    # split lives in `splits` until this function returns)
+    tiers: dict[int, bool] = {}
     for u, (found, split, marker, whole, whole_needed, other) in enumerate(zip(founds, splits, markers, wholes,
                                                                                 first_u.tolist(), other_u.tolist())):
         # equal fields are within when they are plain and every tolerance takes an exact match: then the
         # differing fields decide; else the whole values are walked where they were decoded anyway
         strict = found is not None and found[1] and exact_match_within
         if whole_needed:
-            within_first[u] = _split_within(split, tol_for) if strict else values_within(*whole, tol_for)
+            within_first[u] = _shared_tier(split, tol_for, tiers) if strict else values_within(*whole, tol_for)
             if split and all(type(n) is str for n in split):
                 names[u] = tuple(split)
         if other:
             walk_whole = found is None or (marker and not strict)
             within_other[u] = knowns[u] if knowns[u] is not None else \
-                values_within(*whole, tol_for) if walk_whole else _split_within(split, tol_for)
+                values_within(*whole, tol_for) if walk_whole else _shared_tier(split, tol_for, tiers)
     splits = [None if marker else split for split, marker in zip(splits, markers)]  # a marker is shown whole
     inv = inverse.tolist()
     firsts = is_first.tolist()
@@ -251,12 +254,12 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
     deltas = None
     if transform:
         whole_deltas = {u: feature_deltas(*wholes[u], tolerance) for u in range(count) if wholes[u] is not None}
-        split_deltas = _split_deltas([sp if o else None for sp, o in zip(splits, other_u.tolist())], tolerance)
+        split_deltas = _shared_split_deltas([sp if o else None for sp, o in zip(splits, other_u.tolist())],
+                                            tolerance)
         deltas = [whole_deltas[u] if f or splits[u] is None else split_deltas[u] for u, f in zip(inv, firsts)]
-        left = [wholes[u][0] if f or splits[u] is None else {n: v[0] for n, v in sorted(splits[u].items())}
-                for u, f in zip(inv, firsts)]
-        right = [wholes[u][1] if f or splits[u] is None else {n: v[1] for n, v in sorted(splits[u].items())}
-                 for u, f in zip(inv, firsts)]
+        sides = _split_sides(splits)
+        left = [wholes[u][0] if f or splits[u] is None else sides[u][0] for u, f in zip(inv, firsts)]
+        right = [wholes[u][1] if f or splits[u] is None else sides[u][1] for u, f in zip(inv, firsts)]
     else:
         left = [wholes[u][0] if f else None for u, f in zip(inv, firsts)]
         right = [wholes[u][1] if f else None for u, f in zip(inv, firsts)]
@@ -280,7 +283,9 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool,
     At a stage before the transform, a pair for which the stage is not the first divergent one needs only its
     tier, which its differing fields decide (`_split_within` under `tol_for`). Pairs of a slice often differ in the same
     fields by the same bytes (the one field a bug changes, to the same few values), so the tier is kept by those
-    bytes, and such a pair costs one `differing_fields` and no decoding."""
+    bytes, and such a pair costs one `differing_fields` and no decoding. The other pairs that differ by the same
+    bytes share one decoded split, whose tier, feature deltas and shown values `_compare_stage` finds once (at 1M
+    taxi records all planted to diverge, about a quarter of the diff's CPU time: benchmarks/RESULTS.md)."""
     ldata, rdata = data
     wholes: list[tuple[Any, Any] | None] = []
     founds: list[Any] = []
@@ -288,6 +293,7 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool,
     markers: list[bool] = []
     knowns: list[bool | None] = []
     tiers: dict[tuple, bool] = {}
+    decoded: dict[tuple, dict] = {}  # differing fields' bytes -> their split, decoded once: pairs share it
     differing_fields = fields.differing_fields
     for u, (a, b, needed) in enumerate(zip(ldata, rdata, whole_needed)):
         found = differing_fields(a, b)
@@ -310,7 +316,10 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool,
             whole = decode(0, u, a), decode(1, u, b)
         split, marker = None, False
         if found is not None:
-            split = _decoded(found, u, decode, names)
+            same = tuple(found[0])
+            split = decoded.get(same)
+            if split is None:
+                split = decoded[same] = _decoded(found, u, decode, names)
             only = found[2]
             marker = transform and only is not None and _named(only, u, decode, names) in _MARKER_SET
         if whole is None and (split is None or marker):
@@ -343,6 +352,43 @@ def _split_within(split: dict, tol_for: Callable[[str | None], Tolerance]) -> bo
         if not values_within(a, b, tol_for, name if isinstance(name, str) else None):
             return False
     return True
+
+
+def _shared_tier(split: dict, tol_for: Callable[[str | None], Tolerance], tiers: dict[int, bool]) -> bool:
+    """`_split_within` of a split, once per split object (`tiers`, by id: the caller keeps every split alive)."""
+    tier = tiers.get(id(split))
+    if tier is None:
+        tier = tiers[id(split)] = _split_within(split, tol_for)
+    return tier
+
+
+def _split_sides(splits: list[dict | None]) -> list[tuple[dict, dict] | None]:
+    """Per distinct pair, its differing features' values per side, {feature: value} in name order; built once per
+    split object, and shared by the pairs that share it (nothing downstream changes an outcome's values)."""
+    built: dict[int, tuple[dict, dict]] = {}
+    out: list[tuple[dict, dict] | None] = []
+    for split in splits:
+        if split is None:
+            out.append(None)
+            continue
+        sides = built.get(id(split))
+        if sides is None:
+            ordered = sorted(split.items())
+            sides = built[id(split)] = {n: v[0] for n, v in ordered}, {n: v[1] for n, v in ordered}
+        out.append(sides)
+    return out
+
+
+def _shared_split_deltas(splits: list[dict | None], tolerance: ToleranceSpec) -> list[dict | None]:
+    """`_split_deltas`, computed once per split object (pairs of the same differing bytes share one) and shared."""
+    index: dict[int, int] = {}
+    distinct: list[dict] = []
+    for split in splits:
+        if split is not None and id(split) not in index:
+            index[id(split)] = len(distinct)
+            distinct.append(split)
+    found = _split_deltas(distinct, tolerance)
+    return [None if split is None else found[index[id(split)]] for split in splits]
 
 
 def _split_deltas(splits: list[dict | None], tolerance: ToleranceSpec) -> list[dict | None]:

@@ -148,3 +148,25 @@ def test_pairs_that_differ_by_the_same_field_bytes_at_a_later_stage_give_the_per
         records.append((left, right))
     for tolerance in _TOLERANCES:
         _check(tmp_path / str(id(tolerance)), records, tolerance)
+
+
+def test_pairs_that_share_their_differing_bytes_at_a_first_or_transform_stage_give_the_per_record_outcomes(
+        tmp_path, small_chunks):  # noqa: F811
+    """Pairs whose differing fields have the same bytes share one decoded split (`pair_values._split`), and their
+    tier, feature deltas and shown values are found once for all of them (`_compare_stage`): each pair must still
+    get what it would get on its own, where the stage is its first divergent one (the input, or the transform
+    when the inputs agree) and where it is a later one (the transform after the input)."""
+    records = []
+    for i in range(300):
+        planted = i % 3 != 0
+        company = ("B" if i % 2 else "C") if planted else "A"
+        left = {"input": {"id": i, "company": "A", "fare": float(i)}, "window": {"t": i},
+                "shard": {"key": [i % 3]}, "coder": {"id": i, "company": "A"}, "seed": {"split": "train"},
+                "transform": {"company_id": 0, "fare": float(i), "g": 1.0}}
+        right = {"input": {"id": i, "company": company, "fare": float(i)}, "window": {"t": i},
+                 "shard": {"key": [i % 3]}, "coder": {"id": i, "company": company}, "seed": {"split": "train"},
+                 "transform": {"company_id": -1 if planted else 0, "fare": float(i),
+                               "g": 1.25 if i % 2 else 1.5}}
+        records.append((left, right))
+    for tolerance in _TOLERANCES:
+        _check(tmp_path / str(id(tolerance)), records, tolerance)
