@@ -270,3 +270,23 @@ def test_the_value_codecs_benchmark_writes_and_reads_a_replayed_sides_parts_with
     for codec in ("zstd", "lz4"):
         assert len(found[codec]["rounds"]) == 2 and found[codec]["bytes"] > 0
     assert found["zstd"]["bytes"] < found["lz4"]["bytes"]
+
+
+def test_the_diff_half_benchmark_streams_and_tallies_half_the_key_ranges_of_two_replayed_sides(tmp_path):
+    from parity.commands import replay
+    from parity.compare.diff import DiffStream
+    from parity.config import ToleranceSpec, load_config
+    from parity.sets.fingerprint_set import BUCKET_BITS, read_set
+
+    config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))
+    for side in ("offline", "production"):
+        replay(config, side, str(tmp_path / side))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "diff_half.py"), str(tmp_path / "offline"),
+                           str(tmp_path / "production"), "--rounds", "2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert list(found) == [REPO] and len(found[REPO]["cpu_s"]) == 2
+    half = DiffStream(read_set(str(tmp_path / "offline")), read_set(str(tmp_path / "production")), ToleranceSpec()
+                      ).of_ranges(frozenset(range((1 << BUCKET_BITS) // 2)))
+    differing = sum(1 for _ in half)
+    assert differing > 0 and f"{differing} pairs" in done.stdout.splitlines()[0]
