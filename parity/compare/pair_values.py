@@ -223,113 +223,103 @@ def _compare_stage(s: int, values: _Values, at: np.ndarray, inverse: np.ndarray,
     other_u[inverse[~is_first]] = True
     transform = s == _TRANSFORM
     try:  # canonical.decode, and on a damaged value again with the decoder that names its file and row
-        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, tol_for, _decode,
-                                                         {}, values if defer and exact_match_within else None)
+        wholes, founds, kinds, markers, splits = _split(values.data, first_u.tolist(), transform, _decode, {},
+                                                        values if defer and exact_match_within else None)
     except ValueError:
-        wholes, founds, splits, markers, knowns = _split(values.data, first_u.tolist(), transform, tol_for,
-                                                         values.decode, {},
-                                                         values if defer and exact_match_within else None)
+        wholes, founds, kinds, markers, splits = _split(values.data, first_u.tolist(), transform, values.decode, {},
+                                                        values if defer and exact_match_within else None)
+    # what follows from a split alone, once per split (pairs that differ by the same bytes share one)
+    tiers = [_split_within(split, tol_for) for split in splits]
+    named = [tuple(split) if split and all(type(n) is str for n in split) else None for split in splits]
     within_first, within_other = [False] * count, [False] * count
     names: list[tuple | None] = [None] * count
-    # pairs that differ by the same bytes share one split (`_split`): its tier is found once, by its id (every
-    # split lives in `splits` until this function returns)
-    tiers: dict[int, bool] = {}
-    for u, (found, split, marker, whole, whole_needed, other) in enumerate(zip(founds, splits, markers, wholes,
-                                                                                first_u.tolist(), other_u.tolist())):
+    for u, (found, k, marker, whole, whole_needed, other) in enumerate(zip(founds, kinds, markers, wholes,
+                                                                            first_u.tolist(), other_u.tolist())):
         # equal fields are within when they are plain and every tolerance takes an exact match: then the
         # differing fields decide; else the whole values are walked where they were decoded anyway
         strict = found is not None and found[1] and exact_match_within
         if whole_needed:
-            within_first[u] = _shared_tier(split, tol_for, tiers) if strict else values_within(*whole, tol_for)
-            if split and all(type(n) is str for n in split):
-                names[u] = tuple(split)
+            within_first[u] = tiers[k] if strict else values_within(*whole, tol_for)
+            if k is not None:
+                names[u] = named[k]
         if other:
             walk_whole = found is None or (marker and not strict)
-            within_other[u] = knowns[u] if knowns[u] is not None else \
-                values_within(*whole, tol_for) if walk_whole else _shared_tier(split, tol_for, tiers)
-    splits = [None if marker else split for split, marker in zip(splits, markers)]  # a marker is shown whole
+            within_other[u] = values_within(*whole, tol_for) if walk_whole else tiers[k]
+    shown = [None if marker else k for k, marker in zip(kinds, markers)]  # a marker is shown whole
     inv = inverse.tolist()
     firsts = is_first.tolist()
     within = np.array([within_first[u] if f else within_other[u] for u, f in zip(inv, firsts)], bool)
     deltas = None
     if transform:
         whole_deltas = {u: feature_deltas(*wholes[u], tolerance) for u in range(count) if wholes[u] is not None}
-        split_deltas = _shared_split_deltas([sp if o else None for sp, o in zip(splits, other_u.tolist())],
-                                            tolerance)
-        deltas = [whole_deltas[u] if f or splits[u] is None else split_deltas[u] for u, f in zip(inv, firsts)]
-        sides = _split_sides(splits)
-        left = [wholes[u][0] if f or splits[u] is None else sides[u][0] for u, f in zip(inv, firsts)]
-        right = [wholes[u][1] if f or splits[u] is None else sides[u][1] for u, f in zip(inv, firsts)]
+        # the splits shown in place of whole values: those of the pairs for which the transform is a later stage
+        later: list[dict | None] = [None] * len(splits)
+        for k, other in zip(shown, other_u.tolist()):
+            if other and k is not None:
+                later[k] = splits[k]
+        split_deltas = _split_deltas(later, tolerance)
+        deltas = [whole_deltas[u] if f or shown[u] is None else split_deltas[shown[u]] for u, f in zip(inv, firsts)]
+        sides = [None if split is None else tuple({n: v[side] for n, v in sorted(split.items())} for side in (0, 1))
+                 for split in later]
+        left = [wholes[u][0] if f or shown[u] is None else sides[shown[u]][0] for u, f in zip(inv, firsts)]
+        right = [wholes[u][1] if f or shown[u] is None else sides[shown[u]][1] for u, f in zip(inv, firsts)]
     else:
         left = [wholes[u][0] if f else None for u, f in zip(inv, firsts)]
         right = [wholes[u][1] if f else None for u, f in zip(inv, firsts)]
     shown_names = [names[u] if f else None for u, f in zip(inv, firsts)]
-    shown_splits = [splits[u] if f and type(wholes[u][0]) is Undecoded else None for u, f in zip(inv, firsts)] \
-        if defer else None
+    shown_splits = [splits[shown[u]] if f and shown[u] is not None and type(wholes[u][0]) is Undecoded else None
+                    for u, f in zip(inv, firsts)] if defer else None
     return StageResult(at=at, within=within, left=left, right=right, deltas=deltas, fields=shown_names,
                        splits=shown_splits)
 
 
-def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool,
-           tol_for: Callable[[str | None], Tolerance], decode: Callable[..., Any], names: dict[bytes, Any],
-           defer: _Values | None = None) -> tuple[list, list, list, list, list]:
-    """Per distinct pair: its whole decoded values or None, `differing_fields` of its bytes, {name: (left, right)}
-    of its differing fields decoded (None without a split), whether the values are markers at the transform
-    (`{"dropped": ...}`, `{"error": ...}`), and its tolerance tier where the split alone gave it (else None).
+def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, decode: Callable[..., Any],
+           names: dict[bytes, Any], defer: _Values | None = None) -> tuple[list, list, list, list, list[dict]]:
+    """Per distinct pair: its whole decoded values or None, `differing_fields` of its bytes, the index of its
+    split among the splits (None without one), and whether the values are markers at the transform
+    (`{"dropped": ...}`, `{"error": ...}`); then the splits, {name: (left, right)} of differing fields decoded.
     Whole values are decoded where the stage is a pair's first divergent one, or where the split does not apply
     or finds markers. `defer` (the stage's values, where every tolerance takes an exact match): a first divergent
     stage's whole values whose split is plain are left `Undecoded`.
 
-    At a stage before the transform, a pair for which the stage is not the first divergent one needs only its
-    tier, which its differing fields decide (`_split_within` under `tol_for`). Pairs of a slice often differ in the same
-    fields by the same bytes (the one field a bug changes, to the same few values), so the tier is kept by those
-    bytes, and such a pair costs one `differing_fields` and no decoding. The other pairs that differ by the same
-    bytes share one decoded split, whose tier, feature deltas and shown values `_compare_stage` finds once (at 1M
-    taxi records all planted to diverge, about a quarter of the diff's CPU time: benchmarks/RESULTS.md)."""
+    Pairs of a slice often differ in the same fields by the same bytes (the one field a bug changes, to the same
+    few values), so there is one split per distinct differing bytes, decoded once and shared by those pairs, and
+    `_compare_stage` finds its tier, feature deltas and shown values once. A pair for which a stage before the
+    transform is not the first divergent one needs only its tier: it costs one `differing_fields` and no
+    decoding. (At 1M taxi records all planted to diverge, sharing the splits at every stage, not only there, took
+    about a quarter off the diff's CPU time: benchmarks/RESULTS.md.)"""
     ldata, rdata = data
     wholes: list[tuple[Any, Any] | None] = []
     founds: list[Any] = []
-    splits: list[dict | None] = []
+    kinds: list[int | None] = []
     markers: list[bool] = []
-    knowns: list[bool | None] = []
-    tiers: dict[tuple, bool] = {}
-    decoded: dict[tuple, dict] = {}  # differing fields' bytes -> their split, decoded once: pairs share it
+    splits: list[dict] = []
+    index: dict[tuple, int] = {}  # differing fields' bytes -> their split's index
     differing_fields = fields.differing_fields
     for u, (a, b, needed) in enumerate(zip(ldata, rdata, whole_needed)):
         found = differing_fields(a, b)
-        if not transform and not needed and found is not None:
-            same = tuple(found[0])
-            tier = tiers.get(same)
-            if tier is None:
-                tier = tiers[same] = _split_within(_decoded(found, u, decode, names), tol_for)
-            wholes.append(None)
-            founds.append(found)
-            splits.append(None)
-            markers.append(False)
-            knowns.append(tier)
-            continue
         if not needed:
             whole = None
         elif defer is not None and found is not None and found[1]:
             whole = Undecoded(defer, 0, u, a), Undecoded(defer, 1, u, b)
         else:
             whole = decode(0, u, a), decode(1, u, b)
-        split, marker = None, False
+        k, marker = None, False
         if found is not None:
             same = tuple(found[0])
-            split = decoded.get(same)
-            if split is None:
-                split = decoded[same] = _decoded(found, u, decode, names)
+            k = index.get(same)
+            if k is None:
+                k = index[same] = len(splits)
+                splits.append(_decoded(found, u, decode, names))
             only = found[2]
             marker = transform and only is not None and _named(only, u, decode, names) in _MARKER_SET
-        if whole is None and (split is None or marker):
+        if whole is None and (k is None or marker):
             whole = decode(0, u, a), decode(1, u, b)
         wholes.append(whole)
         founds.append(found)
-        splits.append(split)
+        kinds.append(k)
         markers.append(marker)
-        knowns.append(None)
-    return wholes, founds, splits, markers, knowns
+    return wholes, founds, kinds, markers, splits
 
 
 def _decoded(found: Any, u: int, decode: Callable[..., Any], names: dict[bytes, Any]) -> dict:
@@ -354,45 +344,8 @@ def _split_within(split: dict, tol_for: Callable[[str | None], Tolerance]) -> bo
     return True
 
 
-def _shared_tier(split: dict, tol_for: Callable[[str | None], Tolerance], tiers: dict[int, bool]) -> bool:
-    """`_split_within` of a split, once per split object (`tiers`, by id: the caller keeps every split alive)."""
-    tier = tiers.get(id(split))
-    if tier is None:
-        tier = tiers[id(split)] = _split_within(split, tol_for)
-    return tier
-
-
-def _split_sides(splits: list[dict | None]) -> list[tuple[dict, dict] | None]:
-    """Per distinct pair, its differing features' values per side, {feature: value} in name order; built once per
-    split object, and shared by the pairs that share it (nothing downstream changes an outcome's values)."""
-    built: dict[int, tuple[dict, dict]] = {}
-    out: list[tuple[dict, dict] | None] = []
-    for split in splits:
-        if split is None:
-            out.append(None)
-            continue
-        sides = built.get(id(split))
-        if sides is None:
-            ordered = sorted(split.items())
-            sides = built[id(split)] = {n: v[0] for n, v in ordered}, {n: v[1] for n, v in ordered}
-        out.append(sides)
-    return out
-
-
-def _shared_split_deltas(splits: list[dict | None], tolerance: ToleranceSpec) -> list[dict | None]:
-    """`_split_deltas`, computed once per split object (pairs of the same differing bytes share one) and shared."""
-    index: dict[int, int] = {}
-    distinct: list[dict] = []
-    for split in splits:
-        if split is not None and id(split) not in index:
-            index[id(split)] = len(distinct)
-            distinct.append(split)
-    found = _split_deltas(distinct, tolerance)
-    return [None if split is None else found[index[id(split)]] for split in splits]
-
-
 def _split_deltas(splits: list[dict | None], tolerance: ToleranceSpec) -> list[dict | None]:
-    """Per distinct pair, {feature: (within, |delta|)} of its differing features in name order, computed per
+    """Per split (or None), {feature: (within, |delta|)} of its differing features in name order, computed per
     feature over all pairs: with numpy where a feature's values are all floats or all ints below 2^53 on both
     sides, else value by value (`tolerance.values_within`, `tolerance.max_abs_delta`)."""
     by_feature, default = dict(tolerance.features), tolerance.default
