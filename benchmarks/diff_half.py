@@ -11,7 +11,8 @@ deferred as a check's are) into a report `Tally` under `diff_gc`, as `parity.rep
 round's CPU and wall seconds, then one JSON line with every round and each checkout's median and spread
 (max - min). A checkout's counts must equal the others' (the same pairs, causes and tiers), or it fails.
 
-A round is a whole process, so that no checkout inherits another's heap; the import is not timed.
+A round is a whole process, so that no checkout inherits another's heap; the import is not timed. The loop is
+`parity.report.halves.child_main`'s, written out here, not called: an older checkout must run it as it is.
 """
 from __future__ import annotations
 
