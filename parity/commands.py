@@ -9,6 +9,8 @@ from typing import Any, Sequence
 from parity.compare import analyzers
 from parity.compare.causes import CauseContext
 from parity.compare.diff import DiffStream, diff_gc
+from parity.compare.noise import AnalysisNoise
+from parity.compare.noise import judge as judge_noise
 from parity.config import Config, SideConfig, load_config
 from parity.console import progress, signals
 from parity.encoding import canonical
@@ -21,8 +23,9 @@ from parity.report import RENDERERS
 from parity.report.model import build_report
 from parity.report.times import window_value_utc
 from parity.sets import tap_align
-from parity.sets.analyzers import ANALYZERS_FILE
+from parity.sets.analyzers import ANALYZERS_FILE, FEEDS_FILE
 from parity.sets.analyzers import read as read_analyzers
+from parity.sets.analyzers import read_feeds
 from parity.sets.fingerprint_set import FingerprintSet, read_set
 from parity.stages import STAGES
 from parity.storage import outdir as output
@@ -140,15 +143,16 @@ def _remove_values(out_dir: str, config: Config) -> None:
         for side in config.sides:
             set_dir = urls.child(out_dir, folder, side.name)
             if urls.isfile(urls.child(set_dir, "manifest.json")):
-                remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", ANALYZERS_FILE))
+                remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", ANALYZERS_FILE, FEEDS_FILE))
 
 
 def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet,
                   analyzer_entries: list[dict], nondeterministic: frozenset[str] = frozenset(),
-                  redact: bool = False) -> CauseContext:
+                  redact: bool = False, analysis_noise: AnalysisNoise = AnalysisNoise()) -> CauseContext:
     lf, rf = set(left.manifest.get("features", [])), set(right.manifest.get("features", []))
     kwargs: dict[str, Any] = {
         "analyzers_differ": analyzers.analyzers_differ(analyzer_entries),
+        "noise_bounded": analysis_noise.features, "noise_unbounded": analysis_noise.unbounded,
         "nondeterministic_stages": nondeterministic, "redact": redact,
         "left_env": {k: str(v) for k, v in left.manifest.get("environment", {}).items()},
         "right_env": {k: str(v) for k, v in right.manifest.get("environment", {}).items()},
@@ -228,9 +232,14 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
     tolerance = config.tolerance if config else ToleranceSpec()
     report_spec = config.report if config else ReportSpec()
-    # read once, by build_report, whose tally decodes the whole input records of its examples only
-    outcome = DiffStream(left, right, tolerance, keep_unpaired=report_spec.examples, defer_input=True)
-    analyzer_entries = analyzers.compare(read_analyzers(left.path), read_analyzers(right.path))
+    left_analyzers, right_analyzers = read_analyzers(left.path), read_analyzers(right.path)
+    analyzer_entries, analysis_noise = judge_noise(
+        analyzers.compare(left_analyzers, right_analyzers), left_analyzers, right_analyzers,
+        read_feeds(left.path), read_feeds(right.path))
+    # read once, by build_report, whose tally decodes the whole input records of its examples only; the
+    # tolerance tier takes what analysis noise explains as within (the tally tells it from the user's tolerance)
+    outcome = DiffStream(left, right, analysis_noise.widen(tolerance), keep_unpaired=report_spec.examples,
+                         defer_input=True)
     with diff_gc():
         report = build_report(
             name=config.name if config else left.manifest.get("config_name", ""),
@@ -241,8 +250,9 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
             tolerance=tolerance, examples=report_spec.examples, redact=report_spec.redact,
             cause_context=cause_context(
                 config, left, right, analyzer_entries, redact=report_spec.redact,
-                nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"])),
-            noise=noise,
+                nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"]),
+                analysis_noise=analysis_noise),
+            noise=noise, analysis_noise=analysis_noise,
             analyzers=analyzer_entries,
             environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
             feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))

@@ -40,7 +40,7 @@ def compare(left: dict[str, Any] | None, right: dict[str, Any] | None) -> list[d
             entries.append({"name": name, "equal": a == b, "detail": _vocabulary_detail(a, b),
                             "kind": "vocabulary"})
         else:
-            entries.append({"name": name, "equal": _same_numbers(a, b), "detail": _constant_detail(a, b),
+            entries.append({"name": name, "equal": same_numbers(a, b), "detail": _constant_detail(a, b),
                             "kind": kind_of(name)})
     return entries
 
@@ -97,7 +97,8 @@ def _close(x: Any, y: Any) -> bool:
     return False
 
 
-def _same_numbers(a: Any, b: Any) -> bool:
+def same_numbers(a: Any, b: Any) -> bool:
+    """Equal numbers, or each pair within float32 rounding (`FLOAT32_REL`), element by element."""
     fa, fb = _flat(a), _flat(b)
     if len(fa) != len(fb):
         return False
@@ -106,7 +107,7 @@ def _same_numbers(a: Any, b: Any) -> bool:
 
 def _constant_detail(a: Any, b: Any) -> str:
     fa, fb = _flat(a), _flat(b)
-    if _same_numbers(a, b):  # same words whether exact or within float32 rounding: runners must agree
+    if same_numbers(a, b):  # same words whether exact or within float32 rounding: runners must agree
         return f"{len(fa)} value{'s' if len(fa) != 1 else ''}, equal (within float32 rounding)"
     if len(fa) != len(fb):
         return f"{len(fa)} vs {len(fb)} values"

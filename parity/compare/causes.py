@@ -76,6 +76,9 @@ class CauseContext:
     left_env: Mapping[str, str] = field(default_factory=dict, hash=False)
     right_env: Mapping[str, str] = field(default_factory=dict, hash=False)
     analyzers_differ: bool | None = None  # None: unknown (no TFT on both sides)
+    noise_bounded: frozenset[str] = frozenset()    # features with an analysis-noise bound (parity.compare.noise)
+    noise_unbounded: frozenset[str] = frozenset()  # features fed by analyzer outputs that differ by rounding
+    # alone, with no bound parity can derive (a bucket boundary, a min/max scaler)
     nondeterministic_stages: frozenset[str] = frozenset()  # stages differing between two replays of a side
     left_only_features: frozenset[str] = frozenset()
     right_only_features: frozenset[str] = frozenset()
@@ -499,6 +502,10 @@ def classify_transform(left: Any, right: Any, ctx: CauseContext,
     if ctx.analyzers_differ is True:
         return "transform.analyzer", (f"features {_names(beyond)} differ and the analyzer outputs differ: "
                                       "the sides analyzed different data or versions (see analyzers)")
+    if ctx.noise_unbounded and all(f in ctx.noise_unbounded for f in beyond):
+        return "transform.analyzer", (f"features {_names(beyond)} differ, and analyzer outputs they are computed "
+                                      "from differ in their last bits (analysis noise, e.g. a bucket boundary "
+                                      "moved by rounding) in a way parity derives no bound for (see analyzers)")
     # Integer features are ids and buckets: a different integer is a mapping difference, not numerics.
     if all(x is not None and y is not None and len(x) == len(y) and
            (_has_float(left[f]) or _has_float(right[f])) for f, (x, y) in ((f, pairs[f]) for f in beyond)):
@@ -511,8 +518,10 @@ def classify_transform(left: Any, right: Any, ctx: CauseContext,
         small = " (<= 1e-6 relative: float32 or batch-size numerics?)" \
             if scale and deltas[worst] <= 1e-6 * scale else ""
         unknown = "" if ctx.analyzers_differ is False else "; analyzers not compared"
+        noisy = [f for f in beyond if f in ctx.noise_bounded]
+        beyond_noise = f"; beyond the analysis-noise bound of {_names(noisy)}" if noisy else ""
         return "transform.numeric", (f"features {_names(beyond)} differ numerically, max |delta| "
-                                     f"{deltas[worst]:.6g} on {worst}{small}{unknown}")
+                                     f"{deltas[worst]:.6g} on {worst}{small}{unknown}{beyond_noise}")
     first = next((f for f in beyond if pairs[f][0] is None or pairs[f][1] is None
                   or len(pairs[f][0] or []) != len(pairs[f][1] or [])), beyond[0])
     return "transform.mapping", (f"features {_names(beyond)} differ ({first}: {_show(left[first], ctx)} on "

@@ -47,7 +47,7 @@ def tally_pairs(outcome: DiffOutcome | DiffStream, tally: Tally) -> None:
         return
     assert isinstance(outcome, DiffStream)
     first, second = ranges
-    child = _Child.start(outcome, second, Tally(tally.cause_context, tally.redact, tally.examples))
+    child = _Child.start(outcome, second, tally.fresh())
     try:
         mine = outcome.of_ranges(first)
         for m in mine:

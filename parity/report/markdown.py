@@ -133,6 +133,18 @@ def _causes(causes: Sequence[Mapping[str, Any]]) -> list[str]:
          for c in causes])
 
 
+def _analysis_noise(noise: Mapping[str, Any] | None) -> list[str]:
+    """The records only analysis noise made differ, and the bound applied to each feature (section 8)."""
+    if not noise:
+        return []
+    rows = [[_code(f.get("name")), f"{_text(f.get('abs'))} + {_text(f.get('rel'))} × \\|y\\|",
+             _text(f.get("records", 0)), _text(f.get("why", ""))] for f in noise.get("features", [])]
+    rows += [[_code(name), "none (diverges)", "", "fed by an analyzer output parity derives no bound for"]
+             for name in noise.get("unbounded", [])]
+    return ["", f"**analysis noise** ({_code(noise.get('cause'), in_table=False)}): {_text(noise.get('explanation'))}",
+            ""] + _table(["feature", "bound on \\|delta\\|", "records", "why"], "llrl", rows)
+
+
 def _features(features: Sequence[Mapping[str, Any]]) -> list[str]:
     top = sorted((f for f in features if f.get("mismatched") or f.get("within_tolerance")),
                  key=lambda f: (-(f.get("mismatched") or 0), -(f.get("within_tolerance") or 0), str(f.get("name"))))
@@ -188,6 +200,7 @@ def render_markdown(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str
         + [_first_divergence(report), ""]
     lines += _funnel(report.get("stages", []))
     lines += _causes(report.get("causes", []))
+    lines += _analysis_noise(report.get("analysis_noise"))
     lines += _features(report.get("features", []))
     lines += _examples(report)
     examples = report.get("examples", [])

@@ -16,6 +16,8 @@ from typing import Any, Mapping
 
 from parity.compare.causes import CauseContext, explain
 from parity.compare.diff import DiffOutcome
+from parity.compare.noise import CAUSE as NOISE_CAUSE
+from parity.compare.noise import AnalysisNoise, NoiseCount
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
 from parity.report import halves
@@ -31,7 +33,8 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                  environments: tuple[Mapping[str, Any], Mapping[str, Any]],
                  feature_names: tuple[list[str], list[str]] = ([], []),
                  analyzers: list[dict] | None = None,
-                 noise: Mapping[str, Mapping[str, list[str]]] | None = None) -> dict[str, Any]:
+                 noise: Mapping[str, Mapping[str, list[str]]] | None = None,
+                 analysis_noise: AnalysisNoise = AnalysisNoise()) -> dict[str, Any]:
     """Assembles report.json (a plain dict in contract order).
 
     Tallies `outcome.mismatches` once, in key order (it may be a `parity.compare.diff.DiffStream`, whose pairs
@@ -39,7 +42,7 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     Records whose first divergent stage has the same pair of fingerprints are classified once (per process).
     """
     stage_order = {s: i for i, s in enumerate(STAGES)}
-    tally = Tally(cause_context, redact, examples)
+    tally = Tally(cause_context, redact, examples, analysis_noise, tolerance)
     halves.tally_pairs(outcome, tally)
     first_counts, cause_counts, example_list = tally.first_counts, tally.cause_counts, tally.example_list
     within, feature_stats = tally.within, tally.feature_stats
@@ -72,7 +75,7 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     differences = [{"name": k, "left": env_left.get(k), "right": env_right.get(k)}
                    for k in sorted(set(env_left) | set(env_right)) if env_left.get(k) != env_right.get(k)]
     unpaired = outcome.left_only + outcome.right_only
-    return {
+    report = {
         "format": FORMAT,
         "verdict": "parity" if diverged <= tolerance.max_diverged and unpaired <= tolerance.max_unpaired
         else "diverged",
@@ -96,6 +99,27 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         "unpaired_examples": {"left_only": [_unpaired(k, redact) for k in outcome.left_only_keys[:examples]],
                               "right_only": [_unpaired(k, redact) for k in outcome.right_only_keys[:examples]]},
     }
+    if analysis_noise:  # only where analyzer outputs differ by rounding: other reports keep their bytes
+        report["analysis_noise"] = _analysis_noise(analysis_noise, tally.noise_count, redact)
+    return report
+
+
+def _analysis_noise(judged: AnalysisNoise, count: NoiseCount, redact: bool) -> dict[str, Any]:
+    """The report's `analysis_noise`: how many records only analysis noise made differ, and per feature the bound
+    applied and why (docs/contract.md, section 8)."""
+    records = count.records
+    features = []
+    for bound in judged.bounds:
+        entry = {**bound.as_json(), "records": count.features.get(bound.feature, 0)}
+        if redact:  # the constants are values of the data
+            entry["why"] = entry["why"].split(":", 1)[0] + ": analyzer outputs equal within float rounding"
+        features.append(entry)
+    return {"cause": NOISE_CAUSE, "records": records,
+            "explanation": (f"{records} record{'' if records == 1 else 's'} differ only by analysis noise: the "
+                            "sides' analyzer outputs differ by float rounding alone, and each difference is within "
+                            "the bound those differences give its feature (counted within_tolerance)"),
+            "analyzers": list(judged.judged), "features": features,
+            "unbounded": sorted(judged.unbounded)}
 
 
 _COUNTED = re.compile(r"^(?:\d+ tokens, same order|\d+ values?, equal|\d+ vs \d+ values|"

@@ -64,6 +64,11 @@ class Report(dict):
                      f"{records['within_tolerance']} within tolerance, {records['diverged']} diverged, "
                      f"{records['left_only']} left only, {records['right_only']} right only, quarantined "
                      f"{quarantined.get('left', 0)}/{quarantined.get('right', 0)}")
+        noise = self.get("analysis_noise")
+        if noise:
+            features = ", ".join(f"{f['name']} {f['records']}" for f in noise["features"] if f["records"])
+            lines.append(f"  analysis noise: {noise['records']} records within tolerance only through it (analyzer "
+                         f"outputs that differ by float rounding; per feature: {features or 'none'}); not skew")
         first = self.get("first_divergence")
         if first:
             lines.append(f"  first divergence: stage {first['stage']}, {first['records']} records, "

@@ -18,7 +18,9 @@ import numpy as np
 
 from parity.compare.causes import CauseContext, classify
 from parity.compare.diff import PairOutcome
+from parity.compare.noise import AnalysisNoise, NoiseCount
 from parity.compare.pair_values import resolved
+from parity.config import ToleranceSpec
 from parity.encoding import canonical
 from parity.report.histograms import histograms_of
 
@@ -26,8 +28,11 @@ from parity.report.histograms import histograms_of
 class Tally:
     """The report's view of the differing pairs read so far (see the module docstring)."""
 
-    def __init__(self, cause_context: CauseContext, redact: bool, examples: int) -> None:
+    def __init__(self, cause_context: CauseContext, redact: bool, examples: int,
+                 noise: AnalysisNoise = AnalysisNoise(), tolerance: ToleranceSpec = ToleranceSpec()) -> None:
         self.cause_context, self.redact, self.examples = cause_context, redact, examples
+        self.noise, self.tolerance = noise, tolerance  # the user's tolerance: noise is what it does not take
+        self.noise_count = NoiseCount()
         self.first_counts: Counter = Counter()
         self.cause_counts: Counter = Counter()
         self.kept: Counter = Counter()
@@ -36,26 +41,48 @@ class Tally:
         self.within = 0
         self._classified: dict[tuple, tuple[str, str]] = {}
 
+    def fresh(self) -> Tally:
+        """An empty tally with this one's settings (for another key range)."""
+        return Tally(self.cause_context, self.redact, self.examples, self.noise, self.tolerance)
+
     def add(self, m: PairOutcome) -> None:
         self.feature_stats.add(m)
+        explained = self._noise(m) if self.noise.bounds and m.feature_deltas else ()
         if not m.diverged:
             self.within += 1
+            if explained:
+                self.noise_count.records += 1
             return
-        stage, (cause, explanation) = m.first_stage, _cause(m, self.cause_context, self.redact, self._classified)
+        stage, (cause, explanation) = m.first_stage, _cause(m, self.cause_context, self.redact, self._classified,
+                                                            noise=explained)
         self.first_counts[stage] += 1
         self.cause_counts[(stage, cause)] += 1
         if self.kept[(stage, cause)] >= self.examples:
             return
         if explanation is None:  # worded for the examples only
-            explanation = _cause(m, self.cause_context, self.redact, self._classified, worded=True)[1]
+            explanation = _cause(m, self.cause_context, self.redact, self._classified, worded=True,
+                                 noise=explained)[1]
         self.kept[(stage, cause)] += 1
         self.example_list.append({"key": _key(m, self.redact), "stage": stage, "cause": cause,
                                   "left": _json_value(resolved(m.left.get(stage)), self.redact),
                                   "right": _json_value(resolved(m.right.get(stage)), self.redact),
                                   "explanation": explanation})
 
+    def _noise(self, m: PairOutcome) -> tuple[str, ...]:
+        """The features of a pair whose differences only analysis noise takes as within (counted per feature)."""
+        left, right = m.left.get("transform"), m.right.get("transform")
+        if not isinstance(left, dict) or not isinstance(right, dict):
+            return ()
+        found = tuple(name for name, (ok, _delta) in sorted(m.feature_deltas.items())
+                      if ok and name in left and name in right
+                      and self.noise.explains(name, left[name], right[name], self.tolerance))
+        for name in found:
+            self.noise_count.features[name] = self.noise_count.features.get(name, 0) + 1
+        return found
+
     def merge(self, later: Tally) -> None:
         """Adds the tally of the key range that follows this one's."""
+        self.noise_count.merge(later.noise_count)
         self.first_counts.update(later.first_counts)
         self.cause_counts.update(later.cause_counts)
         self.within += later.within
@@ -173,7 +200,7 @@ _CLASSIFIED_CACHE = 100_000  # distinct (stage, fingerprints) classifications re
 
 
 def _cause(m: PairOutcome, context: CauseContext, redact: bool, classified: dict[tuple, tuple[str, str]],
-           worded: bool = False) -> tuple[str, str | None]:
+           worded: bool = False, noise: tuple[str, ...] = ()) -> tuple[str, str | None]:
     """(cause, explanation) of a diverged record, from its first divergent stage's values (memoised by their
     fingerprints: classification is a function of the two values and the run's context).
 
@@ -192,7 +219,7 @@ def _cause(m: PairOutcome, context: CauseContext, redact: bool, classified: dict
     if memo is not None and memo in classified:
         return classified[memo]
     cause, explanation = _classified(m, resolved(m.left.get(m.first_stage)), resolved(m.right.get(m.first_stage)),
-                                     context, redact)
+                                     context, redact, noise)
     if memo is not None:
         if len(classified) >= _CLASSIFIED_CACHE:
             classified.clear()
@@ -200,8 +227,12 @@ def _cause(m: PairOutcome, context: CauseContext, redact: bool, classified: dict
     return cause, explanation
 
 
-def _classified(m: PairOutcome, left: Any, right: Any, context: CauseContext, redact: bool) -> tuple[str, str]:
-    cause, explanation = classify(m.first_stage, left, right, context, differing=m.first_fields)
+def _classified(m: PairOutcome, left: Any, right: Any, context: CauseContext, redact: bool,
+                noise: tuple[str, ...] = ()) -> tuple[str, str]:
+    """`classify`'s answer; features whose differences analysis noise explains (`noise`) are left out of it."""
+    within = (lambda name, _a, _b: name in noise) if noise else None
+    cause, explanation = classify(m.first_stage, left, right, context, tolerance_ok=within,
+                                  differing=m.first_fields)
     if m.first_stage in context.nondeterministic_stages:
         cause = "seed.nondeterministic"
         explanation = (f"two replays of the same side disagree at stage {m.first_stage} (noise "

@@ -44,18 +44,17 @@ def extract(tft_output_dir: str) -> dict[str, Any]:
     return dict(sorted(result.items()))
 
 
-def _constants(saved_model_path: str) -> dict[str, Any]:
-    if not os.path.exists(saved_model_path):
+def _constants(saved_model_path: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The graph's analyzer constants by label; `labels` gets each one's graph node name -> its label."""
+    labels = {} if labels is None else labels
+    model = _saved_model(saved_model_path)
+    if model is None:
         return {}
-    from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow.python.framework import tensor_util
 
-    model = saved_model_pb2.SavedModel()
-    with open(saved_model_path, "rb") as handle:
-        model.ParseFromString(handle.read())
     graph = model.meta_graphs[0].graph_def
     if not graph.library.function:
-        return _tf1_constants(graph)
+        return _tf1_constants(graph, labels)
     functions = {f.signature.name: f for f in graph.library.function}
     consts = {n.name: n for n in graph.node if n.op == "Const"}
     names: dict[str, str] = {}
@@ -79,10 +78,22 @@ def _constants(saved_model_path: str) -> dict[str, Any]:
         if array.dtype == object or array.size > 100_000:
             continue
         result[f"constant:{label}"] = _plain(array)
+        labels[const_name] = f"constant:{label}"
     return result
 
 
-def _tf1_constants(graph: Any) -> dict[str, Any]:
+def _saved_model(saved_model_path: str) -> Any:
+    if not os.path.exists(saved_model_path):
+        return None
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    model = saved_model_pb2.SavedModel()
+    with open(saved_model_path, "rb") as handle:
+        model.ParseFromString(handle.read())
+    return model
+
+
+def _tf1_constants(graph: Any, labels: dict[str, str]) -> dict[str, Any]:
     """The analyzer outputs of a TF1-compat graph: its root-scope constants, named after the op reading them."""
     from tensorflow.python.framework import op_def_registry, tensor_util
 
@@ -104,8 +115,79 @@ def _tf1_constants(graph: Any) -> dict[str, Any]:
             else:
                 label = "_".join([*scopes, arg])
             label = _UID.sub("", label.lower())
-            result.setdefault(f"constant:{label}", _plain(array))
+            if f"constant:{label}" not in result:
+                result[f"constant:{label}"] = _plain(array)
+                labels.setdefault(name, f"constant:{label}")
     return result
+
+
+FEEDS_FILE = "analyzer_feeds.json"
+_CALLS = frozenset(("StatefulPartitionedCall", "PartitionedCall"))
+
+
+def feeds(tft_output_dir: str) -> dict[str, list[str]]:
+    """`{constant label: [output features it flows into]}` of a TFT output dir's graph (JSON-ready, sorted).
+
+    Analysis noise (`parity.compare.noise`) widens a feature only by the analyzer outputs it is computed from, so
+    the graph is walked back from each output of its serving signature to the constants it reads: through the
+    graph's nodes (TF1-compat) or into the called functions, output by output (TF2). A feature whose output has no
+    tensor (a sparse output's components) reads none."""
+    model = _saved_model(os.path.join(tft_output_dir, "transform_fn", "saved_model.pb"))
+    if model is None:
+        return {}
+    meta = model.meta_graphs[0]
+    graph = meta.graph_def
+    labels: dict[str, str] = {}
+    _constants(os.path.join(tft_output_dir, "transform_fn", "saved_model.pb"), labels)
+    functions = {f.signature.name: f for f in graph.library.function}
+    nodes = {n.name: n for n in graph.node}
+    found: dict[str, set[str]] = {}
+    for signature in meta.signature_def.values():
+        for feature, tensor in signature.outputs.items():
+            if not tensor.name:
+                continue
+            for const_name in _reach(nodes, set(), [tensor.name], functions):
+                if const_name in labels:
+                    found.setdefault(labels[const_name], set()).add(feature)
+    return {label: sorted(names) for label, names in sorted(found.items())}
+
+
+def _reach(nodes: dict[str, Any], args: set[str], refs: list[str], functions: dict[str, Any]) -> set[str]:
+    """The names in `args` (a function's input args), or else the source-less nodes (a graph's constants), that
+    the tensors `refs` are computed from. A call is followed into its function for the one output read, so a
+    function computing every feature does not tie each feature to every constant."""
+    reached: set[str] = set()
+    seen: set[str] = set()
+    stack = list(refs)
+    while stack:
+        ref = stack.pop()
+        if ref.startswith("^") or ref in seen:
+            continue
+        seen.add(ref)
+        parts = ref.split(":")
+        name = parts[0]
+        if name in args:
+            reached.add(name)
+            continue
+        node = nodes.get(name)
+        if node is None:
+            continue
+        inputs = [i for i in node.input if not i.startswith("^")]
+        callee = functions.get(node.attr["f"].func.name) if node.op in _CALLS else None
+        if callee is None:
+            if not inputs:
+                reached.add(name)
+            stack.extend(inputs)
+            continue
+        index = int(parts[-1]) if len(parts) > 1 else 0
+        outputs = callee.signature.output_arg
+        if index >= len(outputs):  # not a plain list of outputs: every input may feed it
+            stack.extend(inputs)
+            continue
+        inner = _reach({n.name: n for n in callee.node_def}, {a.name for a in callee.signature.input_arg},
+                       [callee.ret[outputs[index].name]], functions)
+        stack.extend(source for arg, source in zip(callee.signature.input_arg, inputs) if arg.name in inner)
+    return reached
 
 
 def _plain(array: np.ndarray) -> Any:
@@ -114,9 +196,13 @@ def _plain(array: np.ndarray) -> Any:
     return array.tolist()
 
 
-def write(set_dir: str, analyzers: dict[str, Any]) -> None:
+def write(set_dir: str, analyzers: dict[str, Any], feeding: dict[str, list[str]] | None = None) -> None:
+    """Writes the analyzer outputs, and which features each constant feeds (`feeds`) when given."""
     urls.write_text(urls.child(set_dir, ANALYZERS_FILE),
                      json.dumps(analyzers, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
+    if feeding is not None:
+        urls.write_text(urls.child(set_dir, FEEDS_FILE),
+                         json.dumps(feeding, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
 
 
 def read(set_dir: str) -> dict[str, Any] | None:
@@ -125,3 +211,12 @@ def read(set_dir: str) -> dict[str, Any] | None:
         return None
     data = json.loads(urls.read_text(path))
     return data if isinstance(data, dict) else None
+
+
+def read_feeds(set_dir: str) -> dict[str, list[str]]:
+    """`feeds` as written beside the analyzer outputs; empty for a set written without them."""
+    path = urls.child(set_dir, FEEDS_FILE)
+    if not urls.exists(path):
+        return {}
+    data = json.loads(urls.read_text(path))
+    return data if isinstance(data, dict) else {}

@@ -41,7 +41,8 @@ LIBRARIES_LOG = "libraries.log"
 LOGS = (ERROR_LOG, LIBRARIES_LOG)
 CHECK_OUTPUTS = (*REPORTS, TIMINGS, "sides", "noise", *LOGS)
 # what `parity replay` writes into a fingerprint set's folder
-SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "fingerprints", "buckets.json", "quarantine.jsonl", "analyzers.json", TIMINGS, "values",
+SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "fingerprints", "buckets.json", "quarantine.jsonl", "analyzers.json",
+               "analyzer_feeds.json", TIMINGS, "values",
                "stage_values", "_parts", "_spill", "_tft_tmp", "tft_output", *LOGS)
 _OWN = (MARKER, LOCK)
 # a folder holding both files of either pair is a fingerprint set (one fingerprints file, or bucket files)

@@ -241,7 +241,8 @@ def test_the_outputs_a_claim_removes_name_every_file_and_folder_a_replay_and_a_c
     from parity.cli import LIBRARIES_LOG, LOG_FILE
 
     logs = {LOG_FILE, LIBRARIES_LOG}  # the command line's: a failure's traceback, the libraries' output
-    assert set(output.SET_OUTPUTS) == {MANIFEST, FINGERPRINTS, BUCKET_FILES_DIR, BUCKETS_FILE, QUARANTINE, analyzers.ANALYZERS_FILE, output.TIMINGS,
+    assert set(output.SET_OUTPUTS) == {MANIFEST, FINGERPRINTS, BUCKET_FILES_DIR, BUCKETS_FILE, QUARANTINE, analyzers.ANALYZERS_FILE,
+                                       analyzers.FEEDS_FILE, output.TIMINGS,
                                        VALUES_DIR, STAGE_VALUES_DIR, PARTS_DIR, spill.SPILL_DIR, "_tft_tmp",
                                        TFT_OUTPUT, *logs}
     assert set(output.REPORTS) == set(OUTPUT_FILES.values())
