@@ -30,3 +30,22 @@ def test_lookup_parameters_and_one_sided_constants_are_not_analyzer_differences(
 
 def test_nothing_compared_is_unknown():
     assert analyzers.analyzers_differ(analyzers.compare(None, {"vocabulary:x": []})) is None
+
+
+def test_each_feature_is_traced_to_the_constants_it_is_computed_from_in_tf1_and_tf2_exports():
+    import os
+
+    from parity.sets import analyzers as graph_analyzers
+
+    root = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tfx", "pipeline")
+    expected = {"constant:bucketize_apply_buckets": ["fare_bucket_xf"],
+                "constant:scale_to_z_score_sqrt_x": ["fare_xf"], "constant:scale_to_z_score_sub_y": ["fare_xf"],
+                "constant:scale_to_z_score_1_sqrt_x": ["trip_miles_xf"],
+                "constant:scale_to_z_score_1_sub_y": ["trip_miles_xf"]}
+    for graph in ("Transform/transform_graph/3", "TransformTF2/transform_graph/4"):
+        feeds = graph_analyzers.feeds(os.path.join(root, graph))
+        extracted = graph_analyzers.extract(os.path.join(root, graph))
+        assert {label: feeds[label] for label in expected} == expected, graph
+        assert set(feeds) <= set(extracted)  # every label traced is an analyzer output the report compares
+        # the vocabulary lookups' defaults feed their own feature only, never a z-score
+        assert all(len(features) == 1 for features in feeds.values())

@@ -342,8 +342,19 @@ def _examples(report: Mapping[str, Any], out_dir: str) -> list[dict[str, Any]]:
 
 
 def _analyzers(analyzers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{"name": a.get("name"), "outcome": "equal" if a.get("equal") else "differ",
+    return [{"name": a.get("name"), "outcome": "noise" if a.get("noise") else "equal" if a.get("equal") else "differ",
              "detail": a.get("detail", ""), "css": "" if a.get("equal") else "differs"} for a in analyzers]
+
+
+def _analysis_noise(noise: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The analysis-noise section: the records it explains and each feature's bound (section 8)."""
+    if not noise:
+        return None
+    rows = [{"name": f.get("name"), "bound": f"{f.get('abs')} + {f.get('rel')} × |y|", "records": f.get("records", 0),
+             "why": f.get("why", "")} for f in noise.get("features", [])]
+    rows += [{"name": name, "bound": "none (diverges)", "records": "",
+              "why": "fed by an analyzer output parity derives no bound for"} for name in noise.get("unbounded", [])]
+    return {"cause": noise.get("cause"), "explanation": noise.get("explanation", ""), "rows": rows}
 
 
 def _environment(environment: Mapping[str, Any]) -> dict[str, Any]:
@@ -376,6 +387,7 @@ def _view(report: Mapping[str, Any], out_dir: str) -> dict[str, Any]:
         "verdict": _verdict(report), "funnel": _funnel(report), "causes": _causes(report.get("causes", [])),
         "features": _feature_rows(features), "distributions": _distributions(features, sides, redacted),
         "examples": _examples(report, out_dir), "analyzers": _analyzers(report.get("analyzers", [])),
+        "analysis_noise": _analysis_noise(report.get("analysis_noise")),
         "environment": _environment(report.get("environment", {})),
         "records": _records(report.get("records", {}), report.get("taps")), "taps": _taps(report),
         "unpaired": _unpaired(report), "reproduce": _reproduce(report, out_dir),
