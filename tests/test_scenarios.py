@@ -93,10 +93,36 @@ def test_parity_reports_what_the_scenario_oracle_derives_from_the_raw_records(na
             assert entries[analyzer]["equal"] == expectation["equal"], f"{name}: {entries[analyzer]}"
             for text in expectation.get("detail_contains", ()):
                 assert text in entries[analyzer]["detail"], f"{name}: {entries[analyzer]}"
+    if "analysis_noise" in want:  # section 8: the records only rounding in the analyzers made differ
+        _assert_analysis_noise(name, report, want["analysis_noise"])
+    else:
+        assert "analysis_noise" not in report, f"{name}: analysis noise judged: {report.get('analysis_noise')}"
+    for feature, counts in want.get("features", {}).items():
+        got_feature = next(f for f in report["features"] if f["name"] == feature)
+        assert {k: got_feature[k] for k in counts} == counts, f"{name}: feature {got_feature}"
     if "analyzers_all_equal" in want:
         assert report["analyzers"], f"{name}: no analyzers compared"
         assert all(e["equal"] for e in report["analyzers"]) == want["analyzers_all_equal"], \
             f"{name}: analyzers {report['analyzers']}"
+
+
+def _assert_analysis_noise(name: str, report: dict, want: dict) -> None:
+    """The noise section names the oracle's features, each with a positive bound and its analyzers, which the
+    analyzers section marks noise; within_tolerance counts the noise records, and no diverged record is
+    attributed to noise."""
+    noise = report.get("analysis_noise")
+    assert noise is not None, f"{name}: no analysis_noise in the report"
+    assert noise["cause"] == "transform.analysis_noise"
+    assert [f["name"] for f in noise["features"]] == want["features"], f"{name}: {noise}"
+    assert noise["unbounded"] == want.get("unbounded", []), f"{name}: {noise}"
+    marked = {e["name"] for e in report["analyzers"] if e.get("noise")}
+    assert marked == set(noise["analyzers"]) and marked, f"{name}: {report['analyzers']}"
+    for feature in noise["features"]:
+        assert feature["abs"] >= 0 and 0 < feature["rel"] < 1e-5 and set(feature["analyzers"]) & marked
+        assert feature["why"] and feature["records"] >= 0
+    assert noise["records"] <= report["records"]["within_tolerance"]
+    assert noise["records"] >= want.get("records_at_least", 0), f"{name}: {noise['records']} noise records"
+    assert "transform.analysis_noise" not in {c["cause"] for c in report["causes"]}
 
 
 def _assert_usage_error(name: str, want: dict, tmp_path) -> None:
