@@ -468,3 +468,22 @@ def test_a_different_bucket_index_is_a_mapping_difference_not_numerics():
 
     cause, _ = classify_transform({"bucket": 3, "fare": 1.5}, {"bucket": 4, "fare": 1.5}, CauseContext())
     assert cause == "transform.mapping"
+
+
+def test_a_bucket_moved_by_a_noisy_boundary_is_an_analyzer_difference_and_another_feature_keeps_its_own_cause():
+    from parity.compare.causes import CauseContext, classify_transform
+
+    left, right = {"fare_bucket_xf": 2, "year_xf": 2007}, {"fare_bucket_xf": 3, "year_xf": 2007}
+    noisy = CauseContext(analyzers_differ=False, noise_unbounded=frozenset({"fare_bucket_xf"}))
+    assert classify_transform(left, right, noisy)[0] == "transform.analyzer"
+    assert classify_transform(left, right, CauseContext(analyzers_differ=False))[0] == "transform.mapping"
+    both = {"fare_bucket_xf": 3, "year_xf": 2006}  # the year differs too: its own cause names the record
+    assert classify_transform(left, both, noisy)[0] == "transform.mapping"
+
+
+def test_a_z_score_beyond_its_noise_bound_is_numeric_and_says_so():
+    from parity.compare.causes import CauseContext, classify_transform
+
+    context = CauseContext(analyzers_differ=False, noise_bounded=frozenset({"fare_xf"}))
+    cause, text = classify_transform({"fare_xf": 1.0}, {"fare_xf": 1.001}, context)
+    assert cause == "transform.numeric" and "beyond the analysis-noise bound of fare_xf" in text

@@ -46,10 +46,12 @@ def compare(left: dict[str, Any] | None, right: dict[str, Any] | None) -> list[d
 
 
 def analyzers_differ(entries: list[dict[str, Any]]) -> bool | None:
-    """True when a real analyzer output (vocabulary or statistic) differs; None when nothing was compared."""
+    """True when a real analyzer output (vocabulary or statistic) differs, other than by analysis noise
+    (`"noise": true`, parity.compare.noise); None when nothing was compared."""
     if not entries:
         return None
-    return any(not e["equal"] and e.get("kind", "statistic") in ("vocabulary", "statistic") for e in entries)
+    return any(not e["equal"] and not e.get("noise") and e.get("kind", "statistic") in ("vocabulary", "statistic")
+               for e in entries)
 
 
 def _vocabulary_detail(a: list[str], b: list[str]) -> str:

@@ -8,8 +8,8 @@ a blanket tolerance would hide a real 1e-7 skew in any feature.
 
 So the bound is derived, per feature, from the analyzer outputs that feature is computed from, and only when
 every analyzer output of the two sides is equal or differs by float rounding alone (vocabularies equal,
-statistics within `FLOAT32_REL`): then each feature fed by such a constant gets the |delta| its constants'
-differences can cause, and a record's difference within it is `within_tolerance` under the cause
+statistics within `parity.compare.analyzers.FLOAT32_REL`, quantile boundaries within the sketch's epsilon): then each feature fed by
+such a constant gets the |delta| its constants' differences can cause, and a record's difference within it is `within_tolerance` under the cause
 `transform.analysis_noise`. The propagation is exact for the scaler TFT builds from them, `scale_to_z_score`:
 with y = (x - m) / s on both sides for the same x,
 
@@ -31,12 +31,12 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from parity.compare.analyzers import same_numbers
 from parity.compare.tolerance import values_within
 from parity.config import Tolerance, ToleranceSpec
 
 CAUSE = "transform.analysis_noise"
 ROUNDING = 8 * 2.0 ** -24   # float32 units of rounding per side's z-score (x - m, sqrt, divide), both sides
+QUANTILES_EPSILON = 0.01  # tft.bucketize's default sketch epsilon below 100 buckets
 SLACK = 2.0                 # the analytic terms doubled: the tolerance scales by |y_right|, the terms by |y_left|
 
 _Z_SCORE = re.compile(r"^constant:(?P<op>(?:.*_)?scale_to_z_score(?:_\d+)?)_(?P<part>sub_y|sqrt_x)$")
@@ -102,10 +102,10 @@ def judge(entries: Sequence[dict[str, Any]], left: Mapping[str, Any] | None, rig
     if left is None or right is None:
         return list(entries), AnalysisNoise()
     real = [e for e in entries if e.get("kind") in ("vocabulary", "statistic")]
-    if any(not e["equal"] for e in real):
+    if any(not e["equal"] and not _boundaries_within_epsilon(e["name"], left.get(e["name"]), right.get(e["name"]))
+           for e in real):
         return list(entries), AnalysisNoise()
-    noisy = [e["name"] for e in real if e["kind"] == "statistic" and left[e["name"]] != right[e["name"]]
-             and same_numbers(left[e["name"]], right[e["name"]])]
+    noisy = [e["name"] for e in real if e["kind"] == "statistic" and left[e["name"]] != right[e["name"]]]
     if not noisy:
         return list(entries), AnalysisNoise()
     marked = [{**e, "noise": True} if e["name"] in noisy else e for e in entries]
@@ -123,6 +123,30 @@ def judge(entries: Sequence[dict[str, Any]], left: Mapping[str, Any] | None, rig
         else:
             bounds.append(bound)
     return marked, AnalysisNoise(bounds=tuple(bounds), unbounded=frozenset(unbounded), judged=tuple(noisy))
+
+
+def _boundaries_within_epsilon(name: str, left: Any, right: Any) -> bool:
+    """Quantile boundaries (`tft.bucketize`'s `apply_buckets` constant) of the same count, each within
+    `QUANTILES_EPSILON` of the boundaries' span of its counterpart (divergence catalogue G4).
+
+    TFT's sketch guarantees a rank error of epsilon (0.01 below 100 buckets), which needs the data to check; the
+    span is its value-space stand-in. The judgement widens nothing: a record whose bucket the moved boundary
+    changes still diverges (`transform.analyzer`), as the contract wants boundaries that give the same bucket."""
+    if "apply_buckets" not in name or left is None or right is None:
+        return False
+    flat_l, flat_r = _flat(left), _flat(right)
+    if len(flat_l) != len(flat_r) or not flat_l:
+        return False
+    if not all(isinstance(v, float) and math.isfinite(v) for v in flat_l + flat_r):
+        return False
+    span = max(flat_l) - min(flat_l) if len(flat_l) > 1 else abs(flat_l[0])
+    return all(abs(a - b) <= QUANTILES_EPSILON * span for a, b in zip(flat_l, flat_r))
+
+
+def _flat(value: Any) -> list:
+    if isinstance(value, list):
+        return [x for item in value for x in _flat(item)]
+    return [value]
 
 
 def _z_score_bound(feature: str, labels: set[str], noisy: set[str], left: Mapping[str, Any],

@@ -150,3 +150,19 @@ def test_the_bound_is_the_propagated_difference_of_the_constants():
     bound, = noise.bounds
     assert math.isclose(bound.abs, 2 * 0.000002 / math.sqrt(4.000004), rel_tol=1e-9)
     assert math.isclose(bound.rel, 2 * abs(2.0 / math.sqrt(4.000004) - 1) + 8 * 2.0 ** -24, rel_tol=1e-9)
+
+
+def test_quantile_boundaries_within_the_sketchs_epsilon_are_noise_and_beyond_it_are_an_analyzer_difference():
+    boundaries = "constant:bucketize_apply_buckets"
+    feeds = {boundaries: ["fare_bucket_xf"]}
+    left = {boundaries: [[6.12, 7.99, 10.25]]}
+    near = {boundaries: [[6.13, 7.98, 10.25]]}   # 0.01 apart, a span of 4.13: within 1% of it
+    far = {boundaries: [[6.3, 7.99, 10.25]]}     # 0.18 apart: beyond
+    entries, noise = _judged(left, near, feeds, feeds)
+    assert entries[0]["equal"] is False and entries[0]["noise"] is True
+    assert analyzers.analyzers_differ(entries) is False
+    assert noise.unbounded == {"fare_bucket_xf"} and not noise.bounds
+    entries, noise = _judged(left, far, feeds, feeds)
+    assert not noise and "noise" not in entries[0] and analyzers.analyzers_differ(entries) is True
+    entries, noise = _judged(left, {boundaries: [[6.12, 7.99]]}, feeds, feeds)  # another count of buckets
+    assert not noise and analyzers.analyzers_differ(entries) is True
