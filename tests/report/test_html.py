@@ -158,3 +158,13 @@ def test_a_report_of_production_taps_gets_a_taps_section_and_a_line_in_the_heade
     assert '<td>left out as outside the sample on the right</td><td class="num">2</td>' in taps
     assert page.index('id="records"') < page.index('id="taps"') < page.index('id="reproduce"')
     assert 'id="taps"' not in render_html(diverged_report()) and "#taps" not in render_html(diverged_report())
+
+
+def test_analysis_noise_gets_its_own_section_with_each_features_bound_escaped() -> None:
+    from test_markdown import _noise_report
+
+    page = render_html(_noise_report())
+    section = page.split('<section id="analysis-noise">', 1)[1].split("</section>", 1)[0]
+    assert "<code>fare_xf</code>" in section and "1e-07 + 5e-07 × |y|" in section
+    assert "none (diverges)" in section and "<script>" not in section
+    assert '<section id="analysis-noise">' not in render_html(clean_report())

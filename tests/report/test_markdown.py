@@ -144,3 +144,29 @@ def test_reproduce_line_shows_the_parity_show_command_for_an_example_key() -> No
     text = render_markdown(diverged_report(), out_dir="parity-out")
     assert text.rstrip().splitlines()[-1] == "reproduce: `parity show parity-out '<script>alert(1)</script>'`"
     assert re.search(r"reproduce: `parity show <dir> KEY`", render_markdown(clean_report()))
+
+
+def _noise_report() -> dict:
+    report = clean_report()
+    report["analysis_noise"] = {
+        "cause": "transform.analysis_noise", "records": 7, "explanation": "7 records differ only by analysis noise",
+        "analyzers": ["constant:scale_to_z_score_sqrt_x"], "unbounded": ["fare_bucket_xf"],
+        "features": [{"name": "fare_xf", "abs": 1e-07, "rel": 5e-07, "records": 7,
+                      "analyzers": ["constant:scale_to_z_score_sqrt_x", "constant:scale_to_z_score_sub_y"],
+                      "why": "scale_to_z_score: mean 8.0 vs 8.0, variance 2.0 vs 2.0000002 " + SCRIPT}]}
+    return report
+
+
+def test_analysis_noise_gets_a_table_of_each_features_bound_and_the_unbounded_ones() -> None:
+    text = render_markdown(_noise_report())
+    parsed = _Tables()
+    parsed.feed(MarkdownIt().enable("table").render(text))
+    noise = next(t for t in parsed.tables if t[0][:2] == ["feature", "bound on |delta|"])
+    assert noise[1][:3] == ["fare_xf", "1e-07 + 5e-07 × |y|", "7"]
+    assert noise[2][:2] == ["fare_bucket_xf", "none (diverges)"]
+    assert "analysis noise" in text and "transform.analysis_noise" in text
+    assert "script" not in parsed.tags
+
+
+def test_a_report_without_analysis_noise_has_no_such_section() -> None:
+    assert "analysis noise" not in render_markdown(clean_report())

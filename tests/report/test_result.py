@@ -99,3 +99,14 @@ def test_hostile_strings_cannot_leave_the_notebook_frame() -> None:
 
 def test_the_report_type_is_part_of_the_public_api() -> None:
     assert parity.Report is Report and "Report" in parity.__all__
+
+
+def test_the_summary_says_how_many_records_only_analysis_noise_made_differ_and_per_feature() -> None:
+    from test_markdown import _noise_report
+
+    summary = Report(_noise_report()).summary().splitlines()
+    assert summary[2] == ("  analysis noise: 7 records within tolerance only through it (analyzer outputs that differ "
+                          "by float rounding; per feature: fare_xf 7); not skew")
+    from sample_reports import clean_report
+
+    assert not any("analysis noise" in line for line in Report(clean_report()).summary().splitlines())
