@@ -141,7 +141,7 @@ def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
 
         # under report.redact not kept: Beam logs a failed step's error and user code prints records (-v shows
         # the libraries' output on the terminal instead)
-        if not _redacts(args) and output.is_claimed(args.out) and os.path.getsize(log):
+        if args.command != "init" and not _redacts(args) and output.is_claimed(args.out) and os.path.getsize(log):
             with contextlib.suppress(OSError):
                 shutil.move(log, os.path.join(args.out, LIBRARIES_LOG))
         if os.path.exists(log):
@@ -270,7 +270,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = None
     try:
         args = build_parser().parse_args(own)
-        if not verbose and args.command in ("check", "replay", "diff"):
+        if not verbose and args.command in ("check", "replay", "diff", "init"):  # init loads the module and TF
             return _diverted(args, beam_args)
         return _run(args, beam_args)
     except SystemExit as exc:  # argparse's usage errors, and user code calling sys.exit()

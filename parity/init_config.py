@@ -123,7 +123,7 @@ def render_config(options: InitOptions, folder: str) -> str:
     lines += _capture(options, folder, capture_path, sample, tfmd_fields)
     lines += ["", _line("sides:", 'exactly two; the first is "left", the second "right" in reports')]
     for name, transform in (("offline", offline), ("production", production)):
-        lines += _side(name, transform, offline, sample)
+        lines += _side(name, transform, offline, sample, folder)
     lines += _tolerance_and_report()
     return "\n".join(lines) + "\n"
 
@@ -196,8 +196,23 @@ def _header(options: InitOptions, capture_path: str, sample: CaptureSample) -> l
         "# default. Paths are relative to this file; durations are seconds or strings like 90s, 15m, 1h, 1d.",
         "# Reference: README.md, \"Configuration reference\".",
         "version: 1",
-        _line(f"name: {_scalar(_stem(capture_path))}", "shown in reports; default: this file's name"),
+        _line(f"name: {_scalar(_run_name(capture_path, options))}", "shown in reports; default: this file's name"),
     ]
+
+
+def _run_name(capture_path: str, options: InitOptions) -> str:
+    """The run's name: a TFX pipeline's, for a capture inside its root (`<root>/<...ExampleGen>/examples/<id>/
+    Split-train`: the root's folder name, not the split's); else the offline module's; else the capture's."""
+    parts = [p for p in os.path.normpath(os.path.abspath(capture_path)).split(os.sep) if p]
+    for i in range(2, len(parts) - 1):
+        if parts[i] == "examples" and parts[i - 1].endswith("ExampleGen") and parts[i + 1].isdigit():
+            return _stem(parts[i - 2])
+    offline = options.offline or ""
+    head, _, rest = offline.partition(":")
+    offline = rest if head in _KINDS else offline
+    if re.search(r"\.py:\w", offline):  # a module file: its name
+        return _stem(offline.rsplit(":", 1)[0])
+    return _stem(capture_path)
 
 
 def _stem(path: str) -> str:
@@ -261,7 +276,7 @@ def _time_guess(sample: CaptureSample) -> tuple[str, str, str] | None:
 
 
 def _side(name: str, transform: _Transform | None, offline: _Transform | None,
-          sample: CaptureSample) -> list[str]:
+          sample: CaptureSample, folder: str) -> list[str]:
     text = next((f.name for f in sample.fields if f.type in ("string", "optional<string>")), "FIELD")
     number = next((f.name for f in sample.fields if f.type and "float" in f.type and "list" not in f.type), "FIELD")
     time = _time_guess(sample)
@@ -308,13 +323,63 @@ def _side(name: str, transform: _Transform | None, offline: _Transform | None,
              "    # -- stage transform: the side's output features. Default: none (the record is the output).",
              ]
     if transform is not None:
-        lines.append(_line(f"    transform: {{{transform.kind}: {_scalar(transform.value)}}}", _TRANSFORM_NOTES))
+        custom = _custom_config(transform, folder)
+        if custom:  # a block, so that uncommenting custom_config's lines is all the edit there is
+            lines += ["    transform:", _line(f"      {transform.kind}: {_scalar(transform.value)}", _TRANSFORM_NOTES),
+                      *custom]
+        else:
+            lines.append(_line(f"    transform: {{{transform.kind}: {_scalar(transform.value)}}}", _TRANSFORM_NOTES))
     elif name != "offline" and offline is not None and offline.kind == "tft":
         lines.append(_line("    # transform: {saved: {from_side: offline}}",
                            "serve the graph the offline side exported"))
     else:
         lines.append(_line("    # transform: {tft: module:preprocessing_fn}", _TRANSFORM_NOTES))
     return lines
+
+
+def _custom_config(transform: _Transform, folder: str) -> list[str]:
+    """For a `tft:` module file, the keys its code reads of `custom_config` as a commented `custom_config:` block
+    with placeholders: TFX hands preprocessing_fn Transform's `custom_config`, which the capture cannot tell."""
+    if transform.kind != "tft" or ":" not in transform.value:
+        return []
+    module_path = transform.value.rsplit(":", 1)[0]
+    path = module_path if os.path.isabs(module_path) else os.path.join(folder, module_path)
+    required, optional = custom_config_keys(path)
+    if not required and not optional:
+        return []
+    lines = [_line("      # custom_config:", "keys preprocessing_fn reads of TFX's custom_config: uncomment, fill in")]
+    lines += [_line(f"      #   {_scalar(key)}: FILL_IN", "read as custom_config[...]: your pipeline's value")
+              for key in required]
+    lines += [_line(f"      #   {_scalar(key)}: FILL_IN", "read with .get(): optional") for key in optional]
+    return lines
+
+
+def custom_config_keys(module_file: str) -> tuple[list[str], list[str]]:
+    """(keys read as `custom_config[KEY]`, keys read as `custom_config.get(KEY)`) in a module file's source,
+    sorted; empty when the file cannot be read or parsed (the check then says which key is missing)."""
+    import ast
+
+    try:
+        with open(module_file, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return [], []
+    required, optional = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_custom_config(node.value) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            required.add(node.slice.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and _is_custom_config(node.func.value) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            optional.add(node.args[0].value)
+    return sorted(required), sorted(optional - required)
+
+
+def _is_custom_config(node: object) -> bool:
+    import ast
+
+    return isinstance(node, ast.Name) and node.id == "custom_config"
 
 
 _TRANSFORM_NOTES = "tft: module:preprocessing_fn | saved: TFT_OUTPUT_DIR | python: module:fn"

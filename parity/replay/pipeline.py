@@ -193,6 +193,13 @@ class ReplaySide(beam.PTransform):
                                 | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn))
             except ParityError:
                 raise
+            except MissingCustomConfigKey as exc:
+                key = exc.args[0] if exc.args else "?"
+                raise UserCodeError(
+                    f"{self.config.path}: sides.{side.name}.transform.custom_config has no key {key!r}, which "
+                    f"preprocessing_fn '{side.transform.ref.text}' reads (TFX hands it Transform's "  # type: ignore[union-attr]
+                    f"custom_config): give it as `custom_config: {{{key}: VALUE}}` next to `tft:`, with the value "
+                    f"your pipeline passes") from exc
             except Exception as exc:
                 raise UserCodeError(
                     f"{self.config.path}: sides.{side.name}.transform.tft: preprocessing_fn "
@@ -260,6 +267,19 @@ def _tensorflow_has_filesystem(path: str) -> bool:
     return True
 
 
+class MissingCustomConfigKey(KeyError):
+    """A key a preprocessing_fn read from its custom_config that the config does not give."""
+
+
+class CustomConfig(dict):
+    """TFX Transform's `custom_config` as parity hands it to a preprocessing_fn: a plain dict whose missing key
+    raises `MissingCustomConfigKey`, so the error can name `transform.custom_config` and the key instead of a
+    bare KeyError from inside the module (a config `parity init` wrote leaves the keys for the user to fill)."""
+
+    def __missing__(self, key: Any) -> Any:
+        raise MissingCustomConfigKey(key)
+
+
 def _with_custom_config(config: Config, side: SideConfig) -> Any:
     """The side's preprocessing_fn as TFX Transform calls it: with `custom_config=` (the config's mapping, else
     {}) when it has a parameter of that name, else with its inputs alone."""
@@ -274,7 +294,7 @@ def _with_custom_config(config: Config, side: SideConfig) -> Any:
     except (TypeError, ValueError):
         takes = False
     if takes:
-        custom = json.loads(spec.custom_config) if spec.custom_config else {}  # type: ignore[union-attr]
+        custom = CustomConfig(json.loads(spec.custom_config) if spec.custom_config else {})  # type: ignore[union-attr]
         return functools.update_wrapper(functools.partial(fn, custom_config=custom), fn)
     if spec.custom_config is not None:  # type: ignore[union-attr]
         raise ConfigError(f"{config.path}: sides.{side.name}.transform.custom_config: preprocessing_fn "
