@@ -247,3 +247,44 @@ def test_fields_without_a_parity_type_are_shown_commented_and_read_as_they_are(t
     assert "    # never:" in text and "null or absent in all 40 sampled records" in text
     assert set(yaml.safe_load(text)["capture"]["schema"]) == set(FIELDS)
     assert main(["check", "parity.yaml", "--out", "out"]) == 0
+
+
+def test_init_on_a_real_tfx_pipeline_writes_the_modules_custom_config_keys_and_names_the_run_after_the_pipeline(
+        tmp_path):
+    """Issue 43: `parity init` on TFX's own artifacts writes a config that runs as written up to the one thing it
+    cannot know, the custom_config TFX hands the module: unfilled, the check exits 2 naming
+    `transform.custom_config` and the key; filled in, it runs. Every line on stderr is parity's own."""
+    import subprocess
+    import sys
+
+    penguin = os.path.join(TFX, "penguin")
+    pipeline = os.path.join(penguin, "pipeline")
+    config = tmp_path / "parity.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "parity", "init", "--capture",
+         os.path.join(pipeline, "CsvExampleGen", "examples", "1", "Split-train"),
+         "--schema", os.path.join(pipeline, "SchemaGen", "schema"),
+         "--offline", os.path.join(penguin, "penguin_module.py") + ":preprocessing_fn",
+         "--production", os.path.join(pipeline, "Transform"), "--out", str(config)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [], done.stderr  # no TF/absl lines
+    text = config.read_text()
+    assert re.search(r"^name: pipeline\b", text, re.M), text[:400]  # the pipeline root's name, not Split-train
+    assert re.search(r"^      # custom_config: ", text, re.M) and re.search(r"^      #   body_mass_buckets: FILL_IN", text, re.M)
+
+    check = [sys.executable, "-m", "parity", "check", str(config), "--out", str(tmp_path / "out")]
+    failed = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("parity: error: ")]
+    assert len(errors) == 1 and "sides.offline.transform.custom_config" in errors[0] \
+        and "'body_mass_buckets'" in errors[0], failed.stderr[-2000:]
+    assert all(line.startswith("parity: ") for line in failed.stderr.splitlines() if line.strip())
+
+    filled = re.sub(r"^      # custom_config:.*$", "      custom_config:", text, flags=re.M)
+    filled = re.sub(r"^      #   body_mass_buckets: FILL_IN.*$", "        body_mass_buckets: 4", filled, flags=re.M)
+    config.write_text(filled)
+    ran = subprocess.run(check + ["--force"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]  # TFX's own analysis of this split: parity through the noise
+    assert ran.stdout.startswith("parity: parity (offline vs production)")
+    assert all(line.startswith("parity: ") for line in ran.stderr.splitlines() if line.strip()), ran.stderr[-2000:]

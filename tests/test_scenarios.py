@@ -76,7 +76,7 @@ def test_parity_reports_what_the_scenario_oracle_derives_from_the_raw_records(na
         assert diverged == want["diverged"], f"{name}: {diverged} diverged, the oracle {want['diverged']}"
     if want.get("cause") is not None:
         assert first["cause"] == want["cause"], f"{name}: cause {first['cause']!r}, expected {want['cause']!r}"
-    for field in ("left_only", "right_only", "within_tolerance"):
+    for field in ("left_only", "right_only", "within_tolerance", "duplicate_keys", "paired"):
         if field in want:
             assert report["records"][field] == want[field], f"{name}: records.{field}"
     if "stages_first_diverged" in want:
