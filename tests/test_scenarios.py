@@ -113,7 +113,11 @@ def _assert_analysis_noise(name: str, report: dict, want: dict) -> None:
     noise = report.get("analysis_noise")
     assert noise is not None, f"{name}: no analysis_noise in the report"
     assert noise["cause"] == "transform.analysis_noise"
-    assert [f["name"] for f in noise["features"]] == want["features"], f"{name}: {noise}"
+    names = [f["name"] for f in noise["features"]]
+    if "features_among" in want:  # which z-scores a TFX run's batching moved is the run's draw
+        assert names and set(names) <= set(want["features_among"]), f"{name}: {noise}"
+    else:
+        assert names == want["features"], f"{name}: {noise}"
     assert noise["unbounded"] == want.get("unbounded", []), f"{name}: {noise}"
     marked = {e["name"] for e in report["analyzers"] if e.get("noise")}
     assert marked == set(noise["analyzers"]) and marked, f"{name}: {report['analyzers']}"
