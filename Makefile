@@ -1,7 +1,8 @@
 # parity: one command for each job. Everything is installed inside the repo (.venv, vendor/jars).
 #   make demo    set up, then run the bundled taxi example (it has a planted bug: the verdict is "diverged")
 #   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
-#                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_oldest.sh, .venv-oldest/)
+#                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_profile.sh oldest,
+#                .venv-oldest/) and on a TFX 1.21 environment's pins (scripts/test_profile.sh tfx, .venv-tfx/)
 #   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
 #   make setup   only the set-up (scripts/setup.sh; PARITY_SKIP_FLINK_JAR=1 skips the Flink job server)
 #   make clean   remove what the demo and the tests wrote (not .venv nor vendor/jars: `make distclean`)
@@ -24,14 +25,15 @@ test: setup
 	bash scripts/install_chromium.sh >&2   # the HTML report's browser test needs Debian's chromium
 	mkdir -p test-results
 	$(PYTHON) -m pytest -q -p no:cacheprovider --junitxml=test-results/junit.xml tests
-	bash scripts/test_oldest.sh
+	bash scripts/test_profile.sh oldest
+	bash scripts/test_profile.sh tfx
 
 clean:
 	rm -rf parity-out test-results .pytest_cache .hypothesis build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-oldest vendor/jars .flink-venv
+	rm -rf $(VENV) .venv-oldest .venv-tfx vendor/jars .flink-venv
 
 # The property tests with new random examples on each run (CI and `make test` draw the same ones every time).
 # A failure prints its falsifying example: pin it with @hypothesis.example(...) on the test.

@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -274,7 +274,7 @@ class _TapFn(beam.DoFn):
         self._quarantined.append({"location": f"tap {self._stage}/{self._label}", "reason": reason,
                                   "reason_kind": reason_kind(reason), "preview": preview})
 
-    def process(self, element: Any) -> None:
+    def process(self, element: Any) -> Iterable[Any] | None:  # outputs nothing; Beam 2.78 refuses `-> None`
         entry = self._entry(element)
         if entry is None or entry[2] >= self._limit:  # quarantined, or outside the sample
             return
@@ -379,11 +379,11 @@ class _WindowTapFn(_TapFn):
         self._window_lists: dict[Any, list] = {}  # a window -> the one-window list of it, shared
 
     if hasattr(beam.DoFn, "WindowedValueParam"):
-        def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> None:  # type: ignore[override]
+        def process(self, element: Any, windowed=beam.DoFn.WindowedValueParam) -> Iterable[Any] | None:  # type: ignore[override]
             self._windowed(element, windowed.timestamp, windowed.windows)
     else:  # older Beam (e.g. 2.59) has no WindowedValueParam: a call per window, merged by `_windowed`
         def process(self, element: Any, timestamp=beam.DoFn.TimestampParam,  # type: ignore[override]
-                    window=beam.DoFn.WindowParam) -> None:
+                    window=beam.DoFn.WindowParam) -> Iterable[Any] | None:
             self._windowed(element, timestamp, (window,))
 
     def _windowed(self, element: Any, timestamp: Any, windows: Any) -> None:

@@ -49,9 +49,10 @@ def merge_rows(batch: RecBatch, late: dict) -> Iterator[tuple[bytes, set]]:
     yield from groups.items()
 
 
-def aggregate_partials(batch: RecBatch, side: SideConfig, late: dict, merges: dict) -> Iterator[tuple]:
+def aggregate_partials(batch: RecBatch, side: SideConfig, late: dict, merges: dict) -> Iterator[tuple[Any, Any]]:
     """The batch's partial aggregate states per (window, group): each group's records are added at once
-    (`Aggregator.add_many`), in read order."""
+    (`Aggregator.add_many`), in read order. Annotated as pairs: Beam 2.78 reads the hint, and a bare `tuple`
+    (`Tuple[Any, ...]`) is refused by the CombinePerKey that follows."""
     members: dict[tuple, list[int]] = {}
     for i, (rid, windows, group_bytes) in enumerate(zip(batch.rids, batch.windows, batch.group_bytes)):
         kept = final_windows(windows, late.get(rid), group_bytes, merges) if late or merges else windows
