@@ -3,6 +3,7 @@
 #   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
 #                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_profile.sh oldest,
 #                .venv-oldest/) and on a TFX 1.21 environment's pins (scripts/test_profile.sh tfx, .venv-tfx/)
+#   make test-fast  set up, then the suite without its slow tiers (Flink, cluster, benchmarks) nor the profiles
 #   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
 #   make setup   only the set-up (scripts/setup.sh; PARITY_SKIP_FLINK_JAR=1 skips the Flink job server)
 #   make clean   remove what the demo and the tests wrote (not .venv nor vendor/jars: `make distclean`)
@@ -11,7 +12,7 @@ VENV ?= $(or $(PARITY_VENV),.venv)
 PYTHON := $(VENV)/bin/python
 export PARITY_VENV := $(VENV)
 
-.PHONY: setup demo test explore clean distclean
+.PHONY: setup demo test test-fast explore clean distclean
 
 setup:
 	bash scripts/setup.sh
@@ -27,6 +28,11 @@ test: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider --junitxml=test-results/junit.xml tests
 	bash scripts/test_profile.sh oldest
 	bash scripts/test_profile.sh tfx
+
+# Everything but the slow tiers (pytest marker `slow`: Flink, the cluster test bed, the benchmarks' harness) and the
+# oldest/TFX profiles: the developer's loop. CI runs `make test`.
+test-fast: setup
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 clean:
 	rm -rf parity-out test-results .pytest_cache .hypothesis build dist *.egg-info

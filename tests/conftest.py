@@ -43,6 +43,17 @@ settings.register_profile("ci-engine", max_examples=25,
 settings.load_profile("parity")
 
 
+# The slow tiers, marked `slow`: real Flink (a job server per session), the cluster test bed, the benchmarks'
+# harness tests. `make test-fast` runs everything else; `make test` (CI) runs all of it.
+SLOW_PATHS = ("tests/flink/", "tests/cluster/", "tests/test_benchmarks.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.replace("\\", "/").startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     started = time.monotonic()
