@@ -6,7 +6,8 @@ schema lacks are kept as strings. An empty cell is None: CSV cannot tell an empt
 
 A row is quarantined at `<display_path>:<line>` (the 1-based line where the row starts) when it has the wrong
 number of cells (`expected N columns, got M`), is not UTF-8, is malformed CSV (e.g. a stray quote), or does not
-fit the schema. An unterminated quote makes the rest of the file one malformed row; its reason names the lines
+fit the schema. Every row of a file whose header repeats a column name is quarantined, naming the column
+(`repeated field 'v': the CSV header names columns 4 and 6 so, ...`). An unterminated quote makes the rest of the file one malformed row; its reason names the lines
 it spans (`invalid CSV: unexpected end of data (lines 3-9 read as one row)`).
 """
 
@@ -83,6 +84,7 @@ def read(
         header = _header(reader, lines, schema, display_path)
         if header is None:
             return
+        repeated = _repeated_column(header)
         while True:
             first_line = lines.count + 1
             lines.start_row()
@@ -101,7 +103,7 @@ def read(
             if not row:
                 continue
             location = f"{display_path}:{first_line}"
-            result = _record(row, header, schema, lines.bad)
+            result = repeated or _record(row, header, schema, lines.bad)
             if isinstance(result, str):
                 yield Quarantined(location, result, preview("".join(lines.text)))
             else:
@@ -118,17 +120,27 @@ def _header(reader: Any, lines: _Lines, schema: dict[str, FieldType], display_pa
         return None
     if lines.bad:
         raise InputError(f"{display_path}: the CSV header is not UTF-8: {lines.bad[0]}")
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates:
-        repeated = ", ".join(map(repr, duplicates))
-        raise InputError(f"{display_path}: the CSV header repeats column(s) {repeated}")
-    missing = [name for name in schema if name not in header]
+    columns = set(header)
+    missing = [name for name in schema if name not in columns]
     if missing:
         raise InputError(
             f"{display_path}: the CSV header lacks schema column(s) {', '.join(map(repr, missing))}; "
             f"it has {', '.join(map(repr, header))}"
         )
     return header
+
+
+def _repeated_column(header: list[str]) -> str | None:
+    """The reason every row of a file whose header repeats a column is quarantined, or None: a row cannot be
+    read as a record without resolving the name to one of its cells (CONTRACT section 8, "Readers"); each row
+    stays counted, so that the file's records are all accounted for."""
+    first: dict[str, int] = {}
+    for number, name in enumerate(header, 1):
+        if name in first:
+            return (f"repeated field {name!r:.60}: the CSV header names columns {first[name]} and {number} so, and "
+                    f"a record is never resolved to one of its values; name each column once")
+        first[name] = number
+    return None
 
 
 def _record(row: list[str], header: list[str], schema: dict[str, FieldType], bad: list[str]) -> dict | str:

@@ -3,9 +3,10 @@ as `.jsonl.gz` files are; a corrupt or cut gzip stream makes the rest of the fil
 
 Blank lines are not records. A line that is not UTF-8, not JSON, not an object, nested more than
 `MAX_NESTING` (100) levels of arrays and objects, holding a number beyond the float64 range (`1e400`, which
-`float()` would turn into an infinity: the field is named), or does not fit the schema is quarantined at
-`<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads` gives
-them (integers of any size stay `int`). With a schema, schema fields are coerced (missing ones become None)
+`float()` would turn into an infinity: the field is named), repeating a key in one of its objects (the key
+and where it stands are named: a record is never resolved to one of its values), or does not fit the schema
+is quarantined at `<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads`
+gives them (integers of any size stay `int`). With a schema, schema fields are coerced (missing ones become None)
 and other fields are kept as they are.
 """
 
@@ -103,7 +104,10 @@ def _parse_line(raw: bytes) -> dict | str:
     except orjson.JSONDecodeError:
         value, reason = _json_value(raw)
     else:
-        if type(value) is dict and canonical.wide_float(value):
+        # orjson keeps the last of a repeated key; json's pass (with `_pairs`) finds them, needed unless the line
+        # surely repeats none: one object, and no more colons than keys (every key is followed by one)
+        if type(value) is dict and (canonical.wide_float(value)
+                                    or raw.count(b"{") != 1 or raw.count(b":") != len(value)):
             value, reason = _json_value(raw)
     if reason is not None:
         return reason
@@ -122,10 +126,14 @@ def _json_value(raw: bytes) -> tuple[Any, str | None]:
     except UnicodeDecodeError as exc:
         return None, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
     out_of_range: list[str] = []
+    repeated: list[_Repeated] = []
     try:
-        value = json.loads(text, parse_float=functools.partial(_float, out_of_range=out_of_range))
+        value = json.loads(text, parse_float=functools.partial(_float, out_of_range=out_of_range),
+                           object_pairs_hook=functools.partial(_pairs, repeated=repeated))
         if out_of_range:
             return None, _out_of_range_reason(value, out_of_range[0])
+        if repeated:
+            return None, _repeated_reason(value)
         return value, None
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} at column {exc.colno}"
@@ -133,6 +141,46 @@ def _json_value(raw: bytes) -> tuple[Any, str | None]:
         return None, f"invalid JSON: {exc}"
     except RecursionError:
         return None, "invalid JSON: nested too deeply"
+
+
+class _Repeated(dict):
+    """A JSON object that holds `key` more than once (`count` times), with its last value for each key."""
+
+    __slots__ = ("key", "count")
+
+
+def _pairs(pairs: list[tuple[str, Any]], repeated: list[_Repeated]) -> dict:
+    """An object's dict; a `_Repeated` one (noted in `repeated`) when a key appears twice, so that the record
+    is quarantined naming it rather than read as one of its values (CONTRACT section 8, "Readers")."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    marked = _Repeated(value)
+    seen: dict[str, int] = {}
+    for key, _ in pairs:
+        seen[key] = seen.get(key, 0) + 1
+    marked.key = next(key for key, _ in pairs if seen[key] > 1)
+    marked.count = seen[marked.key]
+    repeated.append(marked)
+    return marked
+
+
+def _repeated_reason(value: Any) -> str:
+    """`repeated field 'v': ...` (or `field 'a': at ['b']: repeated key 'c': ...`) for the shallowest object of
+    `value` that repeats a key (found breadth-first, no recursion)."""
+    queue: deque[tuple[Any, list]] = deque([(value, [])])
+    while queue:
+        item, path = queue.popleft()
+        if isinstance(item, _Repeated):
+            where = _path_text(path)
+            name = f"repeated key {item.key!r:.60}" if where else f"repeated field {item.key!r:.60}"
+            return (f"{where}{name}: the JSON object holds it {item.count} times, and a record is never resolved to "
+                    f"one of its values; write each field once")
+        if isinstance(item, dict):
+            queue.extend((v, path + [k]) for k, v in item.items())
+        elif isinstance(item, list):
+            queue.extend((v, path + [i]) for i, v in enumerate(item))
+    return "a JSON object repeats a key"
 
 
 class _OutOfRange:

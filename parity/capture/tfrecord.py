@@ -17,7 +17,8 @@ bytes. Scalar types take the feature's single value (no value: None; several: qu
 of them. `int64`, `int32`, `bool` read the int64_list, `float64`, `float32` the float_list, `string`, `bytes`
 the bytes_list. A feature the schema lacks is None (or [] for an empty feature of a list type). Features not
 in the schema are kept as lists of their raw values (ints, floats or bytes), after the schema's fields, sorted
-by name. Good records are located at `<display_path>:record <index>` (0-based, counting every record).
+by name. A tf.Example naming a feature twice (two entries of its `features` map with one key, which protobuf
+resolves to the last) is quarantined naming it. Good records are located at `<display_path>:record <index>` (0-based, counting every record).
 """
 
 from __future__ import annotations
@@ -154,6 +155,12 @@ def _parse_example(example_class: Any, data: bytes, schema: dict[str, FieldType]
         example = example_class.FromString(data)
     except Exception as exc:  # protobuf's DecodeError lives in different modules per backend
         return f"invalid tf.Example: {exc}"
+    # protobuf keeps the last entry of a map key written twice: a wire size other than the parsed message's
+    # says something was merged or re-encoded, and only then are the entries' keys counted
+    if example.ByteSize() != len(data):
+        repeated = _repeated_feature(data)
+        if repeated is not None:
+            return repeated
     features = example.features.feature
     record: dict[str, Any] = {}
     try:
@@ -165,6 +172,61 @@ def _parse_example(example_class: Any, data: bytes, schema: dict[str, FieldType]
         kind = features[name].WhichOneof("kind")
         record[name] = list(getattr(features[name], kind).value) if kind else []
     return record
+
+
+def _wire_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """`(field number, wire type, value start, value end)` of each field of a protobuf message's bytes; the value
+    bounds only for length-delimited fields (wire type 2). Stops at bytes that are not a field."""
+    pos = start
+    while pos < end:
+        tag, pos = _varint(data, pos, end)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _, pos = _varint(data, pos, end)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, pos = _varint(data, pos, end)
+            yield number, wire, pos, pos + length
+            pos += length
+        else:
+            return
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    return value, end
+
+
+def _repeated_feature(data: bytes) -> str | None:
+    """The reason a serialized tf.Example is quarantined when it names a feature twice (its `features` map holds
+    one key in two entries, which protobuf resolves to the last), else None."""
+    counts: dict[bytes, int] = {}
+    for number, _, start, end in _wire_fields(data, 0, len(data)):
+        if number != 1:  # Example.features (a second one merges into the first, keys included)
+            continue
+        for entry_number, _, entry_start, entry_end in _wire_fields(data, start, end):
+            if entry_number != 1:  # Features.feature, a map entry: key = 1, value = 2
+                continue
+            for key_number, _, key_start, key_end in _wire_fields(data, entry_start, entry_end):
+                if key_number == 1:
+                    key = data[key_start:key_end]
+                    counts[key] = counts.get(key, 0) + 1
+    for key, count in counts.items():
+        if count > 1:
+            name = key.decode("utf-8", errors="backslashreplace")
+            return (f"repeated field {name!r:.60}: the tf.Example holds the feature {count} times, and a record is "
+                    f"never resolved to one of its values; write each feature once")
+    return None
 
 
 def _feature_value(feature: Any, field_type: FieldType) -> Any:
