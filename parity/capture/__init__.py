@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from parity.capture.items import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_capture, too_deep
+from parity.capture.items import MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_capture, too_deep
 from parity.capture.schema import FieldType
 from parity.errors import InputError
 from parity.storage import urls
@@ -198,6 +198,7 @@ def read_file(
     schema: dict[str, FieldType] | None,
     batch_size: int,
     display_path: str,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadBatch]:
     """Stream one capture file as batches of records and quarantined entries.
 
@@ -207,6 +208,8 @@ def read_file(
         schema: field types; required for tfrecord and csv, optional for jsonl and parquet.
         batch_size: the most records a batch holds (quarantined entries count toward it too).
         display_path: the file's name in locations, e.g. the path relative to the config file.
+        max_record_bytes: `capture.max_record_bytes`; a record longer than `raw_limit` of it as read is
+            quarantined unread (jsonl, csv, tfrecord), so that one huge line never fills memory.
 
     Raises:
         InputError: the file cannot be opened, or the format needs a schema and has none.
@@ -224,7 +227,7 @@ def read_file(
     if not urls.isfile(path):  # checked here, so that the error comes before the first batch is asked for
         raise InputError(f"cannot read capture file {path}: not an existing file")
     reader = importlib.import_module(f"parity.capture.{fmt}")
-    items = reader.read(path, schema, display_path, batch_size)
+    items = reader.read(path, schema, display_path, batch_size, max_record_bytes=max_record_bytes)
     return _batches(items, batch_size)
 
 

@@ -18,7 +18,8 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from parity.capture.items import Quarantined, ReadItem, open_error, preview
+from parity.capture.items import (MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview, raw_limit, read_line,
+                                  too_large_reason)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError
 from parity.storage import urls
@@ -33,8 +34,10 @@ class _Lines:
     its place, and noted in `bad` so that the row holding it is quarantined.
     """
 
-    def __init__(self, handle: IO[bytes]) -> None:
+    def __init__(self, handle: IO[bytes], max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self._handle = handle
+        self._max_record_bytes = max_record_bytes
+        self._limit = raw_limit(max_record_bytes)
         self.count = 0
         self.text: list[str] = []
         self.bad: list[str] = []
@@ -43,8 +46,14 @@ class _Lines:
         return self
 
     def __next__(self) -> str:
-        raw = next(self._handle)
+        raw, size = read_line(self._handle, self._limit)
+        if not raw:
+            raise StopIteration
         self.count += 1
+        if size > len(raw):  # never held whole: the row holding it is quarantined, the parser keeps its place
+            self.bad.append(too_large_reason(f"line {self.count} holds", size, self._max_record_bytes))
+            self.text.append(raw[:200].decode("utf-8", errors="replace"))
+            return "\n"
         if self.count == 1 and raw.startswith(_BOM):
             raw = raw[len(_BOM):]
         try:
@@ -61,7 +70,8 @@ class _Lines:
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row.
 
@@ -79,7 +89,7 @@ def read(
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:
-        lines = _Lines(handle)
+        lines = _Lines(handle, max_record_bytes)
         reader = csv.reader(lines, strict=True)
         header = _header(reader, lines, schema, display_path)
         if header is None:
@@ -100,7 +110,7 @@ def read(
                 if lines.count < first_line:  # nothing consumed: the parser cannot move on
                     return
                 continue
-            if not row:
+            if not row and not lines.bad:
                 continue
             location = f"{display_path}:{first_line}"
             result = repeated or _record(row, header, schema, lines.bad)
@@ -118,6 +128,8 @@ def _header(reader: Any, lines: _Lines, schema: dict[str, FieldType], display_pa
         raise InputError(f"{display_path}:{lines.count}: the CSV header is malformed: {exc}") from exc
     if header is None:
         return None
+    if lines.bad and lines.bad[0].startswith("record too large"):
+        raise InputError(f"{display_path}: the CSV header cannot be read: {lines.bad[0]}")
     if lines.bad:
         raise InputError(f"{display_path}: the CSV header is not UTF-8: {lines.bad[0]}")
     columns = set(header)

@@ -22,8 +22,9 @@ from typing import IO, Any
 
 import orjson
 
-from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_capture, open_error,
-                                  preview, too_deep)
+from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem,
+                                  open_capture, open_error, preview, raw_limit, read_line, too_deep,
+                                  too_large_reason)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
 
@@ -32,14 +33,19 @@ CHUNK = 1000  # lines whose records are coerced together
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each record of the file and `Quarantined` for each bad line.
+
+    A line longer than `raw_limit(max_record_bytes)` is quarantined as `record too large`, read through in
+    bounded pieces and never held whole (one line of a gzip bomb decompresses to gigabytes).
 
     Raises:
         InputError: the file cannot be opened.
     """
     del batch_size  # records are coerced CHUNK lines at a time, whatever the caller's batches
+    limit = raw_limit(max_record_bytes)
     try:  # bytes, so that one non-UTF-8 line is quarantined rather than fatal; gzip told from the first bytes
         handle: IO[bytes] = open_capture(path)
     except OSError as exc:
@@ -47,12 +53,11 @@ def read(
     with handle:
         pending: list[tuple[str, bytes, dict | str]] = []
         number = 0
-        lines = iter(handle)
         while True:
             try:
-                raw = next(lines)
-            except StopIteration:
-                break
+                raw, size = read_line(handle, limit)
+                if not raw:
+                    break
             except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream: the rest is lost
                 yield from _coerced_items(pending, schema)
                 yield Quarantined(f"{display_path}:{number + 1}",
@@ -60,11 +65,16 @@ def read(
                                   f"cannot be told apart and count as this one quarantined entry", "")
                 return
             number += 1
+            cut = size > len(raw)  # a line above the limit, read past
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
-            if not raw.strip():
+            if cut:
+                pending.append((f"{display_path}:{number}", raw[:200],
+                                too_large_reason("the line holds", size, max_record_bytes)))
+            elif not raw.strip():
                 continue
-            pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
+            else:
+                pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
             if len(pending) == CHUNK:
                 yield from _coerced_items(pending, schema)
                 pending = []

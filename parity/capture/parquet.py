@@ -51,13 +51,18 @@ _MAX_LOST_ROWS = 10_000_000
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 4096
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 4096,
+    max_record_bytes: int = 0,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row or broken file.
+
+    `max_record_bytes` is applied by the read step to each row's canonical bytes: Arrow decodes a page at a
+    time, and a row cannot be sized before its page is decoded.
 
     Raises:
         InputError: the file does not exist or cannot be opened by the operating system.
     """
+    del max_record_bytes
     try:
         parquet_file = pq.ParquetFile(urls.open_read(path) if urls.is_url(path) else path)
         columns = parquet_file.schema_arrow

@@ -5,6 +5,8 @@ The framing is read here rather than through TensorFlow, so that a corrupt recor
 failing the file: each record is `uint64 length, uint32 masked crc32c(length), data, uint32 masked
 crc32c(data)`, little-endian, and both checksums are verified.
 
+- A payload longer than `raw_limit(capture.max_record_bytes)` is quarantined as `record too large` at its
+  offset, read through in pieces and never held; reading goes on.
 - A data checksum mismatch quarantines that record at `<display_path>:offset <byte>`; reading goes on.
 - A length checksum mismatch or a file that ends inside a record loses the framing: how many records follow
   cannot be known, so the rest of the file is quarantined as ONE entry whose reason starts with
@@ -30,7 +32,8 @@ from typing import IO, Any
 
 import google_crc32c
 
-from parity.capture.items import Quarantined, ReadItem, open_capture, open_error, preview
+from parity.capture.items import (MAX_RECORD_BYTES, Quarantined, ReadItem, open_capture, open_error, preview,
+                                  raw_limit, too_large_reason)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 from parity.errors import InputError
 
@@ -65,7 +68,8 @@ def masked_crc32c(data: bytes) -> int:
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each tf.Example of the file and `Quarantined` for each bad record.
 
@@ -84,7 +88,7 @@ def read(
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:
-        frames = _frames(handle)
+        frames = _frames(handle, raw_limit(max_record_bytes))
         index = 0
         while True:
             try:
@@ -99,7 +103,10 @@ def read(
             if frame is None:
                 return
             offset, data, data_ok = frame
-            if not data_ok:
+            if isinstance(data, int):  # a payload above the raw limit, skipped unread: its length
+                reason = too_large_reason(f"record {index}: its length says", data, max_record_bytes)
+                yield Quarantined(f"{display_path}:offset {offset}", reason, "")
+            elif not data_ok:
                 reason = f"record {index}: data CRC mismatch"
                 yield Quarantined(f"{display_path}:offset {offset}", reason, preview(data))
             else:
@@ -111,8 +118,9 @@ def read(
             index += 1
 
 
-def _frames(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
-    """Yield `(offset, data, data CRC ok)` per record; raise `_FramingLost` when the framing breaks."""
+def _frames(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | int, bool]]:
+    """Yield `(offset, data, data CRC ok)` per record, or `(offset, length, False)` for a payload longer than
+    `limit` bytes, read through in pieces and never held; raise `_FramingLost` when the framing breaks."""
     offset = 0
     while True:
         header = _read_exactly(handle, _HEADER.size, offset)
@@ -124,6 +132,15 @@ def _frames(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
         length, length_crc = _HEADER.unpack(header)
         if masked_crc32c(header[:8]) != length_crc:
             raise _FramingLost(offset, "length CRC mismatch", header)
+        if length > limit:
+            skipped = _skip(handle, length, offset)
+            footer = _read_exactly(handle, _FOOTER.size, offset)
+            if skipped < length or len(footer) < _FOOTER.size:
+                detail = f"the file ends inside a record (its length says {length} data bytes)"
+                raise _FramingLost(offset, detail, header)
+            yield offset, length, False
+            offset += _HEADER.size + length + _FOOTER.size
+            continue
         data = _read_exactly(handle, length, offset)
         footer = _read_exactly(handle, _FOOTER.size, offset)
         if len(data) < length or len(footer) < _FOOTER.size:
@@ -147,6 +164,20 @@ def _read_exactly(handle: IO[bytes], size: int, offset: int) -> bytes:
     except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream
         raise _FramingLost(offset, f"corrupt gzip stream ({exc})") from exc
     return b"".join(parts)
+
+
+def _skip(handle: IO[bytes], size: int, offset: int) -> int:
+    """Reads past up to `size` bytes, `_CHUNK` at a time; the count read (fewer only at the end of the file)."""
+    skipped = 0
+    try:
+        while skipped < size:
+            part = handle.read(min(size - skipped, _CHUNK))
+            if not part:
+                break
+            skipped += len(part)
+    except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream
+        raise _FramingLost(offset, f"corrupt gzip stream ({exc})") from exc
+    return skipped
 
 
 def _parse_example(example_class: Any, data: bytes, schema: dict[str, FieldType]) -> dict | str:

@@ -179,6 +179,11 @@ def _cases() -> dict[str, Case]:
         "jsonl-repeated-nested-key": Case(_jsonl(b'{"id": 7, "x": {"y": [{"z": 1, "z": 2}]}}'),
                                           [("cap.jsonl:7", ("field 'x': at ['y'][0]: repeated key 'z'",))],
                                           schema=None),
+        "jsonl-gzip-line-above-raw-limit": Case(
+            lambda: gzip.compress(_jsonl(b'{"id": 7, "v": "' + b"0" * 3_000_000 + b'"}')(), mtime=0),
+            [("cap.jsonl.gz:7", ("record too large: the line holds 3,000,019 bytes, above the 67,536 bytes",
+                                 "capture.max_record_bytes 500"))],
+            name="cap.jsonl.gz", capture_spec={"max_record_bytes": 500}, schema=None),
         "int-field-abc": Case(_jsonl(b'{"id": "abc", "v": 1.0}'),
                               [("cap.jsonl:7", ("field 'id': expected int64, got 'abc'",))]),
         "float32-overflow": Case(_jsonl(b'{"id": 7, "v": 1e300}'),
