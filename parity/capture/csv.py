@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from parity.capture.items import (MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview, raw_limit, read_line,
+from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview, raw_limit, read_line,
                                   too_large_reason)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError
@@ -128,6 +128,9 @@ def _header(reader: Any, lines: _Lines, schema: dict[str, FieldType], display_pa
         raise InputError(f"{display_path}:{lines.count}: the CSV header is malformed: {exc}") from exc
     if header is None:
         return None
+    if len(header) > MAX_FIELDS:  # checked first: everything after it handles each column
+        raise InputError(f"{display_path}: the CSV header has {len(header):,} columns, above the limit of "
+                         f"{MAX_FIELDS:,} fields per record; write the columns the pipelines read")
     if lines.bad and lines.bad[0].startswith("record too large"):
         raise InputError(f"{display_path}: the CSV header cannot be read: {lines.bad[0]}")
     if lines.bad:

@@ -18,6 +18,18 @@ MAX_NESTING = 100
 TOO_DEEP = f"too deeply nested: more than {MAX_NESTING} levels of lists and objects"
 
 
+# The most fields a record may have, and columns a CSV header or Parquet file: the limit of an inline
+# capture.schema (parity.config.MAX_SCHEMA_FIELDS). Every stage handles a record's fields one by one, and a
+# record of a million fields took a minute of CPU and 2.5 GB to replay.
+MAX_FIELDS = 10_000
+
+
+def too_many_fields(count: int, what: str = "the record has") -> str:
+    """The reason a record (or every row of a file) with more than MAX_FIELDS fields is quarantined."""
+    return (f"too many fields: {what} {count:,}, above the limit of {MAX_FIELDS:,} fields per record; capture "
+            f"the fields the pipelines read")
+
+
 # capture.max_record_bytes's default; it bounds a record's canonical bytes (parity/replay/read_step.py) and,
 # through `raw_limit`, what a reader holds of one record while it reads it.
 MAX_RECORD_BYTES = 16 << 20

@@ -22,9 +22,9 @@ from typing import IO, Any
 
 import orjson
 
-from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem,
+from parity.capture.items import (MAX_FIELDS, MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem,
                                   open_capture, open_error, preview, raw_limit, read_line, too_deep,
-                                  too_large_reason)
+                                  too_large_reason, too_many_fields)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
 
@@ -123,6 +123,8 @@ def _parse_line(raw: bytes) -> dict | str:
         return reason
     if not isinstance(value, dict):
         return f"expected a JSON object, got {_json_kind(value)}"
+    if len(value) > MAX_FIELDS:
+        return too_many_fields(len(value))
     # counting brackets is a C-speed upper bound on the depth: only lines that might be too deep are walked
     if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and too_deep(value):
         return TOO_DEEP

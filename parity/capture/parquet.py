@@ -38,7 +38,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parity.capture.items import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
+from parity.capture.items import (MAX_FIELDS, MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview,
+                                  too_many_fields)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.encoding import columnar
 from parity.errors import first_line
@@ -75,9 +76,21 @@ def read(
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
     # every row of a file with a repeated column or struct field name is quarantined, never materialized: a
     # record cannot hold the name twice, and a dict would keep one of the values (CONTRACT section 8, "Readers")
-    refused = TOO_DEEP if too_deep else _repeated_name(columns)
+    refused = (TOO_DEEP if too_deep else too_many_fields(len(columns), "the Parquet file has")
+               if len(columns) > MAX_FIELDS else _repeated_name(columns))
+    if refused:  # each row quarantined by the footer's row count, never decoded
+        with parquet_file:
+            total = parquet_file.metadata.num_rows
+            if total > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
+                yield Quarantined(display_path, f"{refused}; the footer claims {total} rows: counted as this one "
+                                                f"entry", "")
+                return
+            for index in range(total):
+                yield Quarantined(f"{display_path}:row {index}", refused, "")
+        return
     identity = columnar.identity_schema(columns, schema)
-    missing = [name for name in schema if name not in columns.names] if schema else []
+    names = set(columns.names)
+    missing = [name for name in schema if name not in names] if schema else []
     with parquet_file:
         for group in range(parquet_file.num_row_groups):
             group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
@@ -99,11 +112,6 @@ def read(
                     break
                 if batch is None:
                     break
-                if refused:  # never materialized: converting them would recurse too deeply or drop values
-                    for _ in range(batch.num_rows):
-                        yield Quarantined(f"{display_path}:row {row}", refused, "")
-                        row += 1
-                    continue
                 # the rows' canonical bytes and fingerprints from the Arrow columns, where the schema keeps
                 # the values as they are (else None: the read step encodes the records)
                 encoded = columnar.row_encodings(batch, missing) if identity else None

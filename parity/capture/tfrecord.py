@@ -32,8 +32,8 @@ from typing import IO, Any
 
 import google_crc32c
 
-from parity.capture.items import (MAX_RECORD_BYTES, Quarantined, ReadItem, open_capture, open_error, preview,
-                                  raw_limit, too_large_reason)
+from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_capture, open_error, preview,
+                                  raw_limit, too_large_reason, too_many_fields)
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 from parity.errors import InputError
 
@@ -193,6 +193,8 @@ def _parse_example(example_class: Any, data: bytes, schema: dict[str, FieldType]
         if repeated is not None:
             return repeated
     features = example.features.feature
+    if len(features) > MAX_FIELDS:
+        return too_many_fields(len(features), "the tf.Example has")
     record: dict[str, Any] = {}
     try:
         for name, field_type in schema.items():

@@ -98,6 +98,10 @@ def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpe
         except tfmd.TFMDError as exc:
             raise ctx.fail(f"{where}.schema", f"{exc}") from exc
         schema, tfmd_text = loaded.fields, loaded.text
+        if len(schema) > MAX_SCHEMA_FIELDS:
+            raise ctx.fail(f"{where}.schema", f"the TFMD schema {merged['schema']!r:.200} has {len(schema):,} features, "
+                                              f"above the limit of {MAX_SCHEMA_FIELDS:,}; keep the features the "
+                                              f"pipelines read")
     elif merged.get("schema") is not None:
         raw = merged["schema"]
         if not isinstance(raw, dict) or not raw:
