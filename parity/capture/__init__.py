@@ -25,6 +25,7 @@ from parity.capture.items import MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk,
 from parity.capture.schema import FieldType
 from parity.errors import InputError
 from parity.storage import urls
+from parity.storage.files import special_kind
 from parity.storage.outdir import is_parity_output
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
@@ -76,17 +77,23 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     if urls.is_url(pattern):
         return _list_url(pattern)
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
+    _refuse_special(full, pattern)
     if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
         return [full]
     if os.path.isdir(full):  # e.g. an ExampleGen split, `Split-train/`: its shards
-        files = sorted(os.path.join(full, name) for name in os.listdir(full)
-                       if not name.startswith(".") and os.path.isfile(os.path.join(full, name)))
+        names = [os.path.join(full, name) for name in os.listdir(full) if not name.startswith(".")]
+        for name in names:
+            _refuse_special(name, pattern)
+        files = sorted(name for name in names if os.path.isfile(name))
         if files:
             return files
         raise InputError(f"capture path {pattern!r} ({full}) is a folder with no files; give a folder of "
                          f"captured files (e.g. an ExampleGen split such as Split-train/), a file or a glob")
     if any(char in full for char in "*?["):
-        found = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
+        matched = glob.glob(full, recursive=True)
+        for name in matched:
+            _refuse_special(name, pattern)
+        found = sorted(p for p in matched if os.path.isfile(p))
         # never parity's own output (an earlier side's quarantine.jsonl, a report): `**/*.jsonl` with --out
         # under the config's folder read it, and the counts changed with every run
         fixed = _fixed_folder(full)
@@ -98,6 +105,15 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
                          f"capture.path (a relative path starts at the config file's folder, {base_dir})")
     raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
                      f"(a relative path starts at the config file's folder, {base_dir})")
+
+
+def _refuse_special(path: str, pattern: str) -> None:
+    """Refuses a FIFO, device or socket among the capture files before anything opens it (it would block)."""
+    special = special_kind(path)
+    if special is not None:
+        raise InputError(f"capture path {pattern!r}: {path} is {special}, not a regular file; parity reads capture "
+                         f"files (opening this would wait for a writer): copy the records to a file and name it in "
+                         f"capture.path")
 
 
 def _list_url(pattern: str) -> list[str]:

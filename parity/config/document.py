@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from parity.errors import ConfigError, first_line
+from parity.storage.files import special_kind
 
 MAX_CONFIG_BYTES = 1 << 20            # the file's size
 MAX_CONFIG_NODES = 100_000            # YAML nodes once every alias is expanded
@@ -119,6 +120,9 @@ def read_document(path: str) -> Any:
     Raises:
         ConfigError: the file is missing, unreadable, too large or not YAML parity can use.
     """
+    special = special_kind(path)
+    if special is not None:
+        raise ConfigError(f"{path}: is {special}, not a regular file; pass the path of a parity YAML config file")
     try:
         with open(path, "rb") as handle:
             text = handle.read(MAX_CONFIG_BYTES + 1)
