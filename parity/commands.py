@@ -10,6 +10,7 @@ from parity.compare import analyzers
 from parity.compare.causes import CauseContext
 from parity.compare.diff import DiffStream, diff_gc
 from parity.config import Config, SideConfig, load_config
+from parity.config.inputs import run_inputs
 from parity.console import progress, signals
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError, RunnerError
@@ -44,6 +45,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     """
     side = config.side(side_name)
     return job.replay_side(config, side, out_dir, runner=runner, beam_args=beam_args,
+                           inputs=run_inputs(config, (side_name,)),
                            graph=FromSideGraph.of(config, side, out_dir, transform_from), reorder=reorder,
                            gate=gate, force=force)
 
@@ -82,7 +84,7 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
     urls.configure(pipeline_options)  # an `--out` URL is claimed with the run's storage options
-    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force) as claimed:
+    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force, inputs=run_inputs(config)) as claimed:
         # the earlier run's sides/ are gone: the child reads the graph's raw feature spec in side_dirs[0] once
         # it appears (`SavedInputsFn`), never an earlier run's
         return _check_claimed(config_path, config, out_dir, order, side_dirs, at_once, claimed, runner=runner,
