@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview, raw_limit, read_line,
                                   too_large_reason)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError
 from parity.storage import urls
@@ -59,7 +60,7 @@ class _Lines:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.bad.append(f"invalid UTF-8 at line {self.count}, byte {exc.start}: {exc.reason}")
+            self.bad.append(reader_error(f"invalid UTF-8 at line {self.count}, byte {exc.start}", exc.reason))
             text = raw.decode("utf-8", errors="replace")
         self.text.append(text)
         return text
@@ -103,7 +104,7 @@ def read(
             except StopIteration:
                 return
             except csv.Error as exc:
-                reason = f"invalid CSV: {exc}"
+                reason = reader_error("invalid CSV", exc)
                 if lines.count > first_line:  # e.g. an unterminated quote swallowed the lines after it
                     reason += f" (lines {first_line}-{lines.count} read as one row)"
                 yield Quarantined(f"{display_path}:{first_line}", reason, preview("".join(lines.text)))

@@ -25,6 +25,7 @@ import orjson
 from parity.capture.items import (MAX_FIELDS, MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem,
                                   open_capture, open_error, preview, raw_limit, read_line, too_deep,
                                   too_large_reason, too_many_fields)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
 
@@ -134,9 +135,9 @@ def _parse_line(raw: bytes) -> dict | str:
 def _json_value(raw: bytes) -> tuple[Any, str | None]:
     """The line's value as `json.loads` reads it, or None and the reason it cannot."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").rstrip("\r\n")  # a position past the end is on the line, not line 2
     except UnicodeDecodeError as exc:
-        return None, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+        return None, reader_error(f"invalid UTF-8 at byte {exc.start}", exc.reason)
     out_of_range: list[str] = []
     repeated: list[_Repeated] = []
     try:
@@ -148,9 +149,9 @@ def _json_value(raw: bytes) -> tuple[Any, str | None]:
             return None, _repeated_reason(value)
         return value, None
     except json.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc.msg} at column {exc.colno}"
+        return None, reader_error("invalid JSON", exc.msg, f"at column {exc.colno}")
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
-        return None, f"invalid JSON: {exc}"
+        return None, reader_error("invalid JSON", exc)
     except RecursionError:
         return None, "invalid JSON: nested too deeply"
 

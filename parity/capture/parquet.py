@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from parity.capture.items import (MAX_FIELDS, MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview,
                                   too_many_fields)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.encoding import columnar
 from parity.errors import first_line
@@ -70,7 +71,8 @@ def read(
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others for a file that is not Parquet
-        yield Quarantined(display_path, f"cannot read Parquet file: {first_line(exc, limit=10_000)}", _head(path))
+        yield Quarantined(display_path, reader_error("cannot read Parquet file", first_line(exc, limit=10_000)),
+                          _head(path))
         return
     row = 0
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
@@ -100,8 +102,8 @@ def read(
                     batch = next(batches, None)
                 except Exception as exc:  # a corrupt page: the group's other rows cannot be located
                     end = group_start + group_rows
-                    reason = (f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
-                              f"after row {row}: {first_line(exc, limit=10_000)}")
+                    reason = reader_error(f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
+                                          f"after row {row}", first_line(exc, limit=10_000))
                     if end - row > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
                         yield Quarantined(f"{display_path}:row {row}", f"{reason}; the footer claims "
                                           f"{end - row} unread rows: counted as this one entry", "")

@@ -34,6 +34,7 @@ import google_crc32c
 
 from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_capture, open_error, preview,
                                   raw_limit, too_large_reason, too_many_fields)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 from parity.errors import InputError
 
@@ -185,7 +186,7 @@ def _parse_example(example_class: Any, data: bytes, schema: dict[str, FieldType]
     try:
         example = example_class.FromString(data)
     except Exception as exc:  # protobuf's DecodeError lives in different modules per backend
-        return f"invalid tf.Example: {exc}"
+        return reader_error("invalid tf.Example", exc)
     # protobuf keeps the last entry of a map key written twice: a wire size other than the parsed message's
     # says something was merged or re-encoded, and only then are the entries' keys counted
     if example.ByteSize() != len(data):
