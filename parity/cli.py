@@ -334,6 +334,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from parity.storage import urls
 
     urls.configure(beam_args)  # URLs (s3://...) among the paths use Beam's storage options given after --
+    if args.command in ("check", "replay", "diff") and args.out:
+        args.out = urls.resolved(args.out, "--out")  # file:///x is /x everywhere the command names it
 
     if args.command == "check":
         with terminal.user_output_to_stderr():  # stdout: the summary alone

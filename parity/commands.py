@@ -44,6 +44,7 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     replays at once (`parity.replay.gate`).
     """
     side = config.side(side_name)
+    out_dir = urls.resolved(out_dir, "--out")
     return job.replay_side(config, side, out_dir, runner=runner, beam_args=beam_args,
                            inputs=run_inputs(config, (side_name,)),
                            graph=FromSideGraph.of(config, side, out_dir, transform_from), reorder=reorder,
@@ -74,8 +75,8 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     """
     # references unimported until the child (if any) has started: it spends the seconds of importing them
     # (TensorFlow, for a TFT module) importing its own, where it would wait for this process's
+    out_dir = urls.resolved(out_dir or "parity-out", "--out")  # file:///x is /x; a scheme Beam lacks: refused
     config = load_config(config_path, check_refs=False)
-    out_dir = out_dir or "parity-out"
     noise = config.report.noise if noise is None else noise
     timings: dict[str, Any] = {}
     order = _replay_order(config)
@@ -214,6 +215,8 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     """
     if pipeline_options is not None:
         urls.configure(pipeline_options)
+    left_dir, right_dir = urls.resolved(left_dir, "fingerprint set"), urls.resolved(right_dir, "fingerprint set")
+    out_dir = urls.resolved(out_dir, "--out")
     with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):
         return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise)
 

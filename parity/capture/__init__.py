@@ -74,6 +74,7 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     Raises:
         InputError: nothing matches; the message names the pattern.
     """
+    pattern = urls.resolved(pattern, "capture path")  # file:///x is /x; a scheme Beam lacks: refused
     if urls.is_url(pattern):
         return _list_url(pattern)
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))

@@ -22,9 +22,10 @@ import re
 import shutil
 from typing import IO, Any, Iterator, Sequence
 
+from parity.errors import InputError
 from parity.storage import files, s3_clients
 
-__all__ = ["basename", "child", "configure", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
+__all__ = ["basename", "child", "configure", "resolved", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
            "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
            "options", "parent", "read_bytes", "read_text", "readable", "remove", "scheme", "write_bytes", "write_text"]
 
@@ -36,6 +37,43 @@ _options: tuple[str, ...] = ()
 def is_url(path: str) -> bool:
     """Whether `path` names a file through a filesystem scheme (`s3://b/k`), not a local path."""
     return bool(_SCHEME.match(path)) and not path.startswith("file://")
+
+
+def resolved(path: str, what: str) -> str:
+    """`path` as parity uses it: a `file://` URL as the local path it names (`file:///data/run` ->
+    `/data/run`; before, a local folder named `file:` was made), another URL as it is when Beam's FileSystems
+    know its scheme, and a local path as it is.
+
+    Raises:
+        InputError: a URL of a scheme no installed Beam file system serves (`foo://x`, or `gs://` without
+            `apache-beam[gcp]`), or a `file://` URL that names no absolute path; `what` (`--out`, `capture
+            path`) starts the message.
+    """
+    if path.startswith("file://"):
+        rest = path[len("file://"):]
+        if rest.startswith("localhost/"):
+            rest = rest[len("localhost"):]
+        if not rest.startswith("/"):
+            raise InputError(f"{what} {path}: a file:// URL names an absolute local path, e.g. file:///data/run "
+                             f"(three slashes); give that, or the path itself")
+        from urllib.parse import unquote
+
+        return unquote(rest)
+    if not is_url(path):
+        return path
+    from apache_beam.io.filesystem import FileSystem
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        FileSystems.get_filesystem(path)
+    except ValueError as exc:
+        known = sorted(f"{fs.scheme()}://" for fs in FileSystem.get_all_subclasses() if fs.scheme())
+        raise InputError(f"{what} {path}: no file system serves the scheme {scheme(path)}://; the installed Beam "
+                         f"serves {', '.join(known)} and local paths (or file:///...): check the URL, or install "
+                         f"the Beam extra for that store (e.g. apache-beam[gcp] for gs://)") from exc
+    except Exception:  # a known scheme whose client fails to start (hdfs without a host): the run says so
+        pass
+    return path
 
 
 def configure(options: Sequence[str] | None) -> None:
