@@ -22,7 +22,7 @@ import re
 import shutil
 from typing import IO, Any, Iterator, Sequence
 
-from parity.errors import InputError
+from parity.errors import InputError, ParityError
 from parity.storage import files, s3_clients
 
 __all__ = ["basename", "child", "configure", "resolved", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
@@ -127,10 +127,14 @@ def readable(path: str) -> Any:
     return path if not is_url(path) else open_read(path)
 
 
-def _filesystems():
+def _filesystems(path: str | None = None):
+    """Beam's FileSystems, after a bounded check that the store `path` is on answers (`s3_clients.probe`,
+    once per bucket and options): Beam retries an unreachable S3 endpoint for minutes."""
     from apache_beam.io.filesystems import FileSystems
 
     s3_clients.reuse_clients()  # once per process: Beam's S3 file system would build a client per call
+    if path is not None and scheme(path) == "s3":
+        s3_clients.probe(path, _options)
     return FileSystems
 
 
@@ -141,7 +145,7 @@ def open_read(path: str) -> IO[bytes]:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
         raise _os_error(path, exc) from exc
 
@@ -169,7 +173,7 @@ def write_bytes(path: str, data: bytes) -> None:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        with _filesystems().create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        with _filesystems(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             handle.write(data)
     except Exception as exc:
         raise _os_error(path, exc) from exc
@@ -210,7 +214,7 @@ def open_write(path: str) -> Iterator[Any]:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        handle = _filesystems().create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        handle = _filesystems(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception as exc:
         raise _os_error(path, exc) from exc
     try:
@@ -263,7 +267,7 @@ def exists(path: str) -> bool:
     if not is_url(path):
         return os.path.exists(path)
     try:
-        return bool(_filesystems().exists(path)) or bool(list_folder(path))
+        return bool(_filesystems(path).exists(path)) or bool(list_folder(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
 
@@ -275,7 +279,7 @@ def isfile(path: str) -> bool:
     if path.endswith("/"):
         return False
     try:
-        return bool(_filesystems().exists(path))
+        return bool(_filesystems(path).exists(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
 
@@ -346,7 +350,7 @@ def _glob_regex(pattern: str) -> re.Pattern:
 def _match_prefix(prefix: str) -> list[str]:
     """Every object whose name starts with `prefix` (Beam's match of `prefix**`; its `*` stops at a `/`)."""
     try:
-        results = _filesystems().match([prefix + "**"])
+        results = _filesystems(prefix).match([prefix + "**"])
     except Exception as exc:
         raise _os_error(prefix, exc) from exc
     return [meta.path for result in results for meta in result.metadata_list]
@@ -362,7 +366,7 @@ def delete(paths: Sequence[str]) -> None:
             pass
     remote = [p for p in paths if is_url(p)]
     if remote:
-        remote = [p for p in remote if _filesystems().exists(p)]
+        remote = [p for p in remote if _filesystems(p).exists(p)]
         if remote:
             _filesystems().delete(remote)
 
@@ -374,7 +378,7 @@ def delete_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
         return
     found = _match_prefix(path.rstrip("/") + "/")
-    if _filesystems().exists(path.rstrip("/")):
+    if _filesystems(path).exists(path.rstrip("/")):
         found.append(path.rstrip("/"))
     for start in range(0, len(found), 1000):  # S3 deletes at most 1000 objects a request
         try:
@@ -415,9 +419,10 @@ def copy_tree_to_local(path: str, target: str) -> str:
     return target
 
 
-def _os_error(path: str, exc: Exception) -> OSError:
-    """Beam's and the store's errors as an OSError naming the path, as local file errors are."""
-    if isinstance(exc, OSError):
+def _os_error(path: str, exc: Exception) -> Exception:
+    """Beam's and the store's errors as an OSError naming the path, as local file errors are (parity's own,
+    e.g. an unreachable store's, as they are)."""
+    if isinstance(exc, (OSError, ParityError)):
         return exc
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return OSError(f"{path}: {message}")
