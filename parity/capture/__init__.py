@@ -21,7 +21,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from parity.capture.items import MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_capture, too_deep
+from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip,
+                                  open_capture, too_deep)
 from parity.capture.schema import FieldType
 from parity.errors import InputError
 from parity.storage import urls

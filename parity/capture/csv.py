@@ -7,7 +7,8 @@ schema lacks are kept as strings. An empty cell is None: CSV cannot tell an empt
 A row is quarantined at `<display_path>:<line>` (the 1-based line where the row starts) when it has the wrong
 number of cells (`expected N columns, got M`), is not UTF-8, is malformed CSV (e.g. a stray quote), or does not
 fit the schema. Every row of a file whose header repeats a column name is quarantined, naming the column
-(`repeated field 'v': the CSV header names columns 4 and 6 so, ...`). An unterminated quote makes the rest of the file one malformed row; its reason names the lines
+(`repeated field 'v': the CSV header names columns 4 and 6 so, ...`). An unterminated quote makes the rest of
+the file one malformed row; its reason names the lines
 it spans (`invalid CSV: unexpected end of data (lines 3-9 read as one row)`).
 """
 
@@ -18,8 +19,8 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview, raw_limit, read_line,
-                                  too_large_reason)
+from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview,
+                                  raw_limit, read_line, too_large_reason)
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError

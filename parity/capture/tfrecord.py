@@ -20,7 +20,8 @@ of them. `int64`, `int32`, `bool` read the int64_list, `float64`, `float32` the 
 the bytes_list. A feature the schema lacks is None (or [] for an empty feature of a list type). Features not
 in the schema are kept as lists of their raw values (ints, floats or bytes), after the schema's fields, sorted
 by name. A tf.Example naming a feature twice (two entries of its `features` map with one key, which protobuf
-resolves to the last) is quarantined naming it. Good records are located at `<display_path>:record <index>` (0-based, counting every record).
+resolves to the last) is quarantined naming it. Good records are located at `<display_path>:record <index>`
+(0-based, counting every record).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from typing import IO, Any
 
 import google_crc32c
 
-from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_capture, open_error, preview,
-                                  raw_limit, too_large_reason, too_many_fields)
+from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_capture, open_error,
+                                  preview, raw_limit, too_large_reason, too_many_fields)
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 from parity.errors import InputError

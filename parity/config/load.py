@@ -99,8 +99,8 @@ def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpe
             raise ctx.fail(f"{where}.schema", f"{exc}") from exc
         schema, tfmd_text = loaded.fields, loaded.text
         if len(schema) > MAX_SCHEMA_FIELDS:
-            raise ctx.fail(f"{where}.schema", f"the TFMD schema {merged['schema']!r:.200} has {len(schema):,} features, "
-                                              f"above the limit of {MAX_SCHEMA_FIELDS:,}; keep the features the "
+            raise ctx.fail(f"{where}.schema", f"the TFMD schema {merged['schema']!r:.200} has {len(schema):,} "
+                                              f"features, above the limit of {MAX_SCHEMA_FIELDS:,}; keep the features the "
                                               f"pipelines read")
     elif merged.get("schema") is not None:
         raw = merged["schema"]

@@ -209,8 +209,8 @@ def _refuse_inputs(path: str, flag: str, inputs: Iterable[tuple[str, str]]) -> N
                 and os.path.commonpath([root, os.path.realpath(item)]) == root]
     if held:
         item, what = held[0]
-        raise OutputError(f"{flag} {path}: it holds {item} ({what}), an input of this run; parity removes and writes files "
-                          f"in its output folder, so it never takes one that holds the run's inputs: give an "
+        raise OutputError(f"{flag} {path}: it holds {item} ({what}), an input of this run; parity removes and "
+                          f"writes files in its output folder, so it never takes one that holds the run's inputs: give an "
                           f"{flag} outside the folders of the config, the capture and the code it names")
 
 

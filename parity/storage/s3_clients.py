@@ -57,10 +57,17 @@ def reuse_clients() -> None:
 # read, 5 attempts in legacy mode) left an unreachable endpoint hanging a run for minutes. Each may be set
 # with a pipeline option after `--` (`--s3_connect_timeout=10`), read by parity, not by Beam.
 TIMEOUT_OPTIONS = {"s3_connect_timeout": 5.0, "s3_read_timeout": 8.0, "s3_max_attempts": 2}
+_run_options: tuple[str, ...] = ()  # the run's pipeline options, given by `parity.storage.urls.configure`
+
+
+def use_options(options: tuple[str, ...]) -> None:
+    """The run's pipeline options, whose S3 time limits the clients built from now on take."""
+    global _run_options
+    _run_options = tuple(options)
 
 
 def client_limits(options: Any) -> dict[str, float]:
-    """The S3 time limits of the run's pipeline options (`parity.storage.urls.options()`), else the defaults."""
+    """The S3 time limits among pipeline options (`--s3_read_timeout=20`), else the defaults."""
     limits = dict(TIMEOUT_OPTIONS)
     for option in options or ():
         name, _, value = str(option).lstrip("-").partition("=")
@@ -98,9 +105,7 @@ class _BoundedBoto3:
     def config() -> Any:
         from botocore.config import Config
 
-        from parity.storage import urls
-
-        limits = client_limits(urls.options())
+        limits = client_limits(_run_options)
         return Config(connect_timeout=limits["s3_connect_timeout"], read_timeout=limits["s3_read_timeout"],
                       retries={"max_attempts": int(limits["s3_max_attempts"]), "mode": "standard"})
 
@@ -119,9 +124,7 @@ def _thread_client(make: Any, options: Any) -> Any:
 def _key(options: Any) -> tuple:
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 
-    from parity.storage import urls
-
-    limits = tuple(client_limits(urls.options()).values())  # a client is built with the limits of its time
+    limits = tuple(client_limits(_run_options).values())  # a client is built with the limits of its time
 
     if isinstance(options, PipelineOptions):
         view = options.view_as(S3Options)

@@ -90,6 +90,7 @@ def configure(options: Sequence[str] | None) -> None:
 
     FileSystems.set_options(PipelineOptions(list(options)))
     _options = options
+    s3_clients.use_options(options)  # its S3 time limits (--s3_read_timeout=...)
 
 
 def options() -> tuple[str, ...]:

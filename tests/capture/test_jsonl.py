@@ -186,7 +186,8 @@ def _types(value) -> list:
     return [type(value)]
 
 
-_REPEATED = "the JSON object holds it {n} times, and a record is never resolved to one of its values; write each field once"
+_REPEATED = ("the JSON object holds it {n} times, and a record is never resolved to one of its values; write each "
+             "field once")
 
 
 @pytest.mark.parametrize("line, reason", [

@@ -3,7 +3,6 @@ doubled ("Invalid control character at at column 18"), and each reason with its 
 record, offset or row, and the column or field where the reader knows it."""
 from __future__ import annotations
 
-import gzip
 import re
 import struct
 
@@ -117,7 +116,8 @@ def test_every_readers_reasons_name_their_place_and_repeat_no_word(tmp_path):
 
 
 @pytest.mark.parametrize("what, detail, where, reason", [
-    ("invalid JSON", "Invalid control character at", "at column 18", "invalid JSON: Invalid control character at column 18"),
+    ("invalid JSON", "Invalid control character at", "at column 18",
+     "invalid JSON: Invalid control character at column 18"),
     ("invalid JSON", "Expecting value", "at column 3", "invalid JSON: Expecting value at column 3"),
     ("invalid CSV", "the the field\nsecond line", "", "invalid CSV: the field"),
     ("invalid tf.Example", "", "", "invalid tf.Example: str"),

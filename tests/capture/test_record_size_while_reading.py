@@ -3,13 +3,11 @@ gzip bomb's) is quarantined without ever being held whole, in every reader that 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import struct
 import subprocess
 import sys
 import textwrap
-import zlib
 
 import pytest
 

@@ -60,6 +60,6 @@ def test_replay_into_the_config_folder_is_refused_naming_the_config(tmp_path, ca
     code, _, errors = run_cli(["replay", project.config, "--side", "offline", "--out", str(tmp_path), "--force"],
                               capsys)
     assert code == 2
-    assert errors.startswith(f"parity: error: --out {tmp_path}: it holds {project.config} (the config), an input of this run"), \
-        errors
+    assert errors.startswith(f"parity: error: --out {tmp_path}: it holds {project.config} (the config), an input of "
+                             "this run"), errors
     assert file_bytes(tmp_path) == before
