@@ -2,6 +2,7 @@
 and report the first stage where the two sides diverge."""
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 from parity.errors import ConfigError, InputError, ParityError, UserCodeError
@@ -13,21 +14,42 @@ if TYPE_CHECKING:
 __all__ = ["check", "ConfigError", "InputError", "ParityError", "Report", "UserCodeError", "__version__"]
 
 
-def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
-          pipeline_options: Sequence[str] | None = None, noise: bool | None = None,
+def check(config_path: str | os.PathLike, *, out_dir: str | os.PathLike | None = None,
+          runner: str = "DirectRunner", pipeline_options: Sequence[str] | None = None, noise: bool | None = None,
           sides_at_once: str = "auto", force: bool = False) -> Report:
     """Replays both sides of a config, diffs them, writes the reports; returns report.json as a `Report`: a
     dict (`report["verdict"]`) with `summary()`, `causes`, `examples`, and an HTML view in Jupyter.
 
+    Paths are str or os.PathLike (`pathlib.Path`). `pipeline_options`: Beam options as a list of strings, as
+    they would follow `--` on the command line (`["--direct_num_workers=2"]`).
     `noise=True` also replays each side a second time to find nondeterministic stages (`--noise`).
     `sides_at_once` (auto, on, off): replay the second side in a child process meanwhile (`--sides-at-once`).
     `force=True` writes into an `out_dir` that is not empty and was not made by parity (`--force`).
+
+    Raises:
+        ConfigError: a bad argument (named), a bad config. Every failure is a `ParityError`, never SystemExit:
+            a notebook's kernel survives it.
     """
+    from parity import api_arguments as arg
+    from parity.replay.runners import RUNNERS
+
+    config_path = arg.path(config_path, "config_path")
+    out_dir = arg.path(out_dir, "out_dir", optional=True)
+    runner = arg.choice(runner, "runner", RUNNERS)
+    noise = arg.flag(noise, "noise", optional=True)
+    sides_at_once = arg.choice(sides_at_once, "sides_at_once", ("auto", "on", "off"))
+    force = arg.flag(force, "force")
+    pipeline_options = arg.pipeline_options(pipeline_options)
+
     from parity import commands as run
+    from parity.errors import RunnerError
     from parity.report.result import Report
 
-    report = run.check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options,
-                       noise=noise, sides_at_once=sides_at_once, force=force)
+    try:
+        report = run.check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options,
+                           noise=noise, sides_at_once=sides_at_once, force=force)
+    except SystemExit as exc:  # whatever library exits: the caller's process (a notebook kernel) goes on
+        raise RunnerError(f"parity.check: the run called sys.exit({exc.code!r}); no verdict") from exc
     return Report(report, out_dir=out_dir or "parity-out")  # run.check's default folder
 
 

@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "pipeline and report the first stage where they diverge.",
                      epilog="--debug (anywhere): print a failure's traceback on the terminal too (it is written "
                             f"to {LOG_FILE} in the out folder). -v, --verbose (anywhere): show the libraries' "
-                            f"logs (TensorFlow, absl, Beam) on the terminal instead of in {LIBRARIES_LOG}.")
+                            f"logs (TensorFlow, absl, Beam) on the terminal instead of in {LIBRARIES_LOG}; under "
+                            f"report.redact only with {UNREDACTED_FLAG} too (they and user code's print() may quote "
+                            f"raw values).")
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print parity's version and those of Beam, TFT, TensorFlow and pyarrow, and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -121,6 +123,8 @@ def _summary(report: dict, out_dir: str) -> str:
 
 
 _VERBOSE_FLAGS = ("-v", "--verbose")
+# -v under report.redact shows the libraries' and user code's output only with this flag too: the user says so
+UNREDACTED_FLAG = "--unredacted-output"
 
 
 def _diverted(args: argparse.Namespace, beam_args: list[str]) -> int:
@@ -259,7 +263,8 @@ def _main(argv: Sequence[str] | None) -> int:
     own, beam_args = _split_beam_args(sys.argv[1:] if argv is None else argv)
     own, debug = _split_debug(own)
     verbose = any(flag in own for flag in _VERBOSE_FLAGS)
-    own = [arg for arg in own if arg not in _VERBOSE_FLAGS]
+    unredacted = UNREDACTED_FLAG in own
+    own = [arg for arg in own if arg not in (*_VERBOSE_FLAGS, UNREDACTED_FLAG)]
     if not verbose:
         from parity.console import terminal
 
@@ -270,8 +275,15 @@ def _main(argv: Sequence[str] | None) -> int:
     args = None
     try:
         args = build_parser().parse_args(own)
-        if not verbose and args.command in ("check", "replay", "diff", "init"):  # init loads the module and TF
+        if args.command == "init" and not verbose:  # init loads the module and TensorFlow: their lines stay off
             return _diverted(args, beam_args)
+        if args.command in ("check", "replay", "diff"):
+            if not verbose:
+                return _diverted(args, beam_args)
+            if _redacts(args) and not unredacted:  # what user code prints may be the values redaction hides
+                sys.stderr.write(f"parity: -v under report.redact: the libraries' and user code's output stays off "
+                                 f"the terminal (it may quote raw values); add {UNREDACTED_FLAG} to show it\n")
+                return _diverted(args, beam_args)
         return _run(args, beam_args)
     except SystemExit as exc:  # argparse's usage errors, and user code calling sys.exit()
         if args is None:
@@ -334,6 +346,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from parity.storage import urls
 
     urls.configure(beam_args)  # URLs (s3://...) among the paths use Beam's storage options given after --
+    if args.command in ("check", "replay", "diff") and args.out:
+        args.out = urls.resolved(args.out, "--out")  # file:///x is /x everywhere the command names it
 
     if args.command == "check":
         with terminal.user_output_to_stderr():  # stdout: the summary alone

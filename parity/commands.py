@@ -12,6 +12,7 @@ from parity.compare.diff import DiffStream, diff_gc
 from parity.compare.noise import AnalysisNoise
 from parity.compare.noise import judge as judge_noise
 from parity.config import Config, SideConfig, load_config
+from parity.config.inputs import run_inputs
 from parity.console import progress, signals
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError, RunnerError
@@ -46,7 +47,9 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     replays at once (`parity.replay.gate`).
     """
     side = config.side(side_name)
+    out_dir = urls.resolved(out_dir, "--out")
     return job.replay_side(config, side, out_dir, runner=runner, beam_args=beam_args,
+                           inputs=run_inputs(config, (side_name,)),
                            graph=FromSideGraph.of(config, side, out_dir, transform_from), reorder=reorder,
                            gate=gate, force=force)
 
@@ -75,8 +78,8 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     """
     # references unimported until the child (if any) has started: it spends the seconds of importing them
     # (TensorFlow, for a TFT module) importing its own, where it would wait for this process's
+    out_dir = urls.resolved(out_dir or "parity-out", "--out")  # file:///x is /x; a scheme Beam lacks: refused
     config = load_config(config_path, check_refs=False)
-    out_dir = out_dir or "parity-out"
     noise = config.report.noise if noise is None else noise
     timings: dict[str, Any] = {}
     order = _replay_order(config)
@@ -85,7 +88,7 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
     urls.configure(pipeline_options)  # an `--out` URL is claimed with the run's storage options
-    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force) as claimed:
+    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force, inputs=run_inputs(config)) as claimed:
         # the earlier run's sides/ are gone: the child reads the graph's raw feature spec in side_dirs[0] once
         # it appears (`SavedInputsFn`), never an earlier run's
         return _check_claimed(config_path, config, out_dir, order, side_dirs, at_once, claimed, runner=runner,
@@ -216,6 +219,8 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     """
     if pipeline_options is not None:
         urls.configure(pipeline_options)
+    left_dir, right_dir = urls.resolved(left_dir, "fingerprint set"), urls.resolved(right_dir, "fingerprint set")
+    out_dir = urls.resolved(out_dir, "--out")
     with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):
         return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise)
 

@@ -12,13 +12,15 @@ top features, a few examples and a `parity show` command); every report format i
 """
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import Any, Sequence
 
 __all__ = ["assert_parity"]
 
 
-def assert_parity(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
+def assert_parity(config_path: str | os.PathLike, *, out_dir: str | os.PathLike | None = None,
+                  runner: str = "DirectRunner",
                   pipeline_options: Sequence[str] | None = None) -> dict[str, Any]:
     """Runs `parity.check` and fails when the verdict is "diverged"; returns report.json's dict otherwise.
 
@@ -38,7 +40,7 @@ def assert_parity(config_path: str, *, out_dir: str | None = None, runner: str =
     from parity import check
     from parity.report import render_markdown
 
-    out_dir = out_dir or tempfile.mkdtemp(prefix="parity-")
+    out_dir = os.fspath(out_dir) if out_dir is not None else tempfile.mkdtemp(prefix="parity-")
     report = check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options)
     if report["verdict"] == "diverged":
         raise AssertionError(render_markdown(report, out_dir=out_dir))

@@ -21,10 +21,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from parity.capture.items import MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip, open_capture, too_deep
+from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip,
+                                  open_capture, too_deep)
 from parity.capture.schema import FieldType
 from parity.errors import InputError
 from parity.storage import urls
+from parity.storage.files import special_kind
 from parity.storage.outdir import is_parity_output
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
@@ -73,20 +75,27 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
     Raises:
         InputError: nothing matches; the message names the pattern.
     """
+    pattern = urls.resolved(pattern, "capture path")  # file:///x is /x; a scheme Beam lacks: refused
     if urls.is_url(pattern):
         return _list_url(pattern)
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
+    _refuse_special(full, pattern)
     if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
         return [full]
     if os.path.isdir(full):  # e.g. an ExampleGen split, `Split-train/`: its shards
-        files = sorted(os.path.join(full, name) for name in os.listdir(full)
-                       if not name.startswith(".") and os.path.isfile(os.path.join(full, name)))
+        names = [os.path.join(full, name) for name in os.listdir(full) if not name.startswith(".")]
+        for name in names:
+            _refuse_special(name, pattern)
+        files = sorted(name for name in names if os.path.isfile(name))
         if files:
             return files
         raise InputError(f"capture path {pattern!r} ({full}) is a folder with no files; give a folder of "
                          f"captured files (e.g. an ExampleGen split such as Split-train/), a file or a glob")
     if any(char in full for char in "*?["):
-        found = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
+        matched = glob.glob(full, recursive=True)
+        for name in matched:
+            _refuse_special(name, pattern)
+        found = sorted(p for p in matched if os.path.isfile(p))
         # never parity's own output (an earlier side's quarantine.jsonl, a report): `**/*.jsonl` with --out
         # under the config's folder read it, and the counts changed with every run
         fixed = _fixed_folder(full)
@@ -98,6 +107,15 @@ def list_capture_files(pattern: str, base_dir: str) -> list[str]:
                          f"capture.path (a relative path starts at the config file's folder, {base_dir})")
     raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
                      f"(a relative path starts at the config file's folder, {base_dir})")
+
+
+def _refuse_special(path: str, pattern: str) -> None:
+    """Refuses a FIFO, device or socket among the capture files before anything opens it (it would block)."""
+    special = special_kind(path)
+    if special is not None:
+        raise InputError(f"capture path {pattern!r}: {path} is {special}, not a regular file; parity reads capture "
+                         f"files (opening this would wait for a writer): copy the records to a file and name it in "
+                         f"capture.path")
 
 
 def _list_url(pattern: str) -> list[str]:
@@ -198,6 +216,7 @@ def read_file(
     schema: dict[str, FieldType] | None,
     batch_size: int,
     display_path: str,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadBatch]:
     """Stream one capture file as batches of records and quarantined entries.
 
@@ -207,6 +226,8 @@ def read_file(
         schema: field types; required for tfrecord and csv, optional for jsonl and parquet.
         batch_size: the most records a batch holds (quarantined entries count toward it too).
         display_path: the file's name in locations, e.g. the path relative to the config file.
+        max_record_bytes: `capture.max_record_bytes`; a record longer than `raw_limit` of it as read is
+            quarantined unread (jsonl, csv, tfrecord), so that one huge line never fills memory.
 
     Raises:
         InputError: the file cannot be opened, or the format needs a schema and has none.
@@ -224,7 +245,7 @@ def read_file(
     if not urls.isfile(path):  # checked here, so that the error comes before the first batch is asked for
         raise InputError(f"cannot read capture file {path}: not an existing file")
     reader = importlib.import_module(f"parity.capture.{fmt}")
-    items = reader.read(path, schema, display_path, batch_size)
+    items = reader.read(path, schema, display_path, batch_size, max_record_bytes=max_record_bytes)
     return _batches(items, batch_size)
 
 

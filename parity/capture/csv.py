@@ -6,7 +6,9 @@ schema lacks are kept as strings. An empty cell is None: CSV cannot tell an empt
 
 A row is quarantined at `<display_path>:<line>` (the 1-based line where the row starts) when it has the wrong
 number of cells (`expected N columns, got M`), is not UTF-8, is malformed CSV (e.g. a stray quote), or does not
-fit the schema. An unterminated quote makes the rest of the file one malformed row; its reason names the lines
+fit the schema. Every row of a file whose header repeats a column name is quarantined, naming the column
+(`repeated field 'v': the CSV header names columns 4 and 6 so, ...`). An unterminated quote makes the rest of
+the file one malformed row; its reason names the lines
 it spans (`invalid CSV: unexpected end of data (lines 3-9 read as one row)`).
 """
 
@@ -17,7 +19,9 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from parity.capture.items import Quarantined, ReadItem, open_error, preview
+from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, ReadItem, open_error, preview,
+                                  raw_limit, read_line, too_large_reason)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError
 from parity.storage import urls
@@ -32,8 +36,10 @@ class _Lines:
     its place, and noted in `bad` so that the row holding it is quarantined.
     """
 
-    def __init__(self, handle: IO[bytes]) -> None:
+    def __init__(self, handle: IO[bytes], max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self._handle = handle
+        self._max_record_bytes = max_record_bytes
+        self._limit = raw_limit(max_record_bytes)
         self.count = 0
         self.text: list[str] = []
         self.bad: list[str] = []
@@ -42,14 +48,20 @@ class _Lines:
         return self
 
     def __next__(self) -> str:
-        raw = next(self._handle)
+        raw, size = read_line(self._handle, self._limit)
+        if not raw:
+            raise StopIteration
         self.count += 1
+        if size > len(raw):  # never held whole: the row holding it is quarantined, the parser keeps its place
+            self.bad.append(too_large_reason(f"line {self.count} holds", size, self._max_record_bytes))
+            self.text.append(raw[:200].decode("utf-8", errors="replace"))
+            return "\n"
         if self.count == 1 and raw.startswith(_BOM):
             raw = raw[len(_BOM):]
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.bad.append(f"invalid UTF-8 at line {self.count}, byte {exc.start}: {exc.reason}")
+            self.bad.append(reader_error(f"invalid UTF-8 at line {self.count}, byte {exc.start}", exc.reason))
             text = raw.decode("utf-8", errors="replace")
         self.text.append(text)
         return text
@@ -60,7 +72,8 @@ class _Lines:
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row.
 
@@ -78,11 +91,12 @@ def read(
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:
-        lines = _Lines(handle)
+        lines = _Lines(handle, max_record_bytes)
         reader = csv.reader(lines, strict=True)
         header = _header(reader, lines, schema, display_path)
         if header is None:
             return
+        repeated = _repeated_column(header)
         while True:
             first_line = lines.count + 1
             lines.start_row()
@@ -91,17 +105,17 @@ def read(
             except StopIteration:
                 return
             except csv.Error as exc:
-                reason = f"invalid CSV: {exc}"
+                reason = reader_error("invalid CSV", exc)
                 if lines.count > first_line:  # e.g. an unterminated quote swallowed the lines after it
                     reason += f" (lines {first_line}-{lines.count} read as one row)"
                 yield Quarantined(f"{display_path}:{first_line}", reason, preview("".join(lines.text)))
                 if lines.count < first_line:  # nothing consumed: the parser cannot move on
                     return
                 continue
-            if not row:
+            if not row and not lines.bad:
                 continue
             location = f"{display_path}:{first_line}"
-            result = _record(row, header, schema, lines.bad)
+            result = repeated or _record(row, header, schema, lines.bad)
             if isinstance(result, str):
                 yield Quarantined(location, result, preview("".join(lines.text)))
             else:
@@ -116,19 +130,34 @@ def _header(reader: Any, lines: _Lines, schema: dict[str, FieldType], display_pa
         raise InputError(f"{display_path}:{lines.count}: the CSV header is malformed: {exc}") from exc
     if header is None:
         return None
+    if len(header) > MAX_FIELDS:  # checked first: everything after it handles each column
+        raise InputError(f"{display_path}: the CSV header has {len(header):,} columns, above the limit of "
+                         f"{MAX_FIELDS:,} fields per record; write the columns the pipelines read")
+    if lines.bad and lines.bad[0].startswith("record too large"):
+        raise InputError(f"{display_path}: the CSV header cannot be read: {lines.bad[0]}")
     if lines.bad:
         raise InputError(f"{display_path}: the CSV header is not UTF-8: {lines.bad[0]}")
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates:
-        repeated = ", ".join(map(repr, duplicates))
-        raise InputError(f"{display_path}: the CSV header repeats column(s) {repeated}")
-    missing = [name for name in schema if name not in header]
+    columns = set(header)
+    missing = [name for name in schema if name not in columns]
     if missing:
         raise InputError(
             f"{display_path}: the CSV header lacks schema column(s) {', '.join(map(repr, missing))}; "
             f"it has {', '.join(map(repr, header))}"
         )
     return header
+
+
+def _repeated_column(header: list[str]) -> str | None:
+    """The reason every row of a file whose header repeats a column is quarantined, or None: a row cannot be
+    read as a record without resolving the name to one of its cells (CONTRACT section 8, "Readers"); each row
+    stays counted, so that the file's records are all accounted for."""
+    first: dict[str, int] = {}
+    for number, name in enumerate(header, 1):
+        if name in first:
+            return (f"repeated field {name!r:.60}: the CSV header names columns {first[name]} and {number} so, and "
+                    f"a record is never resolved to one of its values; name each column once")
+        first[name] = number
+    return None
 
 
 def _record(row: list[str], header: list[str], schema: dict[str, FieldType], bad: list[str]) -> dict | str:

@@ -18,6 +18,55 @@ MAX_NESTING = 100
 TOO_DEEP = f"too deeply nested: more than {MAX_NESTING} levels of lists and objects"
 
 
+# The most fields a record may have, and columns a CSV header or Parquet file: the limit of an inline
+# capture.schema (parity.config.MAX_SCHEMA_FIELDS). Every stage handles a record's fields one by one, and a
+# record of a million fields took a minute of CPU and 2.5 GB to replay.
+MAX_FIELDS = 10_000
+
+
+def too_many_fields(count: int, what: str = "the record has") -> str:
+    """The reason a record (or every row of a file) with more than MAX_FIELDS fields is quarantined."""
+    return (f"too many fields: {what} {count:,}, above the limit of {MAX_FIELDS:,} fields per record; capture "
+            f"the fields the pipelines read")
+
+
+# capture.max_record_bytes's default; it bounds a record's canonical bytes (parity/replay/read_step.py) and,
+# through `raw_limit`, what a reader holds of one record while it reads it.
+MAX_RECORD_BYTES = 16 << 20
+_RAW_SLACK = 64 << 10
+_SKIP_CHUNK = 1 << 20
+
+
+def raw_limit(max_record_bytes: int) -> int:
+    """The most bytes of one record a reader holds as it reads (a line, a CSV row's line, a TFRecord payload,
+    after decompression): 4 x `capture.max_record_bytes` + 64 KiB. A record's raw form may be longer than its
+    canonical bytes (JSON's quotes, separators and escapes), so the raw bound is wider than the canonical one;
+    a record longer than this is quarantined as it is read, never held whole (a gzip bomb's one line)."""
+    return 4 * max_record_bytes + _RAW_SLACK
+
+
+def too_large_reason(what: str, size: int, max_record_bytes: int) -> str:
+    """`record too large: ...` for a record refused as it is read, naming its size and the limit."""
+    return (f"record too large: {what} {size:,} bytes, above the {raw_limit(max_record_bytes):,} bytes a record may "
+            f"take as read (4 x capture.max_record_bytes {max_record_bytes:,} + 64 KiB); it was skipped unread. "
+            f"Raise capture.max_record_bytes to read records this large")
+
+
+def read_line(handle: IO[bytes], limit: int) -> tuple[bytes, int]:
+    """The next line of `handle` (b"" at the end) and its length, holding at most `limit` + 1 bytes of it: a
+    longer line is read through in bounded pieces and returned cut (its length says how long it was, its end
+    has no newline)."""
+    raw = handle.readline(limit + 1)
+    if len(raw) <= limit or raw.endswith(b"\n"):
+        return raw, len(raw)
+    size = len(raw)
+    while True:
+        part = handle.readline(_SKIP_CHUNK)
+        size += len(part)
+        if not part or part.endswith(b"\n"):
+            return raw[:limit], size
+
+
 @dataclass(frozen=True)
 class Quarantined:
     """A record that could not be read or did not fit the schema.

@@ -3,9 +3,10 @@ as `.jsonl.gz` files are; a corrupt or cut gzip stream makes the rest of the fil
 
 Blank lines are not records. A line that is not UTF-8, not JSON, not an object, nested more than
 `MAX_NESTING` (100) levels of arrays and objects, holding a number beyond the float64 range (`1e400`, which
-`float()` would turn into an infinity: the field is named), or does not fit the schema is quarantined at
-`<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads` gives
-them (integers of any size stay `int`). With a schema, schema fields are coerced (missing ones become None)
+`float()` would turn into an infinity: the field is named), repeating a key in one of its objects (the key
+and where it stands are named: a record is never resolved to one of its values), or does not fit the schema
+is quarantined at `<display_path>:<line number>` (1-based). Without a schema, values stay as `json.loads`
+gives them (integers of any size stay `int`). With a schema, schema fields are coerced (missing ones become None)
 and other fields are kept as they are.
 """
 
@@ -21,8 +22,10 @@ from typing import IO, Any
 
 import orjson
 
-from parity.capture.items import (MAX_NESTING, TOO_DEEP, Chunk, Quarantined, ReadItem, open_capture, open_error,
-                                  preview, too_deep)
+from parity.capture.items import (MAX_FIELDS, MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem,
+                                  open_capture, open_error, preview, raw_limit, read_line, too_deep,
+                                  too_large_reason, too_many_fields)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
 
@@ -31,14 +34,19 @@ CHUNK = 1000  # lines whose records are coerced together
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each record of the file and `Quarantined` for each bad line.
+
+    A line longer than `raw_limit(max_record_bytes)` is quarantined as `record too large`, read through in
+    bounded pieces and never held whole (one line of a gzip bomb decompresses to gigabytes).
 
     Raises:
         InputError: the file cannot be opened.
     """
     del batch_size  # records are coerced CHUNK lines at a time, whatever the caller's batches
+    limit = raw_limit(max_record_bytes)
     try:  # bytes, so that one non-UTF-8 line is quarantined rather than fatal; gzip told from the first bytes
         handle: IO[bytes] = open_capture(path)
     except OSError as exc:
@@ -46,12 +54,11 @@ def read(
     with handle:
         pending: list[tuple[str, bytes, dict | str]] = []
         number = 0
-        lines = iter(handle)
         while True:
             try:
-                raw = next(lines)
-            except StopIteration:
-                break
+                raw, size = read_line(handle, limit)
+                if not raw:
+                    break
             except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream: the rest is lost
                 yield from _coerced_items(pending, schema)
                 yield Quarantined(f"{display_path}:{number + 1}",
@@ -59,11 +66,16 @@ def read(
                                   f"cannot be told apart and count as this one quarantined entry", "")
                 return
             number += 1
+            cut = size > len(raw)  # a line above the limit, read past
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
-            if not raw.strip():
+            if cut:
+                pending.append((f"{display_path}:{number}", raw[:200],
+                                too_large_reason("the line holds", size, max_record_bytes)))
+            elif not raw.strip():
                 continue
-            pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
+            else:
+                pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
             if len(pending) == CHUNK:
                 yield from _coerced_items(pending, schema)
                 pending = []
@@ -103,12 +115,17 @@ def _parse_line(raw: bytes) -> dict | str:
     except orjson.JSONDecodeError:
         value, reason = _json_value(raw)
     else:
-        if type(value) is dict and canonical.wide_float(value):
+        # orjson keeps the last of a repeated key; json's pass (with `_pairs`) finds them, needed unless the line
+        # surely repeats none: one object, and no more colons than keys (every key is followed by one)
+        if type(value) is dict and (canonical.wide_float(value)
+                                    or raw.count(b"{") != 1 or raw.count(b":") != len(value)):
             value, reason = _json_value(raw)
     if reason is not None:
         return reason
     if not isinstance(value, dict):
         return f"expected a JSON object, got {_json_kind(value)}"
+    if len(value) > MAX_FIELDS:
+        return too_many_fields(len(value))
     # counting brackets is a C-speed upper bound on the depth: only lines that might be too deep are walked
     if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and too_deep(value):
         return TOO_DEEP
@@ -118,21 +135,65 @@ def _parse_line(raw: bytes) -> dict | str:
 def _json_value(raw: bytes) -> tuple[Any, str | None]:
     """The line's value as `json.loads` reads it, or None and the reason it cannot."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").rstrip("\r\n")  # a position past the end is on the line, not line 2
     except UnicodeDecodeError as exc:
-        return None, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+        return None, reader_error(f"invalid UTF-8 at byte {exc.start}", exc.reason)
     out_of_range: list[str] = []
+    repeated: list[_Repeated] = []
     try:
-        value = json.loads(text, parse_float=functools.partial(_float, out_of_range=out_of_range))
+        value = json.loads(text, parse_float=functools.partial(_float, out_of_range=out_of_range),
+                           object_pairs_hook=functools.partial(_pairs, repeated=repeated))
         if out_of_range:
             return None, _out_of_range_reason(value, out_of_range[0])
+        if repeated:
+            return None, _repeated_reason(value)
         return value, None
     except json.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc.msg} at column {exc.colno}"
+        return None, reader_error("invalid JSON", exc.msg, f"at column {exc.colno}")
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
-        return None, f"invalid JSON: {exc}"
+        return None, reader_error("invalid JSON", exc)
     except RecursionError:
         return None, "invalid JSON: nested too deeply"
+
+
+class _Repeated(dict):
+    """A JSON object that holds `key` more than once (`count` times), with its last value for each key."""
+
+    __slots__ = ("key", "count")
+
+
+def _pairs(pairs: list[tuple[str, Any]], repeated: list[_Repeated]) -> dict:
+    """An object's dict; a `_Repeated` one (noted in `repeated`) when a key appears twice, so that the record
+    is quarantined naming it rather than read as one of its values (CONTRACT section 8, "Readers")."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    marked = _Repeated(value)
+    seen: dict[str, int] = {}
+    for key, _ in pairs:
+        seen[key] = seen.get(key, 0) + 1
+    marked.key = next(key for key, _ in pairs if seen[key] > 1)
+    marked.count = seen[marked.key]
+    repeated.append(marked)
+    return marked
+
+
+def _repeated_reason(value: Any) -> str:
+    """`repeated field 'v': ...` (or `field 'a': at ['b']: repeated key 'c': ...`) for the shallowest object of
+    `value` that repeats a key (found breadth-first, no recursion)."""
+    queue: deque[tuple[Any, list]] = deque([(value, [])])
+    while queue:
+        item, path = queue.popleft()
+        if isinstance(item, _Repeated):
+            where = _path_text(path)
+            name = f"repeated key {item.key!r:.60}" if where else f"repeated field {item.key!r:.60}"
+            return (f"{where}{name}: the JSON object holds it {item.count} times, and a record is never resolved to "
+                    f"one of its values; write each field once")
+        if isinstance(item, dict):
+            queue.extend((v, path + [k]) for k, v in item.items())
+        elif isinstance(item, list):
+            queue.extend((v, path + [i]) for i, v in enumerate(item))
+    return "a JSON object repeats a key"
 
 
 class _OutOfRange:

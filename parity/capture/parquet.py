@@ -19,7 +19,8 @@ file written with the schema's types), the values are not coerced one by one (co
 and each record comes with its canonical bytes and fingerprint, computed from the batch's columns by
 `parity.encoding.columnar` (the read step then does not encode the dicts).
 A row that does not fit the schema is quarantined at `<display_path>:row <index>` (0-based); so is every row
-of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs. A file that cannot
+of a file whose columns nest more than `MAX_NESTING` (100) levels of lists and structs, or that repeats a
+column name or a struct field name (`repeated field 'v': the Parquet file has 2 columns of that name, ...`). A file that cannot
 be opened as Parquet is ONE quarantined entry located at `<display_path>` (its row count is unknown). The file
 is read one row group at a time (a batch never spans two groups): a row group that breaks (a corrupt page)
 quarantines each of its unread rows at `<display_path>:row <index>` (the footer gives the group's row count,
@@ -37,7 +38,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parity.capture.items import MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview
+from parity.capture.items import (MAX_FIELDS, MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview,
+                                  too_many_fields)
+from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.encoding import columnar
 from parity.errors import first_line
@@ -50,25 +53,46 @@ _MAX_LOST_ROWS = 10_000_000
 
 
 def read(
-    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 4096
+    path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 4096,
+    max_record_bytes: int = 0,
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row or broken file.
+
+    `max_record_bytes` is applied by the read step to each row's canonical bytes: Arrow decodes a page at a
+    time, and a row cannot be sized before its page is decoded.
 
     Raises:
         InputError: the file does not exist or cannot be opened by the operating system.
     """
+    del max_record_bytes
     try:
         parquet_file = pq.ParquetFile(urls.open_read(path) if urls.is_url(path) else path)
         columns = parquet_file.schema_arrow
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others for a file that is not Parquet
-        yield Quarantined(display_path, f"cannot read Parquet file: {first_line(exc, limit=10_000)}", _head(path))
+        yield Quarantined(display_path, reader_error("cannot read Parquet file", first_line(exc, limit=10_000)),
+                          _head(path))
         return
     row = 0
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
+    # every row of a file with a repeated column or struct field name is quarantined, never materialized: a
+    # record cannot hold the name twice, and a dict would keep one of the values (CONTRACT section 8, "Readers")
+    refused = (TOO_DEEP if too_deep else too_many_fields(len(columns), "the Parquet file has")
+               if len(columns) > MAX_FIELDS else _repeated_name(columns))
+    if refused:  # each row quarantined by the footer's row count, never decoded
+        with parquet_file:
+            total = parquet_file.metadata.num_rows
+            if total > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
+                yield Quarantined(display_path, f"{refused}; the footer claims {total} rows: counted as this one "
+                                                f"entry", "")
+                return
+            for index in range(total):
+                yield Quarantined(f"{display_path}:row {index}", refused, "")
+        return
     identity = columnar.identity_schema(columns, schema)
-    missing = [name for name in schema if name not in columns.names] if schema else []
+    names = set(columns.names)
+    missing = [name for name in schema if name not in names] if schema else []
     with parquet_file:
         for group in range(parquet_file.num_row_groups):
             group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
@@ -78,8 +102,8 @@ def read(
                     batch = next(batches, None)
                 except Exception as exc:  # a corrupt page: the group's other rows cannot be located
                     end = group_start + group_rows
-                    reason = (f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
-                              f"after row {row}: {first_line(exc, limit=10_000)}")
+                    reason = reader_error(f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
+                                          f"after row {row}", first_line(exc, limit=10_000))
                     if end - row > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
                         yield Quarantined(f"{display_path}:row {row}", f"{reason}; the footer claims "
                                           f"{end - row} unread rows: counted as this one entry", "")
@@ -90,11 +114,6 @@ def read(
                     break
                 if batch is None:
                     break
-                if too_deep:  # never materialized: converting them is what would recurse too deeply
-                    for _ in range(batch.num_rows):
-                        yield Quarantined(f"{display_path}:row {row}", TOO_DEEP, "")
-                        row += 1
-                    continue
                 # the rows' canonical bytes and fingerprints from the Arrow columns, where the schema keeps
                 # the values as they are (else None: the read step encodes the records)
                 encoded = columnar.row_encodings(batch, missing) if identity else None
@@ -143,6 +162,35 @@ def _column_values(column: pa.Array) -> list[Any]:
     if _needs_conversion(arrow_type):
         return [_convert(v) for v in values]
     return values
+
+
+def _repeated_name(columns: pa.Schema) -> str | None:
+    """The reason rows are quarantined when the file repeats a column name, or a struct repeats a field name at
+    any depth (Arrow and Parquet allow both); None when every name is unique where it stands."""
+    stack: list[tuple[list[str], list[pa.Field], bool]] = [([], list(columns), False)]
+    while stack:
+        path, fields, in_list = stack.pop()
+        seen: set[str] = set()
+        for item in fields:
+            if item.name in seen:
+                count = sum(1 for other in fields if other.name == item.name)
+                if not path:
+                    return (f"repeated field {item.name!r:.60}: the Parquet file has {count} columns of that name, "
+                            f"and a record is never resolved to one of its values; write each column once")
+                where = f"field {path[0]!r:.60}: " + "".join(f"at [{p!r:.40}]" for p in path[1:2]) + "".join(
+                    f"[{p!r:.40}]" for p in path[2:]) + (": " if len(path) > 1 else "")
+                return (f"{where}repeated key {item.name!r:.60}: its struct has {count} fields of that name, and "
+                        f"a record is never resolved to one of its values; write each field once")
+            seen.add(item.name)
+        for item in fields:
+            inner = item.type
+            while isinstance(inner, pa.BaseExtensionType) or pa.types.is_dictionary(inner):
+                inner = inner.storage_type if isinstance(inner, pa.BaseExtensionType) else inner.value_type
+            if inner.num_fields:  # a list's value field is no name of the record's
+                listed = not pa.types.is_struct(inner)
+                stack.append((path if in_list else path + [item.name],
+                              [inner.field(i) for i in range(inner.num_fields)], listed))
+    return None
 
 
 def _type_depth(arrow_type: pa.DataType) -> int:

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from parity.capture.schema import FieldType
+from parity.storage.files import special_kind
 
 SCHEMA_FILE = "schema.pbtxt"
 _TYPES = {"INT": "int64", "FLOAT": "float32", "BYTES": "bytes"}
@@ -65,11 +66,17 @@ def find_schema_file(path: str) -> str:
     Raises:
         TFMDError: there is no such file; the message says where it looked.
     """
+    special = special_kind(path)
+    if special is not None:
+        raise TFMDError(f"{path} is {special}, not a regular file; give a schema.pbtxt or SchemaGen's output folder")
     if os.path.isfile(path):
         return path
     if not os.path.isdir(path):
         raise TFMDError(f"{path} does not exist; give a schema.pbtxt or SchemaGen's output folder")
     direct = os.path.join(path, SCHEMA_FILE)
+    special = special_kind(direct)
+    if special is not None:
+        raise TFMDError(f"{direct} is {special}, not a regular file; give a schema.pbtxt or SchemaGen's output folder")
     if os.path.isfile(direct):
         return direct
     newest = newest_execution(path, SCHEMA_FILE)

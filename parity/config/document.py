@@ -5,12 +5,15 @@ laughs", a generated 5 MB schema) before they cost memory.
 """
 from __future__ import annotations
 
+import math
+import re
 import sys
 from typing import Any
 
 import yaml
 
 from parity.errors import ConfigError, first_line
+from parity.storage.files import special_kind
 
 MAX_CONFIG_BYTES = 1 << 20            # the file's size
 MAX_CONFIG_NODES = 100_000            # YAML nodes once every alias is expanded
@@ -67,9 +70,16 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    """The mapping, refusing a key written twice in it. Merge keys (`<<: *side`) are YAML's own and safe:
+    `construct_mapping` merges them, and a key written beside one overrides the merged value, as YAML says."""
     seen: set = set()
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             repeated = key in seen
@@ -84,6 +94,25 @@ def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
+# YAML 1.2's floats: PyYAML resolves YAML 1.1's, which need a dot, so `1e-6` (the README's own spelling),
+# `1e308` and `1e-300` were strings and refused. Added after the int resolver: `1` stays an integer.
+_FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _finite_float(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> float:
+    """A YAML float; a literal beyond the float64 range (`1e400`) is refused rather than read as an infinity,
+    which would switch a tolerance off. `.inf` spelled out stays an infinity."""
+    value = loader.construct_yaml_float(node)
+    if math.isinf(value) and "inf" not in node.value.lower():
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the number {node.value[:40]} (line {node.start_mark.line + 1}) is beyond the float64 "
+                        f"range (magnitude above 1.8e308)", node.start_mark)
+    return value
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _finite_float)
+
 
 def read_document(path: str) -> Any:
     """The YAML document in the file `path` (None when it holds only comments).
@@ -91,6 +120,9 @@ def read_document(path: str) -> Any:
     Raises:
         ConfigError: the file is missing, unreadable, too large or not YAML parity can use.
     """
+    special = special_kind(path)
+    if special is not None:
+        raise ConfigError(f"{path}: is {special}, not a regular file; pass the path of a parity YAML config file")
     try:
         with open(path, "rb") as handle:
             text = handle.read(MAX_CONFIG_BYTES + 1)

@@ -40,7 +40,7 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
         raise ConfigError(f"{path}: the config is empty (or only comments); a parity config is a YAML mapping "
                           f"with version: 1, capture and two sides (see the README's config reference)")
     doc = ctx.mapping(document, "", ("version", "name", "capture", "sides", "tolerance", "report"))
-    if doc.get("version") != 1:
+    if type(doc.get("version")) is not int or doc["version"] != 1:  # `version: true` is no 1: never a bool
         raise ctx.fail("version", f"unsupported version {_show(doc.get('version'))}; expected 1")
     name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
     if not isinstance(name, str):
@@ -98,6 +98,10 @@ def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpe
         except tfmd.TFMDError as exc:
             raise ctx.fail(f"{where}.schema", f"{exc}") from exc
         schema, tfmd_text = loaded.fields, loaded.text
+        if len(schema) > MAX_SCHEMA_FIELDS:
+            raise ctx.fail(f"{where}.schema", f"the TFMD schema {merged['schema']!r:.200} has {len(schema):,} "
+                                              f"features, above the limit of {MAX_SCHEMA_FIELDS:,}; keep the features the "
+                                              f"pipelines read")
     elif merged.get("schema") is not None:
         raw = merged["schema"]
         if not isinstance(raw, dict) or not raw:

@@ -45,6 +45,7 @@ class Ref:
         module_name, attr = (None, file_ref.group("attr")) if file_ref else self.text.split(":", 1)
         if self.base_dir not in sys.path:
             sys.path.insert(0, self.base_dir)
+        _refuse_special_module(self.text, self.base_dir, file_ref.group("file") if file_ref else module_name)
         try:
             with loading():  # a TFX module imports TensorFlow: seconds of objects that all live on
                 if file_ref:
@@ -64,6 +65,21 @@ class Ref:
                 f"cannot import '{self.text}' (searched {self.base_dir} first): {last}; "
                 f"check the module name and that it imports on its own") from exc
         return obj
+
+
+def _refuse_special_module(reference: str, base_dir: str, name: str) -> None:
+    """Refuses a module the config names that is a FIFO, device or socket beside the config, before importing
+    it: Python's import would skip it and say "No module named", and importing it by file path would block."""
+    from parity.storage.files import special_kind
+
+    top = name.split(".")[0] if not name.endswith(".py") else name
+    candidates = [os.path.join(base_dir, top)] if top.endswith(".py") else [
+        os.path.join(base_dir, top + ".py"), os.path.join(base_dir, top, "__init__.py")]
+    for candidate in candidates:
+        special = special_kind(candidate)
+        if special is not None:
+            raise UserCodeError(f"cannot import '{reference}': {candidate} is {special}, not a regular file; a "
+                                f"module a config names must be a Python file")
 
 
 def _import_file(path: str) -> Any:

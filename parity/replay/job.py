@@ -32,11 +32,13 @@ from parity.storage import urls
 
 def replay_side(config: Config, side: SideConfig, out_dir: str, *, runner: str = "DirectRunner",
                 beam_args: Sequence[str] | None = None, graph: FromSideGraph | None = None, reorder: bool = False,
-                gate: TransformGate | None = None, force: bool = False) -> dict[str, Any]:
+                gate: TransformGate | None = None, force: bool = False,
+                inputs: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Replays one side as a Beam job and writes its fingerprint set to `out_dir`; returns the manifest.
 
     `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, an earlier set's files removed, and
-    refused when it is another's folder unless `force`.
+    refused when it is another's folder unless `force`, or when it holds one of `inputs` (`(path, what)` of
+    the files the run reads, `parity.config.inputs.run_inputs`).
 
     `graph`: where a `saved: {from_side}` transform finds the other side's graph (`FromSideGraph.of`; by
     default beside `out_dir`). `gate`: the other side replays at the same time (`parity.replay.gate`); a TFT
@@ -46,7 +48,7 @@ def replay_side(config: Config, side: SideConfig, out_dir: str, *, runner: str =
     graph = graph or FromSideGraph.of(config, side, out_dir)
     _check_windowfn(config, side)
     urls.configure(beam_args)  # an `--out` URL is claimed with the run's storage options
-    with output.claim(out_dir, output.SET_OUTPUTS, force=force):
+    with output.claim(out_dir, output.SET_OUTPUTS, force=force, inputs=inputs):
         return _replay_claimed(config, side, out_dir, runner=runner, beam_args=beam_args, graph=graph,
                                reorder=reorder, gate=gate)
 

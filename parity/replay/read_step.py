@@ -70,7 +70,7 @@ class ReadBatchesFn(beam.DoFn):
         side = self._side
         fmt = side.capture.format or detect_format(path)
         for batch_index, read in enumerate(read_file(path, fmt, side.capture.schema_dict, self._batch_size,
-                                                     display)):
+                                                     display, side.capture.max_record_bytes)):
             batch = RecBatch(f"{file_index:05d}-{batch_index:06d}")
             quarantined = [_quarantine_entry(q.location, q.reason, q.preview) for q in read.quarantined]
             first = batch_index * self._batch_size

@@ -11,9 +11,24 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from typing import Iterator
 
-__all__ = ["replacing", "write_bytes", "write_text"]
+__all__ = ["replacing", "special_kind", "write_bytes", "write_text"]
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def special_kind(path: str) -> str | None:
+    """What `path` is when it exists and is neither a regular file nor a folder ("a FIFO (named pipe)", "a
+    character device", ...), else None. Asked before opening a file parity reads: opening a FIFO blocks until a
+    writer comes, and reading a device may never end, so a run given one would hang until killed."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((kind for test, kind in _SPECIAL if test(mode)), None)
 
 
 @contextlib.contextmanager

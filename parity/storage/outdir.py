@@ -17,6 +17,9 @@ same way but for the lock: an object store has no lock, so two runs into one URL
 avoid (give each run its own URL). The marker is an object (`.parity-out`), a prefix holding other objects is
 refused unless `--force`, and the earlier outputs are removed by deleting every object under their names.
 
+A run removes or overwrites only what parity wrote (`.parity-written` records the names each claim is for),
+`--force` or not, and never takes an `--out` that holds one of its inputs (`parity.config.inputs`).
+
 Captures never read parity's own output: `is_parity_output` tells whether a file lies in a folder parity
 claimed (its marker) or in a fingerprint set, and the capture listing leaves those out.
 """
@@ -28,10 +31,12 @@ import os
 from typing import Iterable
 
 from parity.errors import OutputError
-from parity.storage import urls
+from parity.storage import files, urls
 
 MARKER = ".parity-out"
 LOCK = ".parity-lock"
+# the names parity has written into the folder, one a line: the only ones a later run removes or replaces
+WRITTEN = ".parity-written"
 REPORTS = ("report.json", "report.md", "report.html", "junit.xml")
 TIMINGS = "timings.json"
 # what `parity check` writes at the top of its folder (`sides/` and `noise/` hold fingerprint sets)
@@ -44,7 +49,7 @@ CHECK_OUTPUTS = (*REPORTS, TIMINGS, "sides", "noise", *LOGS)
 SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "fingerprints", "buckets.json", "quarantine.jsonl", "analyzers.json",
                "analyzer_feeds.json", TIMINGS, "values",
                "stage_values", "_parts", "_spill", "_tft_tmp", "tft_output", *LOGS)
-_OWN = (MARKER, LOCK)
+_OWN = (MARKER, LOCK, WRITTEN)
 # a folder holding both files of either pair is a fingerprint set (one fingerprints file, or bucket files)
 _SET_FILES = (("manifest.json", "fingerprints.parquet"), ("manifest.json", "buckets.json"))
 
@@ -77,19 +82,27 @@ class Claim:
 
 
 def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force: bool = False,
-          flag: str = "--out") -> Claim:
+          flag: str = "--out", inputs: Iterable[tuple[str, str]] = ()) -> Claim:
     """Makes `path` this run's output folder: refuses another's folder (unless `force`), locks it, and removes
     the earlier outputs named in `outputs` (names directly in the folder). A folder without parity's marker
     counts as parity's when it holds nothing but `outputs` and `known` (names parity writes there that this
     command keeps, e.g. the fingerprint sets `parity diff` reads).
 
+    Only what parity wrote there is removed or replaced, `force` or not: the names a claim is for are recorded
+    in `.parity-written` (WRITTEN), and an output name in the folder that no record holds (a user's
+    `report.json`) is refused, naming it. (A folder of an earlier release, without the record, counts as
+    parity's when it holds parity's marker or parity's names only.) `inputs`, `(path, what)` of each file or
+    folder the run reads: an `--out` holding one is refused, naming both (the run would remove or write beside
+    its own inputs).
+
     Raises:
         OutputError: the path is a file, another run holds the lock, the folder is not parity's and `force` is
-            off, or the lock file is a link; the message names the folder and the way out.
+            off, it holds an input of the run or a file of an output's name parity did not write, or the lock file
+            is a link; the message names the folder and the way out.
     """
     outputs, known = tuple(outputs), tuple(known)
     if urls.is_url(path):
-        return _claim_url(path, outputs, known, force, flag)
+        return _claim_url(path, outputs, known, force, flag, tuple(inputs))
     if os.path.lexists(path) and not os.path.isdir(path):
         raise OutputError(f"{flag} {path}: exists and is not a folder; give a folder (parity creates it when "
                           f"it is missing)")
@@ -101,11 +114,16 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     ours = _has_marker(path) or all(name in (*_OWN, *outputs, *known) for name in entries)
     if not ours and not force:
         raise _foreign(flag, path, entries)
+    _refuse_inputs(path, flag, inputs)
+    written = _written(path, entries, ours, outputs, known)
+    _refuse_unwritten(flag, path, [name for name in outputs if name in entries and name not in written])
     fd = _lock(path, flag)
     try:
         if ours and not _has_marker(path):
             urls.remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
             _write_marker(path)
+        urls.remove(os.path.join(path, WRITTEN))  # as a link, if one was planted: rewritten below
+        files.write_text(os.path.join(path, WRITTEN), "".join(f"{name}\n" for name in sorted({*written, *outputs})))
         for name in outputs:
             urls.remove(os.path.join(path, name))
     except OSError as exc:
@@ -119,7 +137,8 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     return Claim(path, fd)
 
 
-def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], force: bool, flag: str) -> Claim:
+def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], force: bool, flag: str,
+               inputs: tuple[tuple[str, str], ...] = ()) -> Claim:
     """`claim` of a URL: the same refusal, marker and removal of earlier outputs, without a lock."""
     try:
         if urls.isfile(path):
@@ -132,14 +151,68 @@ def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], forc
     ours = MARKER in entries or all(name in (*_OWN, *outputs, *known) for name in entries)
     if not ours and not force:
         raise _foreign(flag, path, entries)
+    _refuse_inputs(path, flag, inputs)
+    try:
+        record = urls.read_bytes(urls.child(path, WRITTEN)).decode("utf-8") if WRITTEN in entries else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OutputError(f"{flag} {path}: cannot read {WRITTEN}: {exc}") from exc
+    written = _names_written(record, entries, ours, outputs, known)
+    _refuse_unwritten(flag, path, [name for name in outputs if name in entries and name not in written])
     try:
         if MARKER not in entries and ours:
             urls.write_text(urls.child(path, MARKER), _MARKER_TEXT)
+        urls.write_text(urls.child(path, WRITTEN), "".join(f"{name}\n" for name in sorted({*written, *outputs})))
         for name in outputs:
             urls.remove(urls.child(path, name))
     except OSError as exc:
         raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc}") from exc
     return Claim(path, None)
+
+
+def _written(path: str, entries: list[str], ours: bool, outputs: tuple[str, ...], known: tuple[str, ...]) -> set[str]:
+    """The names parity has written into the local folder `path` (`_names_written`)."""
+    record = None
+    written_path = os.path.join(path, WRITTEN)
+    if WRITTEN in entries and os.path.isfile(written_path) and not os.path.islink(written_path):
+        try:
+            with open(written_path, encoding="utf-8") as handle:
+                record = handle.read(1 << 20)
+        except (OSError, UnicodeDecodeError):
+            record = None
+    return _names_written(record, entries, ours, outputs, known)
+
+
+def _names_written(record: str | None, entries: list[str], ours: bool, outputs: tuple[str, ...],
+                   known: tuple[str, ...]) -> set[str]:
+    """The names of `.parity-written`'s record; without one (a folder an earlier release wrote), every
+    output and known name in a folder that is parity's, and none in another's."""
+    if record is not None:
+        return {line for line in record.splitlines() if line}
+    return {name for name in entries if name in (*outputs, *known)} if ours else set()
+
+
+def _refuse_unwritten(flag: str, path: str, names: list[str]) -> None:
+    if names:
+        shown = ", ".join(names)
+        raise OutputError(f"{flag} {path}: it holds {shown}, which parity did not write there and would replace; "
+                          f"parity removes or overwrites only its own files, --force or not: move "
+                          f"{'it' if len(names) == 1 else 'them'} away or give another {flag}")
+
+
+def _refuse_inputs(path: str, flag: str, inputs: Iterable[tuple[str, str]]) -> None:
+    """Refuses an output folder that holds (or is) a file or folder the run reads."""
+    if urls.is_url(path):
+        root = path.rstrip("/") + "/"
+        held = [(item, what) for item, what in inputs if urls.is_url(item) and (item + "/").startswith(root)]
+    else:
+        root = os.path.realpath(path)
+        held = [(item, what) for item, what in inputs if not urls.is_url(item)
+                and os.path.commonpath([root, os.path.realpath(item)]) == root]
+    if held:
+        item, what = held[0]
+        raise OutputError(f"{flag} {path}: it holds {item} ({what}), an input of this run; parity removes and "
+                          f"writes files in its output folder, so it never takes one that holds the run's inputs: give an "
+                          f"{flag} outside the folders of the config, the capture and the code it names")
 
 
 def _foreign(flag: str, path: str, entries: list[str]) -> OutputError:

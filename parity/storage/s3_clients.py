@@ -42,6 +42,7 @@ def reuse_clients() -> None:
         if not getattr(s3io, "BOTO3_INSTALLED", False):
             return
         built = s3io.S3IO.__init__
+        boto3_client.boto3 = _BoundedBoto3(boto3_client.boto3)  # Beam's S3 clients, bounded in time
 
         def __init__(self: Any, client: Any = None, options: Any = None) -> None:
             if client is None and options is not None:
@@ -50,6 +51,63 @@ def reuse_clients() -> None:
 
         s3io.S3IO.__init__ = __init__
         _installed = True
+
+
+# How long one S3 request may wait, and how often it is tried: botocore's defaults (60 s to connect, 60 s per
+# read, 5 attempts in legacy mode) left an unreachable endpoint hanging a run for minutes. Each may be set
+# with a pipeline option after `--` (`--s3_connect_timeout=10`), read by parity, not by Beam.
+TIMEOUT_OPTIONS = {"s3_connect_timeout": 5.0, "s3_read_timeout": 8.0, "s3_max_attempts": 2}
+_run_options: tuple[str, ...] = ()  # the run's pipeline options, given by `parity.storage.urls.configure`
+
+
+def use_options(options: tuple[str, ...]) -> None:
+    """The run's pipeline options, whose S3 time limits the clients built from now on take."""
+    global _run_options
+    _run_options = tuple(options)
+
+
+def client_limits(options: Any) -> dict[str, float]:
+    """The S3 time limits among pipeline options (`--s3_read_timeout=20`), else the defaults."""
+    limits = dict(TIMEOUT_OPTIONS)
+    for option in options or ():
+        name, _, value = str(option).lstrip("-").partition("=")
+        if name in limits and value:
+            try:
+                limits[name] = type(TIMEOUT_OPTIONS[name])(value)
+            except ValueError:
+                pass  # Beam ignores what it cannot parse; so do these
+    return limits
+
+
+class _BoundedBoto3:
+    """Stands for the `boto3` module in Beam's S3 client module: its sessions make clients with bounded connect
+    and read timeouts and attempts (botocore `Config`), unless the caller gave a config of its own. Only
+    Beam's S3 client module sees it; boto3 itself is unchanged for everyone else."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        outer = self
+
+        class _Session(module.session.Session):
+            def client(self, *args: Any, **kwargs: Any) -> Any:
+                kwargs.setdefault("config", outer.config())
+                return super().client(*args, **kwargs)
+
+        class _SessionModule:
+            Session = _Session
+
+        self.session = _SessionModule
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    @staticmethod
+    def config() -> Any:
+        from botocore.config import Config
+
+        limits = client_limits(_run_options)
+        return Config(connect_timeout=limits["s3_connect_timeout"], read_timeout=limits["s3_read_timeout"],
+                      retries={"max_attempts": int(limits["s3_max_attempts"]), "mode": "standard"})
 
 
 def _thread_client(make: Any, options: Any) -> Any:
@@ -66,7 +124,75 @@ def _thread_client(make: Any, options: Any) -> Any:
 def _key(options: Any) -> tuple:
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 
+    limits = tuple(client_limits(_run_options).values())  # a client is built with the limits of its time
+
     if isinstance(options, PipelineOptions):
         view = options.view_as(S3Options)
-        return tuple(getattr(view, name, None) for name in _FIELDS)
-    return tuple(options.get(name) for name in _FIELDS)
+        return limits + tuple(getattr(view, name, None) for name in _FIELDS)
+    return limits + tuple(options.get(name) for name in _FIELDS)
+
+
+_probed: dict[tuple, Exception | None] = {}  # the outcome per bucket and options: a store is asked once
+
+
+def probe(url: str, options: Any) -> None:
+    """Checks once per bucket and options, within the client limits, that the S3 store of `url` answers:
+    one HEAD of the bucket with a client of the run's options, outside Beam's retries (which wait minutes on
+    an endpoint that does not answer). Any answer, an error status included, passes; Beam says what it means.
+
+    Raises:
+        InputError: no answer within the limits (the endpoint is unreachable or silent), or no credentials;
+            the message names the URL, the endpoint and what to check.
+    """
+    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+
+    bucket = url.split("://", 1)[1].split("/", 1)[0]
+    key = (bucket, tuple(options or ()))
+    if key in _probed:
+        if _probed[key] is not None:
+            raise _probed[key]
+        return
+    try:
+        import botocore.exceptions as errors
+        from apache_beam.io.aws.clients.s3 import boto3_client
+    except ImportError:  # no [aws] extra: Beam says s3:// has no file system
+        return
+    from parity.errors import InputError
+
+    s3 = PipelineOptions(list(options or ())).view_as(S3Options)
+    endpoint = s3.s3_endpoint_url or f"the AWS S3 endpoint of region {s3.s3_region_name or 'us-east-1 (default)'}"
+    limits = client_limits(options)
+    within = (f"{limits['s3_max_attempts']} attempt(s), {limits['s3_connect_timeout']:g} s to connect and "
+              f"{limits['s3_read_timeout']:g} s to answer each")
+    client = _BoundedBoto3(boto3_client.boto3).session.Session().client(
+        "s3", region_name=s3.s3_region_name, endpoint_url=s3.s3_endpoint_url, use_ssl=not s3.s3_disable_ssl,
+        verify=s3.s3_verify, aws_access_key_id=s3.s3_access_key_id, aws_secret_access_key=s3.s3_secret_access_key,
+        aws_session_token=s3.s3_session_token)
+    try:
+        _probed[key] = _ask(client, bucket, url, endpoint, within, errors)
+    except InputError as exc:
+        _probed[key] = exc
+        raise
+
+
+def _ask(client: Any, bucket: str, url: str, endpoint: str, within: str, errors: Any) -> None:
+    """`probe`'s one request; raises InputError when the store gave no answer."""
+    from parity.errors import InputError
+
+    try:
+        client.head_bucket(Bucket=bucket)
+    except errors.NoCredentialsError as exc:
+        raise InputError(f"{url}: no credentials for S3 ({exc}); check -- --s3_access_key_id=... "
+                         f"--s3_secret_access_key=... or the AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY variables "
+                         f"(or an AWS profile)") from None
+    except (errors.EndpointConnectionError, errors.ConnectTimeoutError, errors.ReadTimeoutError,
+            errors.ConnectionClosedError) as exc:
+        raise InputError(f"{url}: the object store at {endpoint} did not answer within {within} ({exc}); check "
+                         f"the network, the endpoint (-- --s3_endpoint_url=...) and that the store runs; the limits "
+                         f"are -- --s3_connect_timeout, --s3_read_timeout and --s3_max_attempts") from None
+    except errors.ClientError:
+        pass  # it answered (403, 404, ...): reachable
+    except errors.BotoCoreError as exc:
+        raise InputError(f"{url}: cannot use the object store at {endpoint}: {exc}; check -- --s3_endpoint_url "
+                         f"and the credentials") from None
+

@@ -22,9 +22,10 @@ import re
 import shutil
 from typing import IO, Any, Iterator, Sequence
 
+from parity.errors import InputError, ParityError
 from parity.storage import files, s3_clients
 
-__all__ = ["basename", "child", "configure", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
+__all__ = ["basename", "child", "configure", "resolved", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
            "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
            "options", "parent", "read_bytes", "read_text", "readable", "remove", "scheme", "write_bytes", "write_text"]
 
@@ -36,6 +37,43 @@ _options: tuple[str, ...] = ()
 def is_url(path: str) -> bool:
     """Whether `path` names a file through a filesystem scheme (`s3://b/k`), not a local path."""
     return bool(_SCHEME.match(path)) and not path.startswith("file://")
+
+
+def resolved(path: str, what: str) -> str:
+    """`path` as parity uses it: a `file://` URL as the local path it names (`file:///data/run` ->
+    `/data/run`; before, a local folder named `file:` was made), another URL as it is when Beam's FileSystems
+    know its scheme, and a local path as it is.
+
+    Raises:
+        InputError: a URL of a scheme no installed Beam file system serves (`foo://x`, or `gs://` without
+            `apache-beam[gcp]`), or a `file://` URL that names no absolute path; `what` (`--out`, `capture
+            path`) starts the message.
+    """
+    if path.startswith("file://"):
+        rest = path[len("file://"):]
+        if rest.startswith("localhost/"):
+            rest = rest[len("localhost"):]
+        if not rest.startswith("/"):
+            raise InputError(f"{what} {path}: a file:// URL names an absolute local path, e.g. file:///data/run "
+                             f"(three slashes); give that, or the path itself")
+        from urllib.parse import unquote
+
+        return unquote(rest)
+    if not is_url(path):
+        return path
+    from apache_beam.io.filesystem import FileSystem
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        FileSystems.get_filesystem(path)
+    except ValueError as exc:
+        known = sorted(f"{fs.scheme()}://" for fs in FileSystem.get_all_subclasses() if fs.scheme())
+        raise InputError(f"{what} {path}: no file system serves the scheme {scheme(path)}://; the installed Beam "
+                         f"serves {', '.join(known)} and local paths (or file:///...): check the URL, or install "
+                         f"the Beam extra for that store (e.g. apache-beam[gcp] for gs://)") from exc
+    except Exception:  # a known scheme whose client fails to start (hdfs without a host): the run says so
+        pass
+    return path
 
 
 def configure(options: Sequence[str] | None) -> None:
@@ -52,6 +90,7 @@ def configure(options: Sequence[str] | None) -> None:
 
     FileSystems.set_options(PipelineOptions(list(options)))
     _options = options
+    s3_clients.use_options(options)  # its S3 time limits (--s3_read_timeout=...)
 
 
 def options() -> tuple[str, ...]:
@@ -89,10 +128,14 @@ def readable(path: str) -> Any:
     return path if not is_url(path) else open_read(path)
 
 
-def _filesystems():
+def _filesystems(path: str | None = None):
+    """Beam's FileSystems, after a bounded check that the store `path` is on answers (`s3_clients.probe`,
+    once per bucket and options): Beam retries an unreachable S3 endpoint for minutes."""
     from apache_beam.io.filesystems import FileSystems
 
     s3_clients.reuse_clients()  # once per process: Beam's S3 file system would build a client per call
+    if path is not None and scheme(path) == "s3":
+        s3_clients.probe(path, _options)
     return FileSystems
 
 
@@ -103,7 +146,7 @@ def open_read(path: str) -> IO[bytes]:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
         raise _os_error(path, exc) from exc
 
@@ -131,7 +174,7 @@ def write_bytes(path: str, data: bytes) -> None:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        with _filesystems().create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        with _filesystems(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             handle.write(data)
     except Exception as exc:
         raise _os_error(path, exc) from exc
@@ -172,7 +215,7 @@ def open_write(path: str) -> Iterator[Any]:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        handle = _filesystems().create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        handle = _filesystems(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception as exc:
         raise _os_error(path, exc) from exc
     try:
@@ -225,7 +268,7 @@ def exists(path: str) -> bool:
     if not is_url(path):
         return os.path.exists(path)
     try:
-        return bool(_filesystems().exists(path)) or bool(list_folder(path))
+        return bool(_filesystems(path).exists(path)) or bool(list_folder(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
 
@@ -237,7 +280,7 @@ def isfile(path: str) -> bool:
     if path.endswith("/"):
         return False
     try:
-        return bool(_filesystems().exists(path))
+        return bool(_filesystems(path).exists(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
 
@@ -308,7 +351,7 @@ def _glob_regex(pattern: str) -> re.Pattern:
 def _match_prefix(prefix: str) -> list[str]:
     """Every object whose name starts with `prefix` (Beam's match of `prefix**`; its `*` stops at a `/`)."""
     try:
-        results = _filesystems().match([prefix + "**"])
+        results = _filesystems(prefix).match([prefix + "**"])
     except Exception as exc:
         raise _os_error(prefix, exc) from exc
     return [meta.path for result in results for meta in result.metadata_list]
@@ -324,7 +367,7 @@ def delete(paths: Sequence[str]) -> None:
             pass
     remote = [p for p in paths if is_url(p)]
     if remote:
-        remote = [p for p in remote if _filesystems().exists(p)]
+        remote = [p for p in remote if _filesystems(p).exists(p)]
         if remote:
             _filesystems().delete(remote)
 
@@ -336,7 +379,7 @@ def delete_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
         return
     found = _match_prefix(path.rstrip("/") + "/")
-    if _filesystems().exists(path.rstrip("/")):
+    if _filesystems(path).exists(path.rstrip("/")):
         found.append(path.rstrip("/"))
     for start in range(0, len(found), 1000):  # S3 deletes at most 1000 objects a request
         try:
@@ -377,9 +420,10 @@ def copy_tree_to_local(path: str, target: str) -> str:
     return target
 
 
-def _os_error(path: str, exc: Exception) -> OSError:
-    """Beam's and the store's errors as an OSError naming the path, as local file errors are."""
-    if isinstance(exc, OSError):
+def _os_error(path: str, exc: Exception) -> Exception:
+    """Beam's and the store's errors as an OSError naming the path, as local file errors are (parity's own,
+    e.g. an unreachable store's, as they are)."""
+    if isinstance(exc, (OSError, ParityError)):
         return exc
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return OSError(f"{path}: {message}")

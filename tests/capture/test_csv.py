@@ -130,10 +130,15 @@ def test_a_header_lacking_a_schema_column_raises_input_error_naming_it(tmp_path)
         _read(path)
 
 
-def test_a_header_repeating_a_column_raises_input_error(tmp_path):
-    path = _write(tmp_path, b"trip_id,fare,zone,paid,zone\n")
-    with pytest.raises(InputError, match="repeats column\\(s\\) 'zone'"):
-        _read(path)
+def test_every_row_of_a_file_whose_header_repeats_a_column_is_quarantined_naming_it(tmp_path):
+    # CONTRACT section 8, "Readers": never resolved to one of the cells (issue 40, item 1); each row counted
+    path = _write(tmp_path, b"trip_id,fare,zone,paid,zone\n1,2.5,JFK,true,LGA\n\n2,3,LGA,0,JFK\n")
+    records, _, quarantined = _read(path)
+    assert records == []
+    assert [q.location for q in quarantined] == [f"{SHOW}:2", f"{SHOW}:4"]
+    assert {q.reason for q in quarantined} == {
+        "repeated field 'zone': the CSV header names columns 3 and 5 so, and a record is never resolved to one "
+        "of its values; name each column once"}
 
 
 def test_an_empty_file_has_no_records(tmp_path):

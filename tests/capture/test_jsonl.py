@@ -186,11 +186,31 @@ def _types(value) -> list:
     return [type(value)]
 
 
-def test_duplicate_keys_keep_the_last_value_in_the_first_place_as_json_does():
-    from parity.capture import jsonl
+_REPEATED = ("the JSON object holds it {n} times, and a record is never resolved to one of its values; write each "
+             "field once")
 
-    raw = b'{"a": 1, "b": 2, "a": 3}'
-    assert list(jsonl._parse_line(raw).items()) == list(json.loads(raw).items()) == [("a", 3), ("b", 2)]
+
+@pytest.mark.parametrize("line, reason", [
+    (b'{"id": 1, "v": 1, "v": 2}', "repeated field 'v': " + _REPEATED.format(n=2)),
+    (b'{"id": 1, "id": 2}', "repeated field 'id': " + _REPEATED.format(n=2)),
+    (b'{"id": 1, "\\u0069d": 2}', "repeated field 'id': " + _REPEATED.format(n=2)),  # the same key, escaped
+    (b'{"id": 1, "v": NaN, "v": 1}', "repeated field 'v': " + _REPEATED.format(n=2)),  # json's path, not orjson's
+    (b'{"id": 1, "a": {"b": [0, {"c": 1, "c": 2, "c": 3}]}}', "field 'a': at ['b'][1]: repeated key 'c': "
+     + _REPEATED.format(n=3)),
+])
+def test_a_line_repeating_a_key_is_quarantined_naming_the_key_never_resolved_to_one_value(tmp_path, line, reason):
+    # CONTRACT section 8, "Readers" (issue 40, item 1): json and orjson kept the last value, silently
+    path = _write(tmp_path, b'{"id": 0, "v": 1}\n' + line + b"\n")
+    records, _, quarantined = _read(path)
+    assert records == [{"id": 0, "v": 1}]
+    assert [(q.location, q.reason) for q in quarantined] == [("capture/trips.jsonl:2", reason)]
+
+
+def test_colons_inside_strings_and_equal_keys_in_different_objects_are_no_repeated_key(tmp_path):
+    line = b'{"t": "2024-01-01T00:00:00", "a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}]}'
+    records, _, quarantined = _read(_write(tmp_path, line + b"\n"))
+    assert quarantined == []
+    assert records == [json.loads(line)]
 
 
 @settings(max_examples=150, deadline=None)

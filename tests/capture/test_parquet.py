@@ -146,3 +146,28 @@ def test_batches_follow_batch_size_across_row_groups_and_count_every_row(tmp_pat
 def test_a_missing_file_raises_input_error(tmp_path):
     with pytest.raises(InputError, match="cannot read capture file"):
         _read(str(tmp_path / "nope.parquet"))
+
+
+_REPEATED_END = "and a record is never resolved to one of its values; write each"
+
+
+@pytest.mark.parametrize("schema", [None, parse_schema({"id": "int64", "v": "int64"})])
+def test_every_row_of_a_file_repeating_a_column_name_is_quarantined_naming_it(tmp_path, schema):
+    # CONTRACT section 8, "Readers" (issue 40, item 1): the rows were read with the last column's values
+    table = pa.table([pa.array([1, 2]), pa.array([3, 4]), pa.array([5, 6])], names=["id", "v", "v"])
+    records, _, quarantined = _read(_write(tmp_path, table), schema)
+    assert records == []
+    assert [q.location for q in quarantined] == [f"{SHOW}:row 0", f"{SHOW}:row 1"]
+    assert {q.reason for q in quarantined} == {
+        f"repeated field 'v': the Parquet file has 2 columns of that name, {_REPEATED_END} column once"}
+
+
+def test_every_row_of_a_file_whose_struct_repeats_a_field_name_is_quarantined_naming_where(tmp_path):
+    inner = pa.StructArray.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["c", "c"])
+    outer = pa.StructArray.from_arrays([inner], names=["b"])
+    table = pa.table([pa.array([1, 2]), outer], names=["id", "a"])
+    records, _, quarantined = _read(_write(tmp_path, table))
+    assert records == []
+    assert {q.reason for q in quarantined} == {
+        f"field 'a': at ['b']: repeated key 'c': its struct has 2 fields of that name, {_REPEATED_END} field once"}
+    assert len(quarantined) == 2

@@ -209,3 +209,28 @@ def test_an_empty_file_has_no_records(tmp_path):
     path = tmp_path / "t.tfrecord"
     path.write_bytes(b"")
     assert list(read_file(str(path), "tfrecord", SCHEMA, 10, SHOW)) == []
+
+
+def _features_field(*entries: bytes) -> bytes:
+    """An Example's bytes whose `features` message holds these map entries as they are (keys may repeat)."""
+    features = b"".join(b"\x0a" + bytes([len(entry)]) + entry for entry in entries)
+    return b"\x0a" + bytes([len(features)]) + features
+
+
+def _entry(name: bytes, value: int) -> bytes:
+    feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[value])).SerializeToString()
+    return b"\x0a" + bytes([len(name)]) + name + b"\x12" + bytes([len(feature)]) + feature
+
+
+@pytest.mark.parametrize("payload", [
+    _features_field(_entry(b"trip_id", 1), _entry(b"paid", 0), _entry(b"paid", 1)),  # one map, the key twice
+    _trip(1) + _example(paid=[0]),  # two Examples' bytes back to back: protobuf merges them into one
+], ids=["one-map", "merged-messages"])
+def test_an_example_naming_a_feature_twice_is_quarantined_naming_it(tmp_path, payload):
+    # CONTRACT section 8, "Readers" (issue 40, item 1): protobuf kept the last entry of the map, silently
+    path = _write(tmp_path / "t.tfrecord", [_trip(0), payload])
+    records, _, quarantined = _read(path)
+    assert [r["trip_id"] for r in records] == [0]
+    assert [(q.location, q.reason) for q in quarantined] == [
+        (f"{SHOW}:record 1", "repeated field 'paid': the tf.Example holds the feature 2 times, and a record is never "
+                             "resolved to one of its values; write each feature once")]

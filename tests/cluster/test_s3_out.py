@@ -57,9 +57,9 @@ def test_a_check_from_s3_into_s3_writes_the_report_of_the_local_run(s3, tmp_path
     assert urls.read_bytes(f"{out}/report.json") == local_report
     assert report["verdict"] == json.loads(local_report)["verdict"]
     names = urls.list_names(out)
-    assert names == [".parity-out", "junit.xml", "report.html", "report.json", "report.md", "sides", "timings.json"]
+    assert names == [".parity-out", ".parity-written", "junit.xml", "report.html", "report.json", "report.md", "sides", "timings.json"]
     for side in ("offline", "production"):  # the workers' parts were read back and removed; no spill left
-        assert urls.list_names(f"{out}/sides/{side}") == [".parity-out", "buckets.json", "fingerprints",
+        assert urls.list_names(f"{out}/sides/{side}") == [".parity-out", ".parity-written", "buckets.json", "fingerprints",
                                                           "manifest.json", "timings.json", "values"]
     left = read_set(f"{out}/sides/offline")
     assert left.num_rows == left.manifest["records"]["fingerprinted"] > 0

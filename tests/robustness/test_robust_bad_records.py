@@ -172,6 +172,18 @@ def _cases() -> dict[str, Case]:
         "jsonl-integer-beyond-digit-limit": Case(_jsonl(b'{"id": 1' + b"0" * 5000 + b"}"),
                                                  [("cap.jsonl:7", ("invalid JSON", "4300 digits"))]),
         "jsonl-nested-too-deep": Case(_jsonl(deep), [("cap.jsonl:7", (TOO_DEEP,))], schema=None),
+        "jsonl-repeated-field": Case(_jsonl(b'{"id": 7, "v": 1.0, "v": 2.0}'),
+                                     [("cap.jsonl:7", ("repeated field 'v': the JSON object holds it 2 times",))]),
+        "jsonl-repeated-key-field": Case(_jsonl(b'{"id": 7, "id": 8}'),
+                                         [("cap.jsonl:7", ("repeated field 'id'", "never resolved"))]),
+        "jsonl-repeated-nested-key": Case(_jsonl(b'{"id": 7, "x": {"y": [{"z": 1, "z": 2}]}}'),
+                                          [("cap.jsonl:7", ("field 'x': at ['y'][0]: repeated key 'z'",))],
+                                          schema=None),
+        "jsonl-gzip-line-above-raw-limit": Case(
+            lambda: gzip.compress(_jsonl(b'{"id": 7, "v": "' + b"0" * 3_000_000 + b'"}')(), mtime=0),
+            [("cap.jsonl.gz:7", ("record too large: the line holds 3,000,019 bytes, above the 67,536 bytes",
+                                 "capture.max_record_bytes 500"))],
+            name="cap.jsonl.gz", capture_spec={"max_record_bytes": 500}, schema=None),
         "int-field-abc": Case(_jsonl(b'{"id": "abc", "v": 1.0}'),
                               [("cap.jsonl:7", ("field 'id': expected int64, got 'abc'",))]),
         "float32-overflow": Case(_jsonl(b'{"id": 7, "v": 1e300}'),
@@ -215,6 +227,10 @@ def _cases() -> dict[str, Case]:
         "csv-value-not-fitting-schema": Case(_csv(b"7,1,2,abc,a"),
                                              [("cap.csv:8", ("field 'v': expected float64, got 'abc'",))],
                                              name="cap.csv"),
+        "csv-repeated-header-column": Case(lambda: b"id,t,arr,v,zone,v\n1,2,3,4.5,a,5.5\n2,2,3,4.5,b,5.5\n",
+                                           [(f"cap.csv:{line}", ("repeated field 'v': the CSV header names columns 4 "
+                                                                  "and 6 so",)) for line in (2, 3)],
+                                           name="cap.csv", good=0),
         # tfrecord
         "tfrecord-data-crc": Case(_tf_flip(3, 20), [(f"cap.tfrecord:offset {at_3}", ("record 3: data CRC mismatch",))],
                                   name="cap.tfrecord", good=GOOD - 1),
@@ -235,7 +251,17 @@ def _cases() -> dict[str, Case]:
                                             [(f"cap.tfrecord:record {GOOD}",
                                               ("field 'v': expected float64 (from float_list)", "bytes_list"))],
                                             name="cap.tfrecord"),
+        "tfrecord-repeated-feature": Case(_tf_extra(_example({"id": 7, "v": 1.0}) + _example({"v": 2.0})),
+                                          [(f"cap.tfrecord:record {GOOD}",
+                                            ("repeated field 'v': the tf.Example holds the feature 2 times",))],
+                                          name="cap.tfrecord"),
         # parquet
+        "parquet-repeated-column": Case(lambda: _parquet_bytes(pa.table(
+                                            [pa.array([1, 2]), pa.array([1.5, 2.5]), pa.array([3.5, 4.5])],
+                                            names=["id", "v", "v"])),
+                                        [(f"cap.parquet:row {i}", ("repeated field 'v': the Parquet file has 2 "
+                                                                   "columns of that name",)) for i in range(2)],
+                                        name="cap.parquet", good=0, schema={"id": "int64", "v": "float64"}),
         "parquet-not-parquet": Case(lambda: b"PAR1 this is not a parquet file",
                                     [("cap.parquet", ("cannot read Parquet file",))], name="cap.parquet", good=0),
         "parquet-truncated": Case(lambda: _parquet_bytes(_parquet_good())[:-40],

@@ -82,10 +82,23 @@ def test_a_folder_that_is_not_empty_and_not_made_by_parity_is_refused_unless_for
     assert sorted(os.listdir(foreign)) == ["notes.txt", "report.json"]
     assert (foreign / "report.json").read_text() == "my own report"
 
+    # issue 40, item 7: --force removes and overwrites only what parity wrote, never the user's report.json
+    # (`replay` writes no report.json: it leaves the user's alone)
+    if command != "replay":
+        code, _, errors = run_cli(argv + ["--force"], capsys)
+        assert code == 2
+        assert errors == (f"parity: error: --out {foreign}: it holds report.json, which parity did not write there "
+                          f"and would replace; parity removes or overwrites only its own files, --force or not: move "
+                          f"it away or give another --out")
+        assert (foreign / "report.json").read_text() == "my own report"
+
+    (foreign / "report.json").rename(foreign / "my-report.json")
     assert run_cli(argv + ["--force"], capsys)[0] == 0
     assert (foreign / "notes.txt").read_text() == "mine"
+    assert (foreign / "my-report.json").read_text() == "my own report"
     assert ".parity-out" not in os.listdir(foreign), "--force must not make the folder parity's"
     assert run_cli(argv, capsys)[0] == 2, "still not parity's folder: refused again without --force"
+    assert run_cli(argv + ["--force"], capsys)[0] == 0, "what parity wrote there (.parity-written) it replaces"
 
 
 def test_out_slash_is_refused_and_nothing_is_written_there(tmp_path, capsys):

@@ -149,7 +149,8 @@ def test_a_check_with_noise_writes_nothing_outside_the_output_folder(tmp_path, c
         sorted(p for p in created if not p.startswith(out))
     top = {path.split(os.sep)[2] for path in created if path.count(os.sep) >= 2}
     assert top == {"report.json", "report.md", "report.html", "junit.xml", "timings.json", "sides", "noise",
-                   ".parity-out", ".parity-lock"}  # parity's marker of its own folder and the run's lock
+                   ".parity-out", ".parity-lock", ".parity-written"}  # parity's marker of its own folder, the run's
+    # lock, and the record of the names parity wrote there (issue 40, item 7)
 
 
 @pytest.mark.parametrize("name", ["../../evil", "/tmp/parity-evil-side", "a/b", ".."])
