@@ -1,0 +1,84 @@
+"""Issue 40: a gzip bomb and a million-column CSV header under a memory cap end in a clean exit 2, in bounded time.
+
+Each check runs in a child whose address space is capped (`resource.setrlimit(RLIMIT_AS)`, 3 GiB: the
+interpreter, Beam and pyarrow need about half of it), so a reader that held the bomb's 2 GiB line, or built
+anything quadratic in the header, would die of MemoryError or be killed instead of exiting 2 with one line.
+"""
+from __future__ import annotations
+
+import gzip
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+
+CAP_BYTES = 3 << 30
+TIME_BOUND = 180  # seconds: the subprocess is killed past it (a hang fails the test, it does not stall the suite)
+CONFIG = """version: 1
+name: bounded
+capture:
+  path: {path}
+  format: {fmt}
+  key: [id]{schema}
+sides:
+  offline: {{}}
+  production: {{}}
+"""
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
+
+
+def _check_capped(config, out) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "parity", "check", str(config), "--out", str(out)],
+                          preexec_fn=_capped, capture_output=True, text=True, timeout=TIME_BOUND)
+    return done, time.monotonic() - started
+
+
+def _one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("parity: error: ")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    return errors[0]
+
+
+@pytest.mark.parametrize("compressed", [True, False], ids=["gzip-bomb", "plain"])
+def test_a_line_of_gigabytes_is_quarantined_under_a_memory_cap_and_the_check_exits_two(tmp_path, compressed):
+    """One line decompressing to 2 GiB (a gzip file of a few MiB), beside one good record: the line is
+    quarantined naming its size while it is read, the share quarantined is over the default limit, exit 2."""
+    path = tmp_path / ("cap.jsonl.gz" if compressed else "cap.jsonl")
+    size = (2 << 30) if compressed else (256 << 20)  # the plain file is written to disk: a smaller line
+    opener = gzip.open(path, "wb", compresslevel=1) if compressed else open(path, "wb")
+    with opener as handle:
+        handle.write(b'{"id": 1, "v": "')
+        chunk = b"a" * (1 << 24)
+        for _ in range(size // len(chunk)):
+            handle.write(chunk)
+        handle.write(b'"}\n{"id": 2, "v": "ok"}\n')
+    config = tmp_path / "parity.yaml"
+    config.write_text(CONFIG.format(path=path.name, fmt="jsonl", schema=""))
+    done, seconds = _check_capped(config, tmp_path / "out")
+    assert done.returncode == 2, done.stderr[-2000:]
+    error = _one_error_line(done)
+    assert "record too large" in error and "capture.max_quarantined" in error, error
+    quarantine = (tmp_path / "out" / "sides" / "offline" / "quarantine.jsonl").read_text()
+    assert "record too large" in quarantine and "bytes" in quarantine
+    assert seconds < TIME_BOUND
+
+
+def test_a_csv_header_of_a_million_columns_exits_two_naming_the_limit_under_a_memory_cap(tmp_path):
+    path = tmp_path / "cap.csv"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("id," + ",".join(f"c{i}" for i in range(1_000_000)) + "\n")
+        handle.write("1," + ",".join("0" for _ in range(1_000_000)) + "\n")
+    config = tmp_path / "parity.yaml"
+    config.write_text(CONFIG.format(path=path.name, fmt="csv", schema="\n  schema: {id: int64, c0: int64}"))
+    done, seconds = _check_capped(config, tmp_path / "out")
+    assert done.returncode == 2, done.stderr[-2000:]
+    error = _one_error_line(done)
+    assert "1,000,001 columns" in error and "10,000" in error, error
+    assert seconds < TIME_BOUND
