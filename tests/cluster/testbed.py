@@ -284,8 +284,9 @@ def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
     port = free_port()
     log = os.path.join(base, "worker_pool.log")
     env = {
-        # The pool starts each SDK harness as `python` from PATH: the venv's bin comes first.
-        "PATH": os.path.dirname(python) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": tmp, "USER": entry.pw_name,
+        # Not the venv's bin: parity's pool starts each SDK harness with its own interpreter, not a `python` from
+        # PATH (there is none in /usr/bin here; Beam's pool failed without the venv's bin first on PATH).
+        "PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "USER": entry.pw_name,
         "LANG": "C.UTF-8", "PYTHONPATH": ROOT,  # this checkout's parity, as the client imports it
         "PYTHONDONTWRITEBYTECODE": "1",  # the repository is not the worker's to write
     }
@@ -293,7 +294,7 @@ def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
         os.chown(log, entry.pw_uid, entry.pw_gid)
         process = subprocess.Popen(
             # runuser resets HOME to the passwd entry's: `env` sets the pool's own again.
-            ["runuser", "-u", entry.pw_name, "--", "env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
+            [shutil.which("runuser") or "/usr/sbin/runuser", "-u", entry.pw_name, "--", "/usr/bin/env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
              f"--service_port={port}"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=home,
             start_new_session=True)
