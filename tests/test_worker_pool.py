@@ -189,6 +189,11 @@ def test_the_pool_listens_on_localhost_only_unless_told_otherwise():
 
 def test_a_harness_interpreter_that_does_not_exist_stops_the_pool_with_exit_two(tmp_path):
     process, _ = _pool_process(tmp_path, "--harness_python=/nonexistent/python")
-    assert process.wait(timeout=TIMEOUT) == 2
+    try:
+        assert process.wait(timeout=TIMEOUT) == 2
+    finally:
+        if process.poll() is None:  # a pool that ignored the flag would serve for ever
+            process.kill()
+            process.wait()
     said = (tmp_path / "pool.log").read_text()
     assert said.startswith("parity: error: the harness interpreter /nonexistent/python is not an executable")
