@@ -270,8 +270,10 @@ class WorkerPool:
         _stop(self.process)
 
 
-def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
-    """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders."""
+def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None = None) -> WorkerPool:
+    """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders.
+    `harness_python`: what the pool runs as each harness's interpreter (default: its own), e.g. `/bin/false` for
+    harnesses that die on start, before they connect."""
     entry = ensure_worker_user()
     python = sys.executable
     opened = _open_for(entry, [python, os.path.realpath(python), os.path.join(ROOT, "parity", "__init__.py")])
@@ -295,7 +297,7 @@ def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
         process = subprocess.Popen(
             # runuser resets HOME to the passwd entry's: `env` sets the pool's own again.
             [shutil.which("runuser") or "/usr/sbin/runuser", "-u", entry.pw_name, "--", "/usr/bin/env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
-             f"--service_port={port}"],
+             f"--service_port={port}", *([f"--harness_python={harness_python}"] if harness_python else [])],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=home,
             start_new_session=True)
     try:
@@ -316,6 +318,11 @@ class FlinkCluster:
     @property
     def master(self) -> str:
         return f"localhost:{self.rest_port}"
+
+    @property
+    def rest(self) -> str:
+        """Flink's REST API, as parity's PARITY_FLINK_REST names it."""
+        return f"http://{self.master}"
 
     def script(self, command: str, timeout: float = 900) -> subprocess.CompletedProcess:
         return subprocess.run([FLINK_SCRIPT, command], capture_output=True, text=True, env=self.env,
