@@ -10,6 +10,10 @@
 #   scripts/flink_cluster.sh add-taskmanager  start one more TaskManager on a running cluster (e.g. in place of
 #                                      a killed one; the caller waits for it to register)
 #
+# status, stop and add-taskmanager first take out of the TaskManagers' pid file every pid under which no
+# TaskManager runs any more (one killed, or exited), and say so: flink-daemon.sh would otherwise keep it, and
+# `stop` would signal that number, which another process may have by then.
+#
 # Flink comes from PyPI: `apache-flink` (bin/ and conf/) and `apache-flink-libraries` (lib/, opt/, plugins/;
 # an sdist of about 200 MB) of the same version, installed --no-deps into a separate venv (they pin an older
 # apache-beam than parity's). Together, site-packages/pyflink is a FLINK_HOME. The Flink minor must equal the job
@@ -136,8 +140,29 @@ EOF
 
 overview() { curl -fsS --max-time 5 "http://localhost:$PORT/overview" 2>/dev/null; }
 
+# A TaskManager's pid stays in flink-daemon.sh's pid file after the process died (SIGKILL, out of memory): keep
+# only the pids under which a TaskManager (TaskManagerRunner) still runs.
+prune_taskmanagers() {
+  local file pid kept
+  for file in "$RUN_DIR"/pid/*taskexecutor*.pid; do
+    [ -f "$file" ] || continue
+    kept=""
+    while read -r pid; do
+      [ -n "$pid" ] || continue
+      if [ -d /proc/self ]; then
+        if grep -qa TaskManagerRunner "/proc/$pid/cmdline" 2>/dev/null; then kept+="$pid"$'\n'; continue; fi
+      elif kill -0 "$pid" 2>/dev/null; then
+        kept+="$pid"$'\n'; continue
+      fi
+      log "removed TaskManager pid $pid from $file: no TaskManager runs under it any more (killed, or exited)"
+    done <"$file"
+    printf '%s' "$kept" >"$file"
+  done
+}
+
 status() {
   local body
+  prune_taskmanagers
   if body="$(overview)"; then
     echo "$body"
     return 0
@@ -190,6 +215,7 @@ stop() {
   home="$(flink_home)"
   [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || { log "never started: nothing to stop"; return 0; }
   flink_env "$home"
+  prune_taskmanagers
   "$home/bin/taskmanager.sh" stop-all >&2 || true
   "$home/bin/jobmanager.sh" stop >&2 || true
   for _ in $(seq 1 30); do
@@ -206,6 +232,7 @@ add_taskmanager() {
   [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || die "no cluster was started with $RUN_DIR"
   overview >/dev/null || die "no Flink cluster answers at http://localhost:$PORT"
   flink_env "$home"
+  prune_taskmanagers
   "$home/bin/taskmanager.sh" start >&2
 }
 

@@ -394,18 +394,14 @@ class FlinkCluster:
         return found
 
     def kill_taskmanager(self, pid: int, timeout: float = 30) -> None:
-        """SIGKILLs one TaskManager and takes its pid out of flink-daemon.sh's pid file, so that `stop` never
-        signals that number again (another process may get it)."""
+        """SIGKILLs one TaskManager; the script's `status` must then take its pid out of flink-daemon.sh's pid file
+        (so that `stop` never signals that number again: another process may get it) and say so."""
         os.kill(pid, signal.SIGKILL)
         _wait(f"TaskManager {pid} to exit", lambda: not os.path.exists(f"/proc/{pid}"), None, timeout)
-        pid_dir = os.path.join(self.env["PARITY_FLINK_RUN_DIR"], "pid")
-        for name in os.listdir(pid_dir):
-            if "taskexecutor" in name:
-                path = os.path.join(pid_dir, name)
-                with open(path, encoding="utf-8") as handle:
-                    kept = [line for line in handle.read().split() if int(line) != pid]
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write("".join(f"{line}\n" for line in kept))
+        done = self.script("status", timeout=60)
+        if f"removed TaskManager pid {pid} " not in done.stderr or pid in self.taskmanager_pids():
+            raise AssertionError(f"scripts/flink_cluster.sh status left the killed TaskManager {pid} in its pid "
+                                 f"file: {done.stderr[-2000:]}")
 
     def add_taskmanager(self, before: set[str], timeout: float = 120) -> None:
         """Starts a TaskManager in place of a killed one and waits until the cluster lists as many as it started
