@@ -35,10 +35,21 @@ def on_worker(origin: str, base_dir: str) -> str | None:
     path = repr(sys.path)
     if len(path) > MAX_PATH_SHOWN:
         path = path[:MAX_PATH_SHOWN] + "...]"
-    folder = "is there too" if os.path.isdir(base_dir) else "does not exist there"
+    folder = _folder_there(base_dir)
     return (f"on an SDK worker, not in the parity process that loaded the config ({origin}): worker host "
             f"{socket.gethostname()}, pid {os.getpid()}, user {_user()}, python {sys.executable}, sys.path {path}; "
             f"the config's folder {base_dir} {folder}")
+
+
+def _folder_there(path: str) -> str:
+    """What the worker finds at the client's config folder `path`."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return "is not readable by this worker's user"
+    except OSError:
+        return "does not exist there"
+    return "is there too" if os.access(path, os.R_OK | os.X_OK) else "is not readable by this worker's user"
 
 
 WORKER_FIX = ("the workers import the config's modules themselves: put their folder on the worker pool's "

@@ -205,7 +205,9 @@ class JobServer:
     def command(self, artifacts_dir: str) -> list[str]:
         return [self.java, *self.jvm_options, "-jar", self.jar, "--flink-master", self.flink_master,
                 "--artifacts-dir", artifacts_dir, "--job-port", str(self.port),
-                "--artifact-port", "0", "--expansion-port", "0"]
+                # -1: no expansion service (parity runs no cross-language transform): one port fewer listening on
+                # every interface, as the job and artifact ports do whatever --job-host says (docs/flink.md)
+                "--artifact-port", "0", "--expansion-port", "-1"]
 
     def _log_tail(self, lines: int = 8) -> str:
         if not self.log_path or not os.path.exists(self.log_path):

@@ -270,10 +270,12 @@ class WorkerPool:
         _stop(self.process)
 
 
-def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None = None) -> WorkerPool:
+def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None = None,
+                      pythonpath: tuple[str, ...] = ()) -> WorkerPool:
     """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders.
     `harness_python`: what the pool runs as each harness's interpreter (default: its own), e.g. `/bin/false` for
-    harnesses that die on start, before they connect."""
+    harnesses that die on start, before they connect. `pythonpath`: folders put before the repository on the pool's
+    PYTHONPATH (the config's modules, shipped to the workers as docs/flink.md says)."""
     entry = ensure_worker_user()
     python = sys.executable
     opened = _open_for(entry, [python, os.path.realpath(python), os.path.join(ROOT, "parity", "__init__.py")])
@@ -289,7 +291,7 @@ def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None
         # Not the venv's bin: parity's pool starts each SDK harness with its own interpreter, not a `python` from
         # PATH (there is none in /usr/bin here; Beam's pool failed without the venv's bin first on PATH).
         "PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "USER": entry.pw_name,
-        "LANG": "C.UTF-8", "PYTHONPATH": ROOT,  # this checkout's parity, as the client imports it
+        "LANG": "C.UTF-8", "PYTHONPATH": os.pathsep.join((*pythonpath, ROOT)),  # ROOT: this checkout's parity
         "PYTHONDONTWRITEBYTECODE": "1",  # the repository is not the worker's to write
     }
     with open(log, "wb") as out:
