@@ -30,6 +30,9 @@
 #   PARITY_FLINK_TM_MEMORY=SIZE        taskmanager.memory.process.size (default 2048m)
 #   PARITY_FLINK_RPC_PORT=N            the JobManager's RPC port (default 6123; two clusters need two)
 #   PARITY_FLINK_RESTART_ATTEMPTS=N    fixed-delay restart strategy: attempts (default 3), 2 s apart
+#   PARITY_FLINK_FAILOVER_STRATEGY=S   jobmanager.execution.failover-strategy (default full, Flink's is region):
+#                                      a failed task restarts the whole job, so that no task of it keeps the
+#                                      TaskManager's cached SDK environment (a dead harness) alive (docs/flink.md)
 #   PARITY_FLINK_HEARTBEAT_INTERVAL=MS heartbeat.interval (default 10000, Flink's)
 #   PARITY_FLINK_HEARTBEAT_TIMEOUT=MS  heartbeat.timeout (default 50000, Flink's): how soon a lost TaskManager
 #                                      is noticed (also after heartbeat.rpc-failure-threshold, 2, failed heartbeats)
@@ -50,6 +53,7 @@ SLOTS="${PARITY_FLINK_SLOTS:-2}"
 TM_MEMORY="${PARITY_FLINK_TM_MEMORY:-2048m}"
 RPC_PORT="${PARITY_FLINK_RPC_PORT:-6123}"
 RESTART_ATTEMPTS="${PARITY_FLINK_RESTART_ATTEMPTS:-3}"
+FAILOVER_STRATEGY="${PARITY_FLINK_FAILOVER_STRATEGY:-full}"
 HEARTBEAT_INTERVAL="${PARITY_FLINK_HEARTBEAT_INTERVAL:-10000}"
 HEARTBEAT_TIMEOUT="${PARITY_FLINK_HEARTBEAT_TIMEOUT:-50000}"
 
@@ -119,6 +123,11 @@ taskmanager.memory.process.size: $TM_MEMORY
 restart-strategy.type: fixed-delay
 restart-strategy.fixed-delay.attempts: $RESTART_ATTEMPTS
 restart-strategy.fixed-delay.delay: 2 s
+# Beam's Flink runner keeps a job's SDK environments (the harness connections) per TaskManager for as long as any
+# task of the job there holds them, and never checks that a harness is alive. With Flink's region failover, tasks
+# of other regions hold them while the failed region restarts, and the restarted tasks get the dead harness again
+# ("CANCELLED: call already cancelled" at newBundle) until the attempts run out. A full restart releases them.
+jobmanager.execution.failover-strategy: $FAILOVER_STRATEGY
 heartbeat.interval: $HEARTBEAT_INTERVAL
 heartbeat.timeout: $HEARTBEAT_TIMEOUT
 # A Beam pipeline translates to ~100 Flink tasks chained in one slot (the taxi example's offline side): the
