@@ -85,7 +85,7 @@ def end_job(result: Any | None, rest: Callable[[], str | None] | None, name: str
                     cancel_on_flink(address, jid)
                     asked.add(jid)
             failed = None
-        except OSError as exc:  # the REST API did not answer this time: ask again until the bound
+        except Exception as exc:  # noqa: BLE001 - the REST API did not answer (or not JSON): ask again until the bound
             failed = f"{type(exc).__name__}: {exc}"
         live = {jid: state for jid, state in jobs.items() if state in LIVE}
         looked = time.monotonic() + wait - deadline
