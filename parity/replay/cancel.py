@@ -21,7 +21,8 @@ from typing import Any, Callable
 CANCEL_WAIT = 60.0   # seconds to wait until no job of the side's name is live on Flink
 CALL_TIMEOUT = 10.0  # seconds one job-server or REST call may take
 POLL = 0.5
-FIRST_LOOK = 3.0     # seconds to look for a job of the name before believing none was submitted
+FIRST_LOOK = 10.0    # seconds to look for a job of the name before believing none was submitted (a cancel
+#                      that came while the job server uploaded the job may still see it listed a moment later)
 # Flink's job states that hold slots or may still run tasks (JobStatus): all but FINISHED, CANCELED, FAILED
 LIVE = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING", "SUSPENDED",
                   "RECONCILING"})

@@ -61,7 +61,7 @@ def _live_jobs(testbed, before: dict) -> dict[str, str]:
 
 def test_a_job_timeout_leaves_no_flink_job_of_the_check_running(testbed, dying_pool):
     before = testbed.flink.jobs()
-    process, config = _start_check(testbed, dying_pool, "job-timeout-cancels", PARITY_FLINK_JOB_TIMEOUT="20")
+    process, config = _start_check(testbed, dying_pool, "job-timeout-cancels", PARITY_FLINK_JOB_TIMEOUT="40")
     try:
         said = _finish(process)
         live = _live_jobs(testbed, before)  # at once: parity has confirmed the cancel before it exited
@@ -71,7 +71,7 @@ def test_a_job_timeout_leaves_no_flink_job_of_the_check_running(testbed, dying_p
     assert process.returncode == 2, said
     errors = [line for line in said.splitlines() if line.startswith("parity: error:")]
     assert len(errors) == 1, said
-    assert "did not finish within PARITY_FLINK_JOB_TIMEOUT=20 s" in errors[0]
+    assert "did not finish within PARITY_FLINK_JOB_TIMEOUT=40 s" in errors[0]
     assert "it was cancelled: Flink job " in errors[0] and "CANCELED" in errors[0], errors[0]
     assert set(testbed.flink.jobs()) - set(before), "no job of the check reached Flink: nothing was tested"
     assert not live, f"still live on Flink after parity exited: {live}"
