@@ -197,3 +197,15 @@ def test_a_harness_interpreter_that_does_not_exist_stops_the_pool_with_exit_two(
             process.wait()
     said = (tmp_path / "pool.log").read_text()
     assert said.startswith("parity: error: the harness interpreter /nonexistent/python is not an executable")
+
+
+def test_a_harness_interpreter_without_beam_is_named_in_the_pools_log_at_start(tmp_path):
+    process, address = _pool_process(tmp_path, "--harness_python=/bin/false")  # runs, and imports nothing
+    try:
+        with grpc.insecure_channel(address) as channel:
+            grpc.channel_ready_future(channel).result(timeout=TIMEOUT)  # the pool serves all the same
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+    said = (tmp_path / "pool.log").read_text()
+    assert "the harness interpreter /bin/false cannot import apache_beam and parity (exit code 1)" in said, said

@@ -167,6 +167,23 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             worker_pool_main.kill_process_gracefully(process)
 
 
+def _check_harness_python(python: str, timeout: float = 120) -> None:
+    """Logs an error when `python` cannot import Beam and parity: its harnesses would die before they connect,
+    and their jobs wait until the job timeout ("A job that never ends" in docs/flink.md). The pool still starts
+    (an operator may be about to fix the environment)."""
+    try:
+        done = subprocess.run([python, "-c", "import apache_beam, parity"], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _LOGGER.error("the harness interpreter %s could not be tried (%s): harnesses may die on start", python, exc)
+        return
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        _LOGGER.error("the harness interpreter %s cannot import apache_beam and parity (%s): every harness will die "
+                      "before it connects and its job waits until PARITY_FLINK_JOB_TIMEOUT; start the pool with "
+                      "the Python that has them, or pass --harness_python", python, said)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Beam's `worker_pool_main.main` with this servicer: Beam's flags, and `--harness_python`, `--bind_address`."""
     parser = argparse.ArgumentParser(prog="python -m parity.replay.worker_pool")
@@ -188,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                          f"--harness_python (or set {PYTHON_ENV}) to the Python that has parity and Beam\n")
         raise SystemExit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.container_executable:
+        _check_harness_python(python)
     address, server = WorkerPoolServicer.start(use_process=True, **vars(args))
     _LOGGER.info("parity's worker pool at %s, harnesses run by %s", address,
                  args.container_executable or python)
