@@ -69,12 +69,12 @@ def test_a_job_timeout_leaves_no_flink_job_of_the_check_running(testbed, dying_p
         _forget(config)
         testbed.flink.cancel_running()
     assert process.returncode == 2, said
+    assert set(testbed.flink.jobs()) - set(before), "no job of the check reached Flink: nothing was tested"
+    assert not live, f"still live on Flink after parity exited: {live}"
     errors = [line for line in said.splitlines() if line.startswith("parity: error:")]
     assert len(errors) == 1, said
     assert "did not finish within PARITY_FLINK_JOB_TIMEOUT=40 s" in errors[0]
     assert "it was cancelled: Flink job " in errors[0] and "CANCELED" in errors[0], errors[0]
-    assert set(testbed.flink.jobs()) - set(before), "no job of the check reached Flink: nothing was tested"
-    assert not live, f"still live on Flink after parity exited: {live}"
 
 
 def test_a_check_stopped_with_sigterm_leaves_no_flink_job_running(testbed, dying_pool):
