@@ -10,6 +10,10 @@
 #   scripts/flink_cluster.sh add-taskmanager  start one more TaskManager on a running cluster (e.g. in place of
 #                                      a killed one; the caller waits for it to register)
 #
+# status, stop and add-taskmanager first take out of the TaskManagers' pid file every pid under which no
+# TaskManager runs any more (one killed, or exited), and say so: flink-daemon.sh would otherwise keep it, and
+# `stop` would signal that number, which another process may have by then.
+#
 # Flink comes from PyPI: `apache-flink` (bin/ and conf/) and `apache-flink-libraries` (lib/, opt/, plugins/;
 # an sdist of about 200 MB) of the same version, installed --no-deps into a separate venv (they pin an older
 # apache-beam than parity's). Together, site-packages/pyflink is a FLINK_HOME. The Flink minor must equal the job
@@ -26,6 +30,9 @@
 #   PARITY_FLINK_TM_MEMORY=SIZE        taskmanager.memory.process.size (default 2048m)
 #   PARITY_FLINK_RPC_PORT=N            the JobManager's RPC port (default 6123; two clusters need two)
 #   PARITY_FLINK_RESTART_ATTEMPTS=N    fixed-delay restart strategy: attempts (default 3), 2 s apart
+#   PARITY_FLINK_FAILOVER_STRATEGY=S   jobmanager.execution.failover-strategy (default full, Flink's is region):
+#                                      a failed task restarts the whole job, so that no task of it keeps the
+#                                      TaskManager's cached SDK environment (a dead harness) alive (docs/flink.md)
 #   PARITY_FLINK_HEARTBEAT_INTERVAL=MS heartbeat.interval (default 10000, Flink's)
 #   PARITY_FLINK_HEARTBEAT_TIMEOUT=MS  heartbeat.timeout (default 50000, Flink's): how soon a lost TaskManager
 #                                      is noticed (also after heartbeat.rpc-failure-threshold, 2, failed heartbeats)
@@ -46,6 +53,7 @@ SLOTS="${PARITY_FLINK_SLOTS:-2}"
 TM_MEMORY="${PARITY_FLINK_TM_MEMORY:-2048m}"
 RPC_PORT="${PARITY_FLINK_RPC_PORT:-6123}"
 RESTART_ATTEMPTS="${PARITY_FLINK_RESTART_ATTEMPTS:-3}"
+FAILOVER_STRATEGY="${PARITY_FLINK_FAILOVER_STRATEGY:-full}"
 HEARTBEAT_INTERVAL="${PARITY_FLINK_HEARTBEAT_INTERVAL:-10000}"
 HEARTBEAT_TIMEOUT="${PARITY_FLINK_HEARTBEAT_TIMEOUT:-50000}"
 
@@ -115,6 +123,11 @@ taskmanager.memory.process.size: $TM_MEMORY
 restart-strategy.type: fixed-delay
 restart-strategy.fixed-delay.attempts: $RESTART_ATTEMPTS
 restart-strategy.fixed-delay.delay: 2 s
+# Beam's Flink runner keeps a job's SDK environments (the harness connections) per TaskManager for as long as any
+# task of the job there holds them, and never checks that a harness is alive. With Flink's region failover, tasks
+# of other regions hold them while the failed region restarts, and the restarted tasks get the dead harness again
+# ("CANCELLED: call already cancelled" at newBundle) until the attempts run out. A full restart releases them.
+jobmanager.execution.failover-strategy: $FAILOVER_STRATEGY
 heartbeat.interval: $HEARTBEAT_INTERVAL
 heartbeat.timeout: $HEARTBEAT_TIMEOUT
 # A Beam pipeline translates to ~100 Flink tasks chained in one slot (the taxi example's offline side): the
@@ -136,8 +149,29 @@ EOF
 
 overview() { curl -fsS --max-time 5 "http://localhost:$PORT/overview" 2>/dev/null; }
 
+# A TaskManager's pid stays in flink-daemon.sh's pid file after the process died (SIGKILL, out of memory): keep
+# only the pids under which a TaskManager (TaskManagerRunner) still runs.
+prune_taskmanagers() {
+  local file pid kept
+  for file in "$RUN_DIR"/pid/*taskexecutor*.pid; do
+    [ -f "$file" ] || continue
+    kept=""
+    while read -r pid; do
+      [ -n "$pid" ] || continue
+      if [ -d /proc/self ]; then
+        if grep -qa TaskManagerRunner "/proc/$pid/cmdline" 2>/dev/null; then kept+="$pid"$'\n'; continue; fi
+      elif kill -0 "$pid" 2>/dev/null; then
+        kept+="$pid"$'\n'; continue
+      fi
+      log "removed TaskManager pid $pid from $file: no TaskManager runs under it any more (killed, or exited)"
+    done <"$file"
+    printf '%s' "$kept" >"$file"
+  done
+}
+
 status() {
   local body
+  prune_taskmanagers
   if body="$(overview)"; then
     echo "$body"
     return 0
@@ -190,6 +224,7 @@ stop() {
   home="$(flink_home)"
   [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || { log "never started: nothing to stop"; return 0; }
   flink_env "$home"
+  prune_taskmanagers
   "$home/bin/taskmanager.sh" stop-all >&2 || true
   "$home/bin/jobmanager.sh" stop >&2 || true
   for _ in $(seq 1 30); do
@@ -206,6 +241,7 @@ add_taskmanager() {
   [ -n "$home" ] && [ -d "$RUN_DIR/conf" ] || die "no cluster was started with $RUN_DIR"
   overview >/dev/null || die "no Flink cluster answers at http://localhost:$PORT"
   flink_env "$home"
+  prune_taskmanagers
   "$home/bin/taskmanager.sh" start >&2
 }
 

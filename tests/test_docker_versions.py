@@ -77,6 +77,7 @@ def test_the_compose_file_arranges_the_worker_pool_as_the_test_bed_does():
     assert services["taskmanager"]["deploy"]["replicas"] == 2
     config = yaml.safe_load(services["jobmanager"]["environment"]["FLINK_PROPERTIES"])
     assert config["restart-strategy.type"] == "fixed-delay" and config["taskmanager.numberOfTaskSlots"] == 2
+    assert config["jobmanager.execution.failover-strategy"] == "full"  # as scripts/flink_cluster.sh: docs/flink.md
     assert services["taskmanager"]["environment"]["FLINK_PROPERTIES"] == \
         services["jobmanager"]["environment"]["FLINK_PROPERTIES"]
     worker = services["worker-pool"]

@@ -113,3 +113,99 @@ def test_a_harness_that_exited_is_reaped_at_the_pools_next_call_not_left_a_zombi
     pool.start("2-1")  # any later call of the pool collects it
 
     assert not os.path.exists(f"/proc/{died}")
+
+
+def _pool_process(tmp_path, *flags: str, path: str = "/nonexistent-bin"):
+    """`python -m parity.replay.worker_pool` in a process of its own, with PATH holding no `python` at all (as
+    when an operator starts the venv's interpreter by its full path); returns (process, address)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {"PATH": path, "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen([sys.executable, "-m", "parity.replay.worker_pool", f"--service_port={port}", *flags],
+                               env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "pool.log", "wb"),
+                               start_new_session=True)
+    return process, f"localhost:{port}"
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def test_the_pool_starts_harnesses_with_its_own_interpreter_when_path_has_no_python(tmp_path):
+    import sys
+
+    process, address = _pool_process(tmp_path)
+    try:
+        with grpc.insecure_channel(address) as channel:
+            grpc.channel_ready_future(channel).result(timeout=TIMEOUT)
+            stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
+            endpoint = endpoints_pb2.ApiServiceDescriptor(url="localhost:1")  # nothing answers: it keeps trying
+            response = stub.StartWorker(beam_fn_api_pb2.StartWorkerRequest(worker_id="1-1", control_endpoint=endpoint),
+                                        timeout=TIMEOUT)
+            assert not response.error, response.error  # Beam's pool: No such file or directory: 'python'
+            harness = _poll("harness process", lambda: _children(process.pid))[0]
+            with open(f"/proc/{harness}/cmdline", "rb") as handle:
+                command = handle.read().split(b"\0")
+            assert command[0].decode() == sys.executable
+            assert b'SdkHarness("localhost:1",worker_id="1-1"' in command[2]  # the test bed reads the port from it
+            stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="1-1"), timeout=TIMEOUT)
+            _poll("stop of the harness", lambda: not _alive(harness))
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+
+
+def test_the_pool_listens_on_localhost_only_unless_told_otherwise():
+    address, server = WorkerPoolServicer.start(use_process=True, port=0)
+    try:
+        port = int(address.rsplit(":", 1)[1])
+        listening = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table, encoding="ascii") as handle:
+                for line in handle.readlines()[1:]:
+                    local, state = line.split()[1], line.split()[3]
+                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                        listening.add(local.rsplit(":", 1)[0])
+        # 127.0.0.1, ::ffff:127.0.0.1 and ::1 as /proc writes them; Beam's pool listens on :: (every interface)
+        assert listening and listening <= {"0100007F", "0000000000000000FFFF00000100007F",
+                                          "00000000000000000000000001000000"}, listening
+    finally:
+        server.stop(0)
+
+
+def test_a_harness_interpreter_that_does_not_exist_stops_the_pool_with_exit_two(tmp_path):
+    process, _ = _pool_process(tmp_path, "--harness_python=/nonexistent/python")
+    try:
+        assert process.wait(timeout=TIMEOUT) == 2
+    finally:
+        if process.poll() is None:  # a pool that ignored the flag would serve for ever
+            process.kill()
+            process.wait()
+    said = (tmp_path / "pool.log").read_text()
+    assert said.startswith("parity: error: the harness interpreter /nonexistent/python is not an executable")
+
+
+def test_a_harness_interpreter_without_beam_is_named_in_the_pools_log_at_start(tmp_path):
+    process, address = _pool_process(tmp_path, "--harness_python=/bin/false")  # runs, and imports nothing
+    try:
+        with grpc.insecure_channel(address) as channel:
+            grpc.channel_ready_future(channel).result(timeout=TIMEOUT)  # the pool serves all the same
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+    said = (tmp_path / "pool.log").read_text()
+    assert "the harness interpreter /bin/false cannot import apache_beam and parity (exit code 1)" in said, said

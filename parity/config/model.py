@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from parity.capture.schema import FieldType, parse_type
+from parity.config import origin as origins
 from parity.console.collector import loading
 from parity.errors import ConfigError, UserCodeError
 from parity.stages.seed import SeedSpec
@@ -39,6 +40,8 @@ class Ref:
 
     text: str
     base_dir: str
+    # the process that made it (`host:pid`): an import that fails in another one, an SDK worker, says so
+    origin: str = field(default_factory=origins.here, compare=False, repr=False)
 
     def resolve(self) -> Any:
         file_ref = FILE_REF.match(self.text)
@@ -55,12 +58,19 @@ class Ref:
             for part in attr.split("."):
                 obj = getattr(obj, part)
         except SystemExit as exc:  # a module that exits on import would end parity with its code, unnamed
+            worker = origins.on_worker(self.origin, self.base_dir)
+            if worker:
+                raise UserCodeError(f"cannot import '{self.text}' {worker}: the module called sys.exit({exc.code!r}) "
+                                    f"while it was imported there") from exc
             raise UserCodeError(
                 f"cannot import '{self.text}' (searched {self.base_dir} first): the module called "
                 f"sys.exit({exc.code!r}) while it was imported; a module a config names must import without "
                 f"exiting (guard its script code with `if __name__ == \"__main__\":`)") from exc
         except Exception as exc:  # any import-time failure of user code
             last = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+            worker = origins.on_worker(self.origin, self.base_dir)
+            if worker:  # the client imported it when it checked the config: this worker lacks something
+                raise UserCodeError(f"cannot import '{self.text}' {worker}: {last}; {origins.WORKER_FIX}") from exc
             raise UserCodeError(
                 f"cannot import '{self.text}' (searched {self.base_dir} first): {last}; "
                 f"check the module name and that it imports on its own") from exc

@@ -104,9 +104,27 @@ def _seconds(name: str, default: float | None) -> float | None:
     return value
 
 
+class JobTimeout(RunnerError):
+    """A Flink job still running after PARITY_FLINK_JOB_TIMEOUT; `said(outcome)` is the message once the job's
+    cancel (`parity.replay.cancel.end_job`) has said how it went."""
+
+    def __init__(self, timeout: float, state: Any):
+        self.timeout = timeout
+        self.state = state
+        super().__init__(self.said("it is being cancelled"))
+
+    def said(self, outcome: str) -> str:
+        return (f"the Flink job did not finish within PARITY_FLINK_JOB_TIMEOUT={self.timeout:g} s (state "
+                f"{self.state}); {outcome}. A job that waits for ever without a failed task is often one whose SDK "
+                f"harness died before it connected: the TaskManagers' logs then say 'Still waiting for startup of "
+                f"environment'. Check the SDK worker pool (its log, its memory) and run again, or raise "
+                f"PARITY_FLINK_JOB_TIMEOUT")
+
+
 def bounded(result: Any, timeout: float | None) -> Any:
-    """`result` (a Beam PipelineResult) whose `wait_until_finish()` waits at most `timeout` s, then cancels the
-    job and raises RunnerError (exit 2) saying why a job may wait for ever; None leaves it unbounded."""
+    """`result` (a Beam PipelineResult) whose `wait_until_finish()` waits at most `timeout` s, then raises
+    JobTimeout (exit 2); None leaves it unbounded. The caller cancels the job (`parity.replay.job`: every way a
+    replay ends early cancels its job, on the job server and on Flink)."""
     if timeout is None:
         return result
     wait = result.wait_until_finish
@@ -119,17 +137,7 @@ def bounded(result: Any, timeout: float | None) -> Any:
         state = wait(int(timeout * 1000))
         if PipelineState.is_terminal(state):
             return state
-        try:
-            result.cancel()
-        except Exception as exc:  # noqa: BLE001 - the timeout is the error to report; the cancel's is appended
-            cancelled = f"; cancelling it failed too ({type(exc).__name__}: {exc})"
-        else:
-            cancelled = "; it was cancelled"
-        raise RunnerError(
-            f"the Flink job did not finish within PARITY_FLINK_JOB_TIMEOUT={timeout:g} s (state {state}){cancelled}. "
-            f"A job that waits for ever without a failed task is often one whose SDK harness died before it "
-            f"connected: the TaskManagers' logs then say 'Still waiting for startup of environment'. Check the "
-            f"SDK worker pool (its log, its memory) and run again, or raise PARITY_FLINK_JOB_TIMEOUT")
+        raise JobTimeout(timeout, state)
 
     result.wait_until_finish = wait_until_finish
     return result
@@ -197,7 +205,9 @@ class JobServer:
     def command(self, artifacts_dir: str) -> list[str]:
         return [self.java, *self.jvm_options, "-jar", self.jar, "--flink-master", self.flink_master,
                 "--artifacts-dir", artifacts_dir, "--job-port", str(self.port),
-                "--artifact-port", "0", "--expansion-port", "0"]
+                # -1: no expansion service (parity runs no cross-language transform): one port fewer listening on
+                # every interface, as the job and artifact ports do whatever --job-host says (docs/flink.md)
+                "--artifact-port", "0", "--expansion-port", "-1"]
 
     def _log_tail(self, lines: int = 8) -> str:
         if not self.log_path or not os.path.exists(self.log_path):

@@ -16,9 +16,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from parity.config import Config, SideConfig
 from parity.console import progress, signals
 from parity.errors import ParityError, RunnerError, UserCodeError
-from parity.replay import spill
+from parity.replay import cancel, spill
 from parity.replay.counters import STAGED, WRITTEN
 from parity.replay.environment import environment_manifest
+from parity.replay.flink import JobTimeout
 from parity.replay.gate import TransformGate
 from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph, ReplaySide, unwrap_pipeline_error
 from parity.replay.runners import make_options, make_runner, replay_gc
@@ -67,11 +68,22 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
         pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
         _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, graph, reorder=reorder,
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner))
+        rest = _flink_rest(options) if job else None
+        result = None
         try:
-            result = pipeline.run()
-            watch = Watch(side.name, result, rest=_flink_rest(options) if job else None, job=job)
-            with watch:
-                result.wait_until_finish()
+            try:
+                result = pipeline.run()
+                watch = Watch(side.name, result, rest=rest, job=job)
+                with watch:
+                    result.wait_until_finish()
+            except BaseException as exc:  # a timeout, Ctrl-C or SIGTERM, a failure: no job of it goes on running
+                if job is None:
+                    raise
+                outcome = cancel.end_job(result, rest, job)
+                progress.event("flink_job_ended_early", side=side.name, job=job, outcome=outcome)
+                if isinstance(exc, JobTimeout):
+                    raise RunnerError(exc.said(outcome)) from exc
+                raise
             counts = watch.final() or {}
         except ParityError as exc:  # raised in a step: Beam appended its " [while running ...]" to the message
             raise unwrap_pipeline_error(exc) from exc  # type: ignore[misc]

@@ -16,26 +16,56 @@ stream ends (the log then shows it `had exited (0)` at a later stop). Two harnes
 once through one pool) are still told apart by nothing but their age: keep a pool per concurrent job
 (docs/flink.md). Starts and stops are logged with the id and pid (at INFO, which `main` shows; Beam's pool shows only
 warnings).
+
+Two more changes. A harness is started with the pool's own interpreter (`sys.executable`), where Beam's pool runs
+a bare `python` from PATH: without the venv's bin first on PATH that failed (`No such file or directory:
+'python'`), and with another Python first the harness could not import Beam or the user's modules and its job
+waited until the job timeout. `--harness_python` (or `PARITY_HARNESS_PYTHON`) names another interpreter, and
+`--container_executable` a Beam SDK container's `boot`, as in Beam's pool. And the pool listens on `localhost`
+unless `--bind_address` says otherwise (Beam's binds every interface, `[::]`): a harness runs whatever code a
+client that reaches the pool hands it, so the pool must not answer beyond the host unless the operator asks.
 """
 from __future__ import annotations
 
 import argparse
 import atexit
 import logging
+import os
 import subprocess
+import sys
 import threading
 import time
+from typing import Sequence
 
+from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker import worker_pool_main
 
 _LOGGER = logging.getLogger("parity.replay.worker_pool")  # not `__main__` under `python -m`
+PYTHON_ENV = "PARITY_HARNESS_PYTHON"  # the interpreter the harnesses run, when --harness_python is not given
+DEFAULT_BIND = "localhost"
+
+
+def harness_python(given: str | None = None) -> str:
+    """The interpreter the pool starts harnesses with: `given` (--harness_python), else PARITY_HARNESS_PYTHON, else
+    the pool's own, which has Beam and parity (a bare `python` from PATH may be another)."""
+    return given or os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def harness_command(python: str, control_url: str, worker_id: str, state_cache_size: int,
+                    data_buffer_time_limit_ms: int) -> list[str]:
+    """Beam's harness command (`worker_pool_main`'s StartWorker, process mode) with `python` for its `python`."""
+    return [python, "-c",
+            "from apache_beam.runners.worker.sdk_worker import SdkHarness; "
+            f'SdkHarness("{control_url}",worker_id="{worker_id}",state_cache_size={int(state_cache_size)},'
+            f"data_buffer_time_limit_ms={int(data_buffer_time_limit_ms)}).run()"]  # Beam's text, quotes and all
 
 
 class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
     """Beam's servicer with every harness kept by id in start order (Beam's `_worker_processes` stays empty)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, python: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.python = harness_python(python)
         self._lock = threading.Lock()
         self._harnesses: dict[str, list[subprocess.Popen]] = {}
         atexit.register(self.stop_all)  # Beam's own exit hook sees only its (empty) dict
@@ -44,13 +74,53 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         worker_id = start_worker_request.worker_id
         self._reap()
         with self._lock:  # Beam's StartWorker puts the process under the id: take it before another start can
-            response = super().StartWorker(start_worker_request, context)
+            if self._use_process and not self._container_executable:
+                response = self._start_harness(start_worker_request)
+            else:
+                response = super().StartWorker(start_worker_request, context)
             process = self._worker_processes.pop(worker_id, None)
             if process is not None:
                 self._harnesses.setdefault(worker_id, []).append(process)
         if process is not None:
             _LOGGER.info("started SDK harness %s: pid %d", worker_id, process.pid)
         return response
+
+    def _start_harness(self, request):
+        """Beam's process-mode start with `self.python`; the harness's stdout goes where the pool's does (Beam
+        pipes it and never reads it: a harness that printed 64 KB would block)."""
+        command = harness_command(self.python, request.control_endpoint.url, request.worker_id,
+                                  self._state_cache_size, self._data_buffer_time_limit_ms)
+        try:
+            self._worker_processes[request.worker_id] = subprocess.Popen(command, close_fds=True)  # noqa: S603
+        except OSError as exc:
+            _LOGGER.error("cannot start SDK harness %s with %s: %s", request.worker_id, self.python, exc)
+            return beam_fn_api_pb2.StartWorkerResponse(
+                error=f"parity's worker pool cannot start an SDK harness with {self.python}: {exc}; start the pool "
+                      f"with the interpreter that has parity and Beam, or pass --harness_python")
+        return beam_fn_api_pb2.StartWorkerResponse()
+
+    @classmethod
+    def start(cls, use_process: bool = False, port: int = 0, state_cache_size: int = 0,
+              data_buffer_time_limit_ms: int = -1, container_executable: str | None = None,
+              bind_address: str = DEFAULT_BIND, python: str | None = None):
+        """Beam's `start`, listening on `bind_address` (Beam's: every interface) with harnesses run by `python`;
+        returns (`host:port`, the gRPC server)."""
+        import grpc
+        from apache_beam.portability.api import beam_fn_api_pb2_grpc
+        from apache_beam.utils import thread_pool_executor
+
+        server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
+                             options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)])
+        host = f"[{bind_address}]" if ":" in bind_address and not bind_address.startswith("[") else bind_address
+        bound = server.add_insecure_port(f"{host}:{port}")
+        if not bound:
+            raise OSError(f"cannot listen on {host}:{port}")
+        pool = cls(use_process=use_process, container_executable=container_executable,
+                   state_cache_size=state_cache_size, data_buffer_time_limit_ms=data_buffer_time_limit_ms,
+                   python=python)
+        beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
+        server.start()
+        return f"{host}:{bound}", server
 
     def StopWorker(self, stop_worker_request, context):  # noqa: N802 (gRPC's name)
         worker_id = stop_worker_request.worker_id
@@ -97,17 +167,49 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             worker_pool_main.kill_process_gracefully(process)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Beam's `worker_pool_main.main` with this servicer: the same flags, started by Beam's `start`."""
+def _check_harness_python(python: str, timeout: float = 120) -> None:
+    """Logs an error when `python` cannot import Beam and parity: its harnesses would die before they connect,
+    and their jobs wait until the job timeout ("A job that never ends" in docs/flink.md). The pool still starts
+    (an operator may be about to fix the environment)."""
+    try:
+        done = subprocess.run([python, "-c", "import apache_beam, parity"], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _LOGGER.error("the harness interpreter %s could not be tried (%s): harnesses may die on start", python, exc)
+        return
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        _LOGGER.error("the harness interpreter %s cannot import apache_beam and parity (%s): every harness will die "
+                      "before it connects and its job waits until PARITY_FLINK_JOB_TIMEOUT; start the pool with "
+                      "the Python that has them, or pass --harness_python", python, said)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Beam's `worker_pool_main.main` with this servicer: Beam's flags, and `--harness_python`, `--bind_address`."""
     parser = argparse.ArgumentParser(prog="python -m parity.replay.worker_pool")
     parser.add_argument("--container_executable", type=str, default=None,
-                        help="Executable that implements the Beam SDK container contract.")
+                        help="Executable that implements the Beam SDK container contract (instead of a Python "
+                             "harness).")
     parser.add_argument("--service_port", type=int, required=True, dest="port",
                         help="Bind port for the worker pool service.")
+    parser.add_argument("--harness_python", type=str, default=None, dest="python",
+                        help=f"The interpreter that runs the SDK harnesses (default: ${PYTHON_ENV}, else this "
+                             f"pool's own: {sys.executable}).")
+    parser.add_argument("--bind_address", type=str, default=DEFAULT_BIND,
+                        help="The address the pool listens on (default: localhost; 0.0.0.0 or :: for every "
+                             "interface, for TaskManagers on other hosts).")
     args, _ = parser.parse_known_args(argv)
+    python = harness_python(args.python)
+    if not args.container_executable and not os.access(python, os.X_OK):
+        sys.stderr.write(f"parity: error: the harness interpreter {python} is not an executable file; pass "
+                         f"--harness_python (or set {PYTHON_ENV}) to the Python that has parity and Beam\n")
+        raise SystemExit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.container_executable:
+        _check_harness_python(python)
     address, server = WorkerPoolServicer.start(use_process=True, **vars(args))
-    _LOGGER.info("parity's worker pool at %s, executable %s", address, args.container_executable)
+    _LOGGER.info("parity's worker pool at %s, harnesses run by %s", address,
+                 args.container_executable or python)
     try:
         while True:
             time.sleep(60 * 60 * 24)

@@ -74,6 +74,9 @@ def quiet(monkeypatch):
 
 
 def test_a_check_survives_a_killed_sdk_worker_and_gives_the_same_report(testbed, direct_report, quiet):
+    # a full restart, so that no task of the job keeps the dead harness's cached environment (docs/flink.md)
+    config = {entry["key"]: entry["value"] for entry in testbed.flink.get("/jobmanager/config")}
+    assert config.get("jobmanager.execution.failover-strategy") == "full", config
     jobs_before = testbed.flink.jobs()
     failures_before = testbed.flink.failures()
     killed: list[int] = []

@@ -128,17 +128,21 @@ def _report(out: str) -> bytes:
 
 
 @contextlib.contextmanager
-def _job_timeout(seconds: float):
-    """parity's own bound on each Flink job (PARITY_FLINK_JOB_TIMEOUT), for the in-process check."""
-    previous = os.environ.get("PARITY_FLINK_JOB_TIMEOUT")
-    os.environ["PARITY_FLINK_JOB_TIMEOUT"] = f"{seconds:g}"
+def _job_timeout(seconds: float, rest: str):
+    """parity's own bound on each Flink job (PARITY_FLINK_JOB_TIMEOUT), for the in-process check, and where parity
+    reaches Flink's REST API (PARITY_FLINK_REST: the test bed's job server is not parity's own, so parity cannot
+    know it otherwise) to cancel a job that ends early and to read progress."""
+    names = {"PARITY_FLINK_JOB_TIMEOUT": f"{seconds:g}", "PARITY_FLINK_REST": rest}
+    previous = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop("PARITY_FLINK_JOB_TIMEOUT", None)
-        else:
-            os.environ["PARITY_FLINK_JOB_TIMEOUT"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def cluster_check(testbed, name: str, while_running=None, job_timeout: float = JOB_TIMEOUT) -> bytes:
@@ -165,7 +169,7 @@ def cluster_check(testbed, name: str, while_running=None, job_timeout: float = J
     try:
         if thread:
             thread.start()
-        with _deadline(CHECK_TIMEOUT), _job_timeout(job_timeout):
+        with _deadline(CHECK_TIMEOUT), _job_timeout(job_timeout, testbed.flink.rest):
             parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
     except BaseException:
         testbed.flink.cancel_running()
@@ -190,7 +194,8 @@ def cluster_checks_at_once(testbed, names: list[str], job_timeout: float = JOB_T
     assert len(names) <= 2, "the test bed has two worker pools"
     runs = [_check_folders(testbed, name) for name in names]
     pools = [testbed.pool, testbed.other_pool]
-    env = dict(os.environ, PARITY_PROGRESS="off", PYTHONPATH=ROOT, PARITY_FLINK_JOB_TIMEOUT=f"{job_timeout:g}")
+    env = dict(os.environ, PARITY_PROGRESS="off", PYTHONPATH=ROOT, PARITY_FLINK_JOB_TIMEOUT=f"{job_timeout:g}",
+               PARITY_FLINK_REST=testbed.flink.rest)
     processes = [subprocess.Popen([sys.executable, "-m", "parity", "check", config, "--out", out, "--runner",
                                    "FlinkRunner", "--", *testbed.options(pool=pool)], env=env, cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

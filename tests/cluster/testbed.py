@@ -270,8 +270,12 @@ class WorkerPool:
         _stop(self.process)
 
 
-def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
-    """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders."""
+def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None = None,
+                      pythonpath: tuple[str, ...] = ()) -> WorkerPool:
+    """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders.
+    `harness_python`: what the pool runs as each harness's interpreter (default: its own), e.g. `/bin/false` for
+    harnesses that die on start, before they connect. `pythonpath`: folders put before the repository on the pool's
+    PYTHONPATH (the config's modules, shipped to the workers as docs/flink.md says)."""
     entry = ensure_worker_user()
     python = sys.executable
     opened = _open_for(entry, [python, os.path.realpath(python), os.path.join(ROOT, "parity", "__init__.py")])
@@ -284,17 +288,18 @@ def start_worker_pool(base: str, timeout: float = 60) -> WorkerPool:
     port = free_port()
     log = os.path.join(base, "worker_pool.log")
     env = {
-        # The pool starts each SDK harness as `python` from PATH: the venv's bin comes first.
-        "PATH": os.path.dirname(python) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": tmp, "USER": entry.pw_name,
-        "LANG": "C.UTF-8", "PYTHONPATH": ROOT,  # this checkout's parity, as the client imports it
+        # Not the venv's bin: parity's pool starts each SDK harness with its own interpreter, not a `python` from
+        # PATH (there is none in /usr/bin here; Beam's pool failed without the venv's bin first on PATH).
+        "PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "USER": entry.pw_name,
+        "LANG": "C.UTF-8", "PYTHONPATH": os.pathsep.join((*pythonpath, ROOT)),  # ROOT: this checkout's parity
         "PYTHONDONTWRITEBYTECODE": "1",  # the repository is not the worker's to write
     }
     with open(log, "wb") as out:
         os.chown(log, entry.pw_uid, entry.pw_gid)
         process = subprocess.Popen(
             # runuser resets HOME to the passwd entry's: `env` sets the pool's own again.
-            ["runuser", "-u", entry.pw_name, "--", "env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
-             f"--service_port={port}"],
+            [shutil.which("runuser") or "/usr/sbin/runuser", "-u", entry.pw_name, "--", "/usr/bin/env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
+             f"--service_port={port}", *([f"--harness_python={harness_python}"] if harness_python else [])],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=home,
             start_new_session=True)
     try:
@@ -315,6 +320,11 @@ class FlinkCluster:
     @property
     def master(self) -> str:
         return f"localhost:{self.rest_port}"
+
+    @property
+    def rest(self) -> str:
+        """Flink's REST API, as parity's PARITY_FLINK_REST names it."""
+        return f"http://{self.master}"
 
     def script(self, command: str, timeout: float = 900) -> subprocess.CompletedProcess:
         return subprocess.run([FLINK_SCRIPT, command], capture_output=True, text=True, env=self.env,
@@ -386,18 +396,14 @@ class FlinkCluster:
         return found
 
     def kill_taskmanager(self, pid: int, timeout: float = 30) -> None:
-        """SIGKILLs one TaskManager and takes its pid out of flink-daemon.sh's pid file, so that `stop` never
-        signals that number again (another process may get it)."""
+        """SIGKILLs one TaskManager; the script's `status` must then take its pid out of flink-daemon.sh's pid file
+        (so that `stop` never signals that number again: another process may get it) and say so."""
         os.kill(pid, signal.SIGKILL)
         _wait(f"TaskManager {pid} to exit", lambda: not os.path.exists(f"/proc/{pid}"), None, timeout)
-        pid_dir = os.path.join(self.env["PARITY_FLINK_RUN_DIR"], "pid")
-        for name in os.listdir(pid_dir):
-            if "taskexecutor" in name:
-                path = os.path.join(pid_dir, name)
-                with open(path, encoding="utf-8") as handle:
-                    kept = [line for line in handle.read().split() if int(line) != pid]
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write("".join(f"{line}\n" for line in kept))
+        done = self.script("status", timeout=60)
+        if f"removed TaskManager pid {pid} " not in done.stderr or pid in self.taskmanager_pids():
+            raise AssertionError(f"scripts/flink_cluster.sh status left the killed TaskManager {pid} in its pid "
+                                 f"file: {done.stderr[-2000:]}")
 
     def add_taskmanager(self, before: set[str], timeout: float = 120) -> None:
         """Starts a TaskManager in place of a killed one and waits until the cluster lists as many as it started

@@ -121,3 +121,28 @@ def test_a_coder_factory_returning_a_non_coder_exits_two_naming_the_side(tmp_pat
     code, _, errors = check(project, capsys)
     assert code == 2
     assert "sides.offline.coder: cannot build the coder" in errors and "expected an apache_beam.coders.Coder" in errors
+
+
+def test_a_module_only_the_client_can_import_fails_on_a_worker_naming_the_worker_and_the_fix(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """As on a cluster whose workers lack the user's modules: the client imports the module when it checks the
+    config, the DirectRunner's worker processes (multi_processing, another pid: an SDK harness each) cannot."""
+    import os
+    import socket
+    import sys
+
+    project = make_project(tmp_path / "project")
+    client_only = tmp_path / "client_only"
+    client_only.mkdir()
+    os.rename(os.path.join(project.folder, f"{project.module}.py"), client_only / f"{project.module}.py")
+    monkeypatch.syspath_prepend(str(client_only))  # this process's sys.path, not the workers'
+    code, _, errors = check(project, capsys, "--", "--direct_num_workers=2", "--direct_running_mode=multi_processing")
+    assert code == 2
+    assert errors.count("parity: error:") == 1, errors
+    assert (f"cannot import '{project.module}:features' on an SDK worker, not in the parity process that loaded the "
+            f"config ({socket.gethostname()}:{os.getpid()}): worker host {socket.gethostname()}, pid ") in errors
+    worker_pid = int(re.search(r"worker host \S+, pid (\d+)", errors).group(1))
+    assert worker_pid != os.getpid()
+    assert f"python {sys.executable}, sys.path [" in errors
+    assert f"ModuleNotFoundError: No module named '{project.module}'" in errors
+    assert "put their folder on the worker pool's PYTHONPATH" in errors and "--setup_file" in errors
