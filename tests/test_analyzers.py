@@ -43,8 +43,8 @@ def test_each_feature_is_traced_to_the_constants_it_is_computed_from_in_tf1_and_
                 "constant:scale_to_z_score_1_sqrt_x": ["trip_miles_xf"],
                 "constant:scale_to_z_score_1_sub_y": ["trip_miles_xf"]}
     for graph in ("Transform/transform_graph/3", "TransformTF2/transform_graph/4"):
-        feeds = graph_analyzers.feeds(os.path.join(root, graph))
-        extracted = graph_analyzers.extract(os.path.join(root, graph))
+        found = graph_analyzers.read_graph(os.path.join(root, graph))
+        feeds, extracted = found.feeds, found.outputs
         assert {label: feeds[label] for label in expected} == expected, graph
         assert set(feeds) <= set(extracted)  # every label traced is an analyzer output the report compares
         # the vocabulary lookups' defaults feed their own feature only, never a z-score

@@ -77,9 +77,10 @@ def _tokens(tokens: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _flat(value: Any) -> list:
+def flat(value: Any) -> list:
+    """The numbers of a (nested) list of an analyzer output, in order; a scalar as a list of one."""
     if isinstance(value, list):
-        return [x for item in value for x in _flat(item)]
+        return [x for item in value for x in flat(item)]
     return [value]
 
 
@@ -101,14 +102,14 @@ def _close(x: Any, y: Any) -> bool:
 
 def same_numbers(a: Any, b: Any) -> bool:
     """Equal numbers, or each pair within float32 rounding (`FLOAT32_REL`), element by element."""
-    fa, fb = _flat(a), _flat(b)
+    fa, fb = flat(a), flat(b)
     if len(fa) != len(fb):
         return False
     return all(_close(x, y) for x, y in zip(fa, fb))
 
 
 def _constant_detail(a: Any, b: Any) -> str:
-    fa, fb = _flat(a), _flat(b)
+    fa, fb = flat(a), flat(b)
     if same_numbers(a, b):  # same words whether exact or within float32 rounding: runners must agree
         return f"{len(fa)} value{'s' if len(fa) != 1 else ''}, equal (within float32 rounding)"
     if len(fa) != len(fb):

@@ -21,16 +21,18 @@ side rounds x - m, sqrt and the division once). A feature fed by a noisy constan
 boundary moved by rounding, a min/max scaler) gets no bound: its differing records diverge, and the classifier
 names the analyzers (`transform.analyzer`).
 
-Which constants feed which feature is read from each side's graph (`parity.sets.analyzers.feeds`); a constant
+Which constants feed which feature is read from each side's graph (`parity.sets.analyzers.read_graph`); a constant
 whose features differ between the sides' graphs gives no bound.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
+from parity.compare.analyzers import flat
 from parity.compare.tolerance import values_within
 from parity.config import Tolerance, ToleranceSpec
 
@@ -69,8 +71,9 @@ class AnalysisNoise:
     def __bool__(self) -> bool:
         return bool(self.judged)
 
-    @property
+    @functools.cached_property
     def features(self) -> frozenset[str]:
+        """The features with a bound (asked once per differing feature of a pair: built once)."""
         return frozenset(b.feature for b in self.bounds)
 
     def widen(self, tolerance: ToleranceSpec) -> ToleranceSpec:
@@ -134,19 +137,13 @@ def _boundaries_within_epsilon(name: str, left: Any, right: Any) -> bool:
     changes still diverges (`transform.analyzer`), as the contract wants boundaries that give the same bucket."""
     if "apply_buckets" not in name or left is None or right is None:
         return False
-    flat_l, flat_r = _flat(left), _flat(right)
+    flat_l, flat_r = flat(left), flat(right)
     if len(flat_l) != len(flat_r) or not flat_l:
         return False
     if not all(isinstance(v, float) and math.isfinite(v) for v in flat_l + flat_r):
         return False
     span = max(flat_l) - min(flat_l) if len(flat_l) > 1 else abs(flat_l[0])
     return all(abs(a - b) <= QUANTILES_EPSILON * span for a, b in zip(flat_l, flat_r))
-
-
-def _flat(value: Any) -> list:
-    if isinstance(value, list):
-        return [x for item in value for x in _flat(item)]
-    return [value]
 
 
 def _z_score_bound(feature: str, labels: set[str], noisy: set[str], left: Mapping[str, Any],

@@ -118,7 +118,7 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
         side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
     if graph_dir:
         local = local_graph(graph_dir)  # a URL's graph: its local copy
-        analyzers.write(out_dir, analyzers.extract(local), analyzers.feeds(local))
+        analyzers.write(out_dir, analyzers.read_graph(local))
     timings = {"replay_seconds": round(time.monotonic() - started, 3)}
     urls.write_text(urls.child(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],

@@ -346,15 +346,20 @@ def _analyzers(analyzers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
              "detail": a.get("detail", ""), "css": "" if a.get("equal") else "differs"} for a in analyzers]
 
 
+def noise_rows(noise: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of an analysis-noise table (HTML and Markdown): each feature's bound, records and why, then the
+    features that have none."""
+    rows = [{"name": f.get("name"), "bound": f"{f.get('abs')} + {f.get('rel')} × |y|", "records": f.get("records", 0),
+             "why": f.get("why", "")} for f in noise.get("features", [])]
+    return rows + [{"name": name, "bound": "none (diverges)", "records": "",
+                    "why": "fed by an analyzer output parity derives no bound for"} for name in noise.get("unbounded", [])]
+
+
 def _analysis_noise(noise: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The analysis-noise section: the records it explains and each feature's bound (section 8)."""
     if not noise:
         return None
-    rows = [{"name": f.get("name"), "bound": f"{f.get('abs')} + {f.get('rel')} × |y|", "records": f.get("records", 0),
-             "why": f.get("why", "")} for f in noise.get("features", [])]
-    rows += [{"name": name, "bound": "none (diverges)", "records": "",
-              "why": "fed by an analyzer output parity derives no bound for"} for name in noise.get("unbounded", [])]
-    return {"cause": noise.get("cause"), "explanation": noise.get("explanation", ""), "rows": rows}
+    return {"cause": noise.get("cause"), "explanation": noise.get("explanation", ""), "rows": noise_rows(noise)}
 
 
 def _environment(environment: Mapping[str, Any]) -> dict[str, Any]:

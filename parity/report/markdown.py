@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from parity.report.html import MISSING, field_rows, key_text, unpaired_excess, value_text
+from parity.report.html import MISSING, field_rows, key_text, noise_rows, unpaired_excess, value_text
 from parity.report.text import printable, show_command
 from parity.report.times import stage_field_utc
 
@@ -137,10 +137,8 @@ def _analysis_noise(noise: Mapping[str, Any] | None) -> list[str]:
     """The records only analysis noise made differ, and the bound applied to each feature (section 8)."""
     if not noise:
         return []
-    rows = [[_code(f.get("name")), f"{_text(f.get('abs'))} + {_text(f.get('rel'))} × \\|y\\|",
-             _text(f.get("records", 0)), _text(f.get("why", ""))] for f in noise.get("features", [])]
-    rows += [[_code(name), "none (diverges)", "", "fed by an analyzer output parity derives no bound for"]
-             for name in noise.get("unbounded", [])]
+    rows = [[_code(row["name"]), _text(row["bound"]), _text(row["records"]), _text(row["why"])]
+            for row in noise_rows(noise)]
     return ["", f"**analysis noise** ({_code(noise.get('cause'), in_table=False)}): {_text(noise.get('explanation'))}",
             ""] + _table(["feature", "bound on \\|delta\\|", "records", "why"], "llrl", rows)
 

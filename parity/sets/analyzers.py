@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,22 @@ import numpy as np
 from parity.storage import urls
 
 ANALYZERS_FILE = "analyzers.json"
+FEEDS_FILE = "analyzer_feeds.json"
 _UID = re.compile(r"_\d+$")
 
 
-def extract(tft_output_dir: str) -> dict[str, Any]:
-    """`{name: value}` of a TFT output dir's analyzer outputs (JSON-ready, deterministic)."""
+@dataclass(frozen=True)
+class GraphAnalyzers:
+    """What a set keeps of a TFT output dir's graph: its analyzer outputs (`analyzers.json`) and, per constant,
+    the output features it flows into (`analyzer_feeds.json`)."""
+
+    outputs: dict[str, Any]
+    feeds: dict[str, list[str]]
+
+
+def read_graph(tft_output_dir: str) -> GraphAnalyzers:
+    """The analyzer outputs of a TFT output dir (`{name: value}`, JSON-ready, deterministic) and which features
+    each constant feeds, from one parse of its SavedModel."""
     transform_fn = os.path.join(tft_output_dir, "transform_fn")
     result: dict[str, Any] = {}
     assets = os.path.join(transform_fn, "assets")
@@ -40,16 +52,16 @@ def extract(tft_output_dir: str) -> dict[str, Any]:
                 with open(path, "rb") as handle:
                     tokens = [line.rstrip(b"\n").decode("utf-8", "backslashreplace") for line in handle]
                 result[f"vocabulary:{name}"] = tokens
-    result.update(_constants(os.path.join(transform_fn, "saved_model.pb")))
-    return dict(sorted(result.items()))
+    model = _saved_model(os.path.join(transform_fn, "saved_model.pb"))
+    labels: dict[str, str] = {}
+    if model is not None:
+        result.update(_constants(model, labels))
+    return GraphAnalyzers(outputs=dict(sorted(result.items())),
+                          feeds=_feeds(model, labels) if model is not None else {})
 
 
-def _constants(saved_model_path: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def _constants(model: Any, labels: dict[str, str]) -> dict[str, Any]:
     """The graph's analyzer constants by label; `labels` gets each one's graph node name -> its label."""
-    labels = {} if labels is None else labels
-    model = _saved_model(saved_model_path)
-    if model is None:
-        return {}
     from tensorflow.python.framework import tensor_util
 
     graph = model.meta_graphs[0].graph_def
@@ -121,41 +133,39 @@ def _tf1_constants(graph: Any, labels: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-FEEDS_FILE = "analyzer_feeds.json"
 _CALLS = frozenset(("StatefulPartitionedCall", "PartitionedCall"))
 
 
-def feeds(tft_output_dir: str) -> dict[str, list[str]]:
-    """`{constant label: [output features it flows into]}` of a TFT output dir's graph (JSON-ready, sorted).
+def _feeds(model: Any, labels: dict[str, str]) -> dict[str, list[str]]:
+    """`{constant label: [output features it flows into]}` of a parsed graph (JSON-ready, sorted); `labels` maps
+    a constant's node name to its label (`_constants`).
 
     Analysis noise (`parity.compare.noise`) widens a feature only by the analyzer outputs it is computed from, so
     the graph is walked back from each output of its serving signature to the constants it reads: through the
     graph's nodes (TF1-compat) or into the called functions, output by output (TF2). A feature whose output has no
     tensor (a sparse output's components) reads none."""
-    model = _saved_model(os.path.join(tft_output_dir, "transform_fn", "saved_model.pb"))
-    if model is None:
-        return {}
     meta = model.meta_graphs[0]
     graph = meta.graph_def
-    labels: dict[str, str] = {}
-    _constants(os.path.join(tft_output_dir, "transform_fn", "saved_model.pb"), labels)
     functions = {f.signature.name: f for f in graph.library.function}
     nodes = {n.name: n for n in graph.node}
+    traced: dict[tuple[str, int], set[str]] = {}
     found: dict[str, set[str]] = {}
     for signature in meta.signature_def.values():
         for feature, tensor in signature.outputs.items():
             if not tensor.name:
                 continue
-            for const_name in _reach(nodes, set(), [tensor.name], functions):
+            for const_name in _reach(nodes, set(), [tensor.name], functions, traced):
                 if const_name in labels:
                     found.setdefault(labels[const_name], set()).add(feature)
     return {label: sorted(names) for label, names in sorted(found.items())}
 
 
-def _reach(nodes: dict[str, Any], args: set[str], refs: list[str], functions: dict[str, Any]) -> set[str]:
+def _reach(nodes: dict[str, Any], args: set[str], refs: list[str], functions: dict[str, Any],
+           traced: dict[tuple[str, int], set[str]]) -> set[str]:
     """The names in `args` (a function's input args), or else the source-less nodes (a graph's constants), that
     the tensors `refs` are computed from. A call is followed into its function for the one output read, so a
-    function computing every feature does not tie each feature to every constant."""
+    function computing every feature does not tie each feature to every constant; each (function, output) is
+    traced once (`traced`), whichever feature reaches it."""
     reached: set[str] = set()
     seen: set[str] = set()
     stack = list(refs)
@@ -184,8 +194,11 @@ def _reach(nodes: dict[str, Any], args: set[str], refs: list[str], functions: di
         if index >= len(outputs):  # not a plain list of outputs: every input may feed it
             stack.extend(inputs)
             continue
-        inner = _reach({n.name: n for n in callee.node_def}, {a.name for a in callee.signature.input_arg},
-                       [callee.ret[outputs[index].name]], functions)
+        inner = traced.get((callee.signature.name, index))
+        if inner is None:
+            inner = traced[(callee.signature.name, index)] = _reach(
+                {n.name: n for n in callee.node_def}, {a.name for a in callee.signature.input_arg},
+                [callee.ret[outputs[index].name]], functions, traced)
         stack.extend(source for arg, source in zip(callee.signature.input_arg, inputs) if arg.name in inner)
     return reached
 
@@ -196,13 +209,10 @@ def _plain(array: np.ndarray) -> Any:
     return array.tolist()
 
 
-def write(set_dir: str, analyzers: dict[str, Any], feeding: dict[str, list[str]] | None = None) -> None:
-    """Writes the analyzer outputs, and which features each constant feeds (`feeds`) when given."""
-    urls.write_text(urls.child(set_dir, ANALYZERS_FILE),
-                     json.dumps(analyzers, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
-    if feeding is not None:
-        urls.write_text(urls.child(set_dir, FEEDS_FILE),
-                         json.dumps(feeding, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
+def write(set_dir: str, found: GraphAnalyzers) -> None:
+    """Writes the analyzer outputs and which features each constant feeds."""
+    for name, data in ((ANALYZERS_FILE, found.outputs), (FEEDS_FILE, found.feeds)):
+        urls.write_text(urls.child(set_dir, name), json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
 
 
 def read(set_dir: str) -> dict[str, Any] | None:

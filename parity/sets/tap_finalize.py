@@ -141,7 +141,7 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
     if transform_graph is not None:
         from parity.sets import analyzers
 
-        analyzers.write(set_dir, analyzers.extract(transform_graph), analyzers.feeds(transform_graph))
+        analyzers.write(set_dir, analyzers.read_graph(transform_graph))
     if not keep_parts:
         urls.delete_tree(urls.child(set_dir, TAPS_DIR))
     return finalize(set_dir, manifest)
