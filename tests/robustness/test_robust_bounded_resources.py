@@ -32,17 +32,19 @@ def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
 
 
-def _check_capped(config, out) -> tuple[subprocess.CompletedProcess, float]:
+def _capped_error(tmp_path, capture: str, fmt: str, schema: str = "") -> str:
+    """Checks a config of `capture` in a child capped at CAP_BYTES: exit 2 within TIME_BOUND, no traceback and no
+    MemoryError, and one `parity: error:` line, which it returns."""
+    config = tmp_path / "parity.yaml"
+    config.write_text(CONFIG.format(path=capture, fmt=fmt, schema=schema))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "parity", "check", str(config), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "parity", "check", str(config), "--out", str(tmp_path / "out")],
                           preexec_fn=_capped, capture_output=True, text=True, timeout=TIME_BOUND)
-    return done, time.monotonic() - started
-
-
-def _one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("parity: error: ")]
     assert len(errors) == 1, done.stderr[-2000:]
+    assert time.monotonic() - started < TIME_BOUND
     return errors[0]
 
 
@@ -59,15 +61,10 @@ def test_a_line_of_gigabytes_is_quarantined_under_a_memory_cap_and_the_check_exi
         for _ in range(size // len(chunk)):
             handle.write(chunk)
         handle.write(b'"}\n{"id": 2, "v": "ok"}\n')
-    config = tmp_path / "parity.yaml"
-    config.write_text(CONFIG.format(path=path.name, fmt="jsonl", schema=""))
-    done, seconds = _check_capped(config, tmp_path / "out")
-    assert done.returncode == 2, done.stderr[-2000:]
-    error = _one_error_line(done)
+    error = _capped_error(tmp_path, path.name, "jsonl")
     assert "record too large" in error and "capture.max_quarantined" in error, error
     quarantine = (tmp_path / "out" / "sides" / "offline" / "quarantine.jsonl").read_text()
     assert "record too large" in quarantine and "bytes" in quarantine
-    assert seconds < TIME_BOUND
 
 
 def test_a_csv_header_of_a_million_columns_exits_two_naming_the_limit_under_a_memory_cap(tmp_path):
@@ -75,10 +72,5 @@ def test_a_csv_header_of_a_million_columns_exits_two_naming_the_limit_under_a_me
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("id," + ",".join(f"c{i}" for i in range(1_000_000)) + "\n")
         handle.write("1," + ",".join("0" for _ in range(1_000_000)) + "\n")
-    config = tmp_path / "parity.yaml"
-    config.write_text(CONFIG.format(path=path.name, fmt="csv", schema="\n  schema: {id: int64, c0: int64}"))
-    done, seconds = _check_capped(config, tmp_path / "out")
-    assert done.returncode == 2, done.stderr[-2000:]
-    error = _one_error_line(done)
+    error = _capped_error(tmp_path, path.name, "csv", schema="\n  schema: {id: int64, c0: int64}")
     assert "1,000,001 columns" in error and "10,000" in error, error
-    assert seconds < TIME_BOUND
