@@ -51,9 +51,10 @@ def test_the_path_layer_reads_writes_lists_and_deletes_objects(s3):
     assert urls.join("/tmp/a", "../b") == "/tmp/b"
 
 
-def scenario_config(folder, capture_path: str) -> str:
-    """window_late_dropped's config copied into `folder`, its capture at `capture_path`."""
-    shutil.copytree(SCENARIO, folder)
+def scenario_config(folder, capture_path: str, scenario: str = SCENARIO) -> str:
+    """A scenario's folder (window_late_dropped's unless named) copied into `folder`, its capture at
+    `capture_path`."""
+    shutil.copytree(scenario, folder)
     path = os.path.join(folder, "parity.yaml")
     with open(path, encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)

@@ -13,28 +13,16 @@ import stat
 import tempfile
 
 import pytest
-import yaml
 
 import parity
 from parity.errors import UserCodeError
 from tests.cluster import testbed as bed
-from tests.cluster.test_s3_paths import CHECK_TIMEOUT, ROOT, TRIPS, _deadline, _job_timeout, _report
+from tests.cluster.test_s3_paths import CHECK_TIMEOUT, ROOT, TRIPS, _deadline, _job_timeout, _report, scenario_config
 
 pytestmark = pytest.mark.cluster
 
 SCENARIO = os.path.join(ROOT, "fixtures", "scenarios", "transform_feature_passthrough")
 MODULE = "sc_transform_feature_passthrough_fns"
-
-
-def _config(folder: str, capture: str) -> str:
-    shutil.copytree(SCENARIO, folder)
-    path = os.path.join(folder, "parity.yaml")
-    with open(path, encoding="utf-8") as handle:
-        doc = yaml.safe_load(handle)
-    doc["capture"]["path"] = capture
-    with open(path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(doc, handle, sort_keys=False)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +42,7 @@ def modules_pool(testbed_dir, testbed):
 @pytest.fixture(scope="module")
 def direct_passthrough_report(tmp_path_factory) -> bytes:
     folder = tmp_path_factory.mktemp("passthrough-direct")
-    parity.check(_config(str(folder / "config"), TRIPS), out_dir=str(folder / "out"))
+    parity.check(scenario_config(str(folder / "config"), TRIPS, SCENARIO), out_dir=str(folder / "out"))
     return (folder / "out" / "report.json").read_bytes()
 
 
@@ -69,7 +57,7 @@ def _check(testbed, pool, name: str, job_timeout: float = 300) -> bytes:
     out = testbed.url("cluster-out", name)
     try:
         with _deadline(CHECK_TIMEOUT), _job_timeout(job_timeout, testbed.flink.rest):
-            parity.check(_config(os.path.join(client, "config"), capture), out_dir=out, runner="FlinkRunner",
+            parity.check(scenario_config(os.path.join(client, "config"), capture, SCENARIO), out_dir=out, runner="FlinkRunner",
                          pipeline_options=testbed.options(pool=pool))
     except BaseException:
         testbed.flink.cancel_running()
