@@ -164,7 +164,9 @@ def probe(url: str, options: Any) -> None:
     limits = client_limits(options)
     within = (f"{limits['s3_max_attempts']} attempt(s), {limits['s3_connect_timeout']:g} s to connect and "
               f"{limits['s3_read_timeout']:g} s to answer each")
-    client = _BoundedBoto3(boto3_client.boto3).session.Session().client(
+    boto3 = boto3_client.boto3  # bounded already once reuse_clients ran; bounded here either way
+    bounded = boto3 if isinstance(boto3, _BoundedBoto3) else _BoundedBoto3(boto3)
+    client = bounded.session.Session().client(
         "s3", region_name=s3.s3_region_name, endpoint_url=s3.s3_endpoint_url, use_ssl=not s3.s3_disable_ssl,
         verify=s3.s3_verify, aws_access_key_id=s3.s3_access_key_id, aws_secret_access_key=s3.s3_secret_access_key,
         aws_session_token=s3.s3_session_token)
