@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from parity.storage import limits
+
 _local = threading.local()
 _installed = False
 _lock = threading.Lock()
@@ -68,15 +70,7 @@ def use_options(options: tuple[str, ...]) -> None:
 
 def client_limits(options: Any) -> dict[str, float]:
     """The S3 time limits among pipeline options (`--s3_read_timeout=20`), else the defaults."""
-    limits = dict(TIMEOUT_OPTIONS)
-    for option in options or ():
-        name, _, value = str(option).lstrip("-").partition("=")
-        if name in limits and value:
-            try:
-                limits[name] = type(TIMEOUT_OPTIONS[name])(value)
-            except ValueError:
-                pass  # Beam ignores what it cannot parse; so do these
-    return limits
+    return limits.option_limits(options, TIMEOUT_OPTIONS)
 
 
 class _BoundedBoto3:
@@ -105,9 +99,9 @@ class _BoundedBoto3:
     def config() -> Any:
         from botocore.config import Config
 
-        limits = client_limits(_run_options)
-        return Config(connect_timeout=limits["s3_connect_timeout"], read_timeout=limits["s3_read_timeout"],
-                      retries={"max_attempts": int(limits["s3_max_attempts"]), "mode": "standard"})
+        bounds = client_limits(_run_options)
+        return Config(connect_timeout=bounds["s3_connect_timeout"], read_timeout=bounds["s3_read_timeout"],
+                      retries={"max_attempts": int(bounds["s3_max_attempts"]), "mode": "standard"})
 
 
 def _thread_client(make: Any, options: Any) -> Any:
@@ -124,12 +118,12 @@ def _thread_client(make: Any, options: Any) -> Any:
 def _key(options: Any) -> tuple:
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 
-    limits = tuple(client_limits(_run_options).values())  # a client is built with the limits of its time
+    bounds = tuple(client_limits(_run_options).values())  # a client is built with the limits of its time
 
     if isinstance(options, PipelineOptions):
         view = options.view_as(S3Options)
-        return limits + tuple(getattr(view, name, None) for name in _FIELDS)
-    return limits + tuple(options.get(name) for name in _FIELDS)
+        return bounds + tuple(getattr(view, name, None) for name in _FIELDS)
+    return bounds + tuple(options.get(name) for name in _FIELDS)
 
 
 _probed: dict[tuple, Exception | None] = {}  # the outcome per bucket and options: a store is asked once
@@ -161,9 +155,7 @@ def probe(url: str, options: Any) -> None:
 
     s3 = PipelineOptions(list(options or ())).view_as(S3Options)
     endpoint = s3.s3_endpoint_url or f"the AWS S3 endpoint of region {s3.s3_region_name or 'us-east-1 (default)'}"
-    limits = client_limits(options)
-    within = (f"{limits['s3_max_attempts']} attempt(s), {limits['s3_connect_timeout']:g} s to connect and "
-              f"{limits['s3_read_timeout']:g} s to answer each")
+    within = limits.describe(client_limits(options), "s3")
     boto3 = boto3_client.boto3  # bounded already once reuse_clients ran; bounded here either way
     bounded = boto3 if isinstance(boto3, _BoundedBoto3) else _BoundedBoto3(boto3)
     client = bounded.session.Session().client(

@@ -23,7 +23,7 @@ import shutil
 from typing import IO, Any, Iterator, Sequence
 
 from parity.errors import InputError, ParityError
-from parity.storage import files, s3_clients
+from parity.storage import files, gcs_probe, s3_clients
 
 __all__ = ["basename", "child", "configure", "resolved", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
            "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
@@ -130,12 +130,14 @@ def readable(path: str) -> Any:
 
 def _filesystems(path: str | None = None):
     """Beam's FileSystems, after a bounded check that the store `path` is on answers (`s3_clients.probe`,
-    once per bucket and options): Beam retries an unreachable S3 endpoint for minutes."""
+    `gcs_probe.probe`, once per bucket and options): Beam retries an unreachable store for minutes."""
     from apache_beam.io.filesystems import FileSystems
 
     s3_clients.reuse_clients()  # once per process: Beam's S3 file system would build a client per call
     if path is not None and scheme(path) == "s3":
         s3_clients.probe(path, _options)
+    elif path is not None and scheme(path) == "gs":
+        gcs_probe.probe(path, _options)
     return FileSystems
 
 
