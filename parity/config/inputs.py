@@ -1,4 +1,4 @@
-"""The files and folders a run reads: its config, capture files, schema, the modules and saved graphs it names.
+"""The files and folders a run reads: its config, capture files, TFMD schema, the modules and saved graphs it names.
 An output folder that holds one of them is refused (`parity.storage.outdir.claim`): a run removes and writes
 files there, and `--out .` beside the config once removed a capture named `report.json`."""
 from __future__ import annotations
@@ -23,6 +23,8 @@ def run_inputs(config: Config, sides: tuple[str, ...] | None = None) -> list[tup
         except ParityError:  # nothing to protect: the replay says what is wrong with the path
             files = []
         found.extend((path, f"a capture file of side '{side.name}'") for path in files)
+        if side.capture.tfmd_path:
+            found.append((side.capture.tfmd_path, f"the TFMD schema of side '{side.name}'"))
         transform = side.transform
         if transform is not None and transform.path:
             path = transform.path if urls.is_url(transform.path) else os.path.join(side.base_dir, transform.path)

@@ -88,7 +88,7 @@ def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpe
         ctx.choice(fmt, f"{where}.format", FORMATS, "format")
     key = ctx.fields(merged["key"], f"{where}.key") if merged.get("key") is not None else None
     schema = None
-    tfmd_text = None
+    tfmd_text = tfmd_path = None
     if isinstance(merged.get("schema"), str):  # a TFMD schema.pbtxt, or SchemaGen's output folder
         from parity.capture import tfmd
 
@@ -97,7 +97,7 @@ def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpe
             loaded = tfmd.load(location)
         except tfmd.TFMDError as exc:
             raise ctx.fail(f"{where}.schema", f"{exc}") from exc
-        schema, tfmd_text = loaded.fields, loaded.text
+        schema, tfmd_text, tfmd_path = loaded.fields, loaded.text, loaded.path
         if len(schema) > MAX_SCHEMA_FIELDS:
             raise ctx.fail(f"{where}.schema", f"the TFMD schema {merged['schema']!r:.200} has {len(schema):,} "
                                               f"features, above the limit of {MAX_SCHEMA_FIELDS:,}; keep the features the "
@@ -125,7 +125,8 @@ def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpe
     max_record_bytes = ctx.integer(merged.get("max_record_bytes", 16 << 20), f"{where}.max_record_bytes",
                                    minimum=1)
     return CaptureSpec(path=cap_path, format=fmt, key=key, schema=schema, tz=tz,
-                       max_quarantined=max_quarantined, max_record_bytes=max_record_bytes, tfmd_text=tfmd_text)
+                       max_quarantined=max_quarantined, max_record_bytes=max_record_bytes, tfmd_text=tfmd_text,
+                       tfmd_path=tfmd_path)
 
 
 def _time_zone(ctx: Ctx, value: Any, path: str) -> str:

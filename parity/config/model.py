@@ -132,6 +132,8 @@ class CaptureSpec:
     max_record_bytes: int = 16 << 20   # a record whose canonical form is larger is quarantined
     # `schema` given as a TFMD schema: its text, from which a `tft` side's feature spec comes (as in TFX)
     tfmd_text: str | None = None
+    # and the schema.pbtxt it was read from: an input of the run, which `--out` may not hold
+    tfmd_path: str | None = None
 
     @property
     def schema_dict(self) -> dict[str, FieldType] | None:

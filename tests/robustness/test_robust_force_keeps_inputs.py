@@ -1,6 +1,6 @@
 """Issue 40, item 7: `--force` never deletes the user's data. A run removes or overwrites only what parity wrote
 into its `--out` (recorded in `.parity-written`), and an `--out` holding one of the run's inputs (the config,
-a capture file, a module it names, a saved graph) is refused naming both, `--force` or not.
+a capture file, a TFMD schema, a module it names, a saved graph) is refused naming both, `--force` or not.
 
 Before, `parity check --out . --force` beside the config removed a capture named `report.json` (format jsonl)
 as a stale report.
@@ -30,9 +30,19 @@ def test_force_into_the_config_folder_refuses_and_keeps_a_capture_named_report_j
     assert file_bytes(tmp_path) == before  # report.json (the capture) and everything else untouched
 
 
-@pytest.mark.parametrize("held", ["capture", "module"])
-def test_an_out_holding_a_capture_file_or_a_module_is_refused_naming_both(tmp_path, capsys, held):
-    if held == "capture":
+_TFMD = "".join(f'feature {{ name: "{name}" type: {kind} shape {{ dim {{ size: 1 }} }} }}\n'
+                for name, kind in (("id", "INT"), ("t", "INT"), ("arr", "INT"), ("v", "FLOAT"), ("zone", "BYTES")))
+
+
+@pytest.mark.parametrize("held", ["capture", "module", "schema"])
+def test_an_out_holding_a_capture_file_a_module_or_the_tfmd_schema_is_refused_naming_both(tmp_path, capsys, held):
+    if held == "schema":
+        os.makedirs(tmp_path / "project" / "schema")
+        (tmp_path / "project" / "schema" / "schema.pbtxt").write_text(_TFMD)
+        project = make_project(tmp_path / "project", capture_spec={"schema": "schema"}, schema=None)
+        out, what = tmp_path / "project" / "schema", "the TFMD schema of side 'offline'"
+        path = out / "schema.pbtxt"
+    elif held == "capture":
         os.makedirs(tmp_path / "project" / "data")
         project = make_project(tmp_path / "project", capture_name="data/report.json", capture_spec={"format": "jsonl"})
         out, what = tmp_path / "project" / "data", "a capture file of side 'offline'"
