@@ -125,7 +125,24 @@ def readable(path: str) -> Any:
     opens and maps it natively, as before); on a URL a seekable binary file object from `open_read` (Beam's
     downloading streams seek with ranged reads, so a Parquet reader fetches its footer and the columns it
     wants, not the whole object)."""
-    return path if not is_url(path) else open_read(path)
+    if not is_url(path):
+        _regular(path)
+        return path
+    return open_read(path)
+
+
+def _regular(path: str) -> None:
+    """Refuses a local path that is a FIFO, a device or a socket before it is opened: opening a FIFO blocks until
+    a writer comes, and a device may never end, so a `parity report` or `parity diff` given one hung until
+    killed.
+
+    Raises:
+        OSError: naming the path and what it is, which callers turn into their own error.
+    """
+    special = files.special_kind(path)
+    if special is not None:
+        raise OSError(f"{path} is {special}, not a regular file; parity reads only regular files (and folders "
+                      f"where one is asked for)")
 
 
 def _filesystems(path: str | None = None):
@@ -144,6 +161,7 @@ def _filesystems(path: str | None = None):
 def open_read(path: str) -> IO[bytes]:
     """The bytes of `path`, as a binary file object (compression is left to the caller)."""
     if not is_url(path):
+        _regular(path)
         return open(path, "rb")
     from apache_beam.io.filesystem import CompressionTypes
 
@@ -193,6 +211,7 @@ def write_text(path: str, text: str) -> None:
 def read_text(path: str) -> str:
     """The UTF-8 text of `path`."""
     if not is_url(path):
+        _regular(path)
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     return read_bytes(path).decode("utf-8")

@@ -67,3 +67,39 @@ def test_a_fifo_as_the_transform_module_is_refused_naming_it(tmp_path, reference
     assert f"{tmp_path / 'fifo_mod.py'} is a FIFO (named pipe), not a regular file; a module a config names must " \
            "be a Python file" in error, error
     assert error.startswith(f"parity: error: {project.config}: sides.offline.transform.python: cannot import"), error
+
+
+def _cli(args: list[str], cwd: str) -> tuple[int, str]:
+    try:
+        done = subprocess.run([PYTHON, "-m", "parity", *args], cwd=cwd, env=python_env(), capture_output=True,
+                              text=True, timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"parity {args[0]} blocked on the FIFO for 90 s")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("parity: error:")]
+    return done.returncode, errors[0] if errors else done.stderr[-2000:]
+
+
+def test_a_fifo_as_the_report_json_of_parity_report_is_refused_naming_it(tmp_path):
+    os.mkfifo(tmp_path / "report.json")
+    code, error = _cli(["report", str(tmp_path / "report.json"), "--format", "md"], str(tmp_path))
+    assert code == 2
+    assert error.startswith(f"parity: error: {tmp_path / 'report.json'}: cannot read a report.json: "
+                            f"{tmp_path / 'report.json'} is a FIFO (named pipe), not a regular file"), error
+
+
+@pytest.mark.parametrize("member", ["manifest.json", "buckets.json"])
+def test_a_fifo_inside_a_fingerprint_set_given_to_parity_diff_is_refused_naming_it(tmp_path, member):
+    import shutil
+
+    project = make_project(tmp_path / "project")
+    code, error = _check(project.config, str(tmp_path / "project"))
+    assert code == 0, error
+    sides = tmp_path / "project" / "out" / "sides"
+    shutil.copytree(sides / "production", tmp_path / "right")
+    target = tmp_path / "right" / member  # both read by every diff (the buckets' digests decide what else is)
+    os.remove(target)
+    os.mkfifo(target)
+    code, error = _cli(["diff", str(sides / "offline"), str(tmp_path / "right"), "--out", str(tmp_path / "d")],
+                       str(tmp_path))
+    assert code == 2
+    assert f"{target} is a FIFO (named pipe), not a regular file" in error, error
