@@ -39,7 +39,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parity.capture.items import (MAX_FIELDS, MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview,
-                                  too_many_fields)
+                                  raw_limit, too_large_reason, too_many_fields)
+from parity.capture.parquet_pages import largest_page
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.encoding import columnar
@@ -58,13 +59,14 @@ def read(
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row or broken file.
 
-    `max_record_bytes` is applied by the read step to each row's canonical bytes: Arrow decodes a page at a
-    time, and a row cannot be sized before its page is decoded.
+    `max_record_bytes` is applied by the read step to each row's canonical bytes. Arrow decodes a page at a
+    time, and a row cannot be sized before its page is decoded: a row group with a page that decodes to more
+    than `raw_limit(max_record_bytes)` (one value of gigabytes) is quarantined row by row, never decoded
+    (`oversized_page`).
 
     Raises:
         InputError: the file does not exist or cannot be opened by the operating system.
     """
-    del max_record_bytes
     try:
         parquet_file = pq.ParquetFile(urls.open_read(path) if urls.is_url(path) else path)
         columns = parquet_file.schema_arrow
@@ -96,20 +98,21 @@ def read(
     with parquet_file:
         for group in range(parquet_file.num_row_groups):
             group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
+            end = group_start + group_rows
+            too_large = oversized_page(path, parquet_file.metadata.row_group(group), max_record_bytes,
+                                       f"row group {group} (rows {group_start}-{end - 1})")
+            if too_large:
+                yield from _lost_rows(display_path, row, end, too_large)
+                row = end
+                continue
             batches = parquet_file.iter_batches(batch_size=max(batch_size, 1), row_groups=[group])
             while True:
                 try:
                     batch = next(batches, None)
                 except Exception as exc:  # a corrupt page: the group's other rows cannot be located
-                    end = group_start + group_rows
                     reason = reader_error(f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
                                           f"after row {row}", first_line(exc, limit=10_000))
-                    if end - row > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
-                        yield Quarantined(f"{display_path}:row {row}", f"{reason}; the footer claims "
-                                          f"{end - row} unread rows: counted as this one entry", "")
-                    else:
-                        for lost in range(row, end):  # each unread row is a record: counted one by one
-                            yield Quarantined(f"{display_path}:row {lost}", reason, "")
+                    yield from _lost_rows(display_path, row, end, reason)
                     row = end
                     break
                 if batch is None:
@@ -130,6 +133,37 @@ def read(
                         yield record, location
                     else:
                         yield record, location, encoded[0][index], encoded[1][index]
+
+
+def oversized_page(path: str, group: Any, max_record_bytes: int, rows: str) -> str | None:
+    """The reason the rows of a row group (`group`, its metadata; `rows` names them) are quarantined unread when
+    one of its pages decodes to more than a record may take as read (`raw_limit`); else None. Only the chunks
+    larger than the limit are walked (`parquet_pages.largest_page`), through one handle per call."""
+    if max_record_bytes <= 0:
+        return None
+    limit = raw_limit(max_record_bytes)
+    suspects = [chunk for chunk in (group.column(i) for i in range(group.num_columns))
+                if chunk.total_uncompressed_size > limit]
+    if not suspects:
+        return None
+    with urls.open_read(path) as handle:
+        for chunk in suspects:
+            largest = largest_page(handle, chunk)
+            if largest is not None and largest > limit:
+                return too_large_reason(f"{rows} has a page of column {chunk.path_in_schema!r:.80} that decodes to",
+                                        largest, max_record_bytes)
+    return None
+
+
+def _lost_rows(display_path: str, start: int, end: int, reason: str) -> Iterator[Quarantined]:
+    """Each unread row of `start`..`end` quarantined with `reason`: a row is a record, counted one by one (one
+    entry when a footer claims more rows than is plausible)."""
+    if end - start > _MAX_LOST_ROWS:
+        yield Quarantined(f"{display_path}:row {start}", f"{reason}; the footer claims {end - start} unread rows: "
+                                                          f"counted as this one entry", "")
+        return
+    for lost in range(start, end):
+        yield Quarantined(f"{display_path}:row {lost}", reason, "")
 
 
 def _rows(batch: pa.RecordBatch, identity: Mapping[str, FieldType] | None = None) -> list[dict[str, Any]]:

@@ -77,6 +77,49 @@ def test_a_tfrecord_payload_above_the_raw_limit_is_quarantined_by_offset_and_the
     assert entry.reason.startswith(f"record too large: record 1: its length says {len(frames[1]) - 16:,} bytes")
 
 
+@pytest.mark.parametrize("page_version", ["1.0", "2.0"])
+@pytest.mark.parametrize("compression", ["none", "snappy", "zstd"])
+def test_a_parquet_row_group_with_a_page_above_the_raw_limit_is_quarantined_unread_and_the_other_groups_are_read(
+        tmp_path, page_version, compression):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    blob = {13: b"x" * 100_000}  # row 13's value alone decodes to more than raw_limit(1000) = 69,536 bytes
+    table = pa.table({"id": list(range(30)), "v": [blob.get(i, b"ok%d" % i) for i in range(30)]})
+    path = tmp_path / "cap.parquet"
+    pq.write_table(table, path, row_group_size=10, compression=compression, data_page_version=page_version)
+    records, locations, quarantined = _items(path, "parquet")
+    assert [r["id"] for r in records] == list(range(10)) + list(range(20, 30))
+    assert [q.location for q in quarantined] == [f"cap.parquet:row {i}" for i in range(10, 20)]
+    reason = quarantined[0].reason
+    assert reason.startswith("record too large: row group 1 (rows 10-19) has a page of column 'v' that decodes to "
+                             "100,0"), reason
+    assert "above the 69,536 bytes a record may take as read" in reason
+    assert "Raise capture.max_record_bytes" in reason
+
+
+def test_the_page_walk_fills_each_column_chunk_exactly_and_finds_its_largest_page(tmp_path):
+    """`largest_page` reads only the pages' headers; a walk that strays (a header misread) ends off the chunk's
+    end and gives None, so every chunk of a varied file must give a size, the blob's chunk its blob."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parity.capture.parquet_pages import largest_page
+
+    rows = 5000
+    table = pa.table({"i": list(range(rows)), "s": [f"v{i % 50}" for i in range(rows)],
+                      "l": [[1.5, None, 2.0]] * rows, "m": [{"a": i, "b": None} for i in range(rows)],
+                      "blob": [b"y" * (300_000 if i == 4321 else 5) + bytes([i % 256]) for i in range(rows)]})
+    path = tmp_path / "varied.parquet"
+    pq.write_table(table, path, row_group_size=2000, compression="zstd", data_page_size=4096)
+    metadata = pq.ParquetFile(path).metadata
+    with open(path, "rb") as handle:
+        sizes = {(g, metadata.row_group(g).column(c).path_in_schema): largest_page(handle, metadata.row_group(g).column(c))
+                 for g in range(metadata.num_row_groups) for c in range(metadata.num_columns)}
+    assert None not in sizes.values(), sizes
+    assert sizes[(2, "blob")] >= 300_000 > max(size for key, size in sizes.items() if key != (2, "blob"))
+
+
 def test_one_gzip_line_of_256_mib_is_read_past_in_bounded_memory(tmp_path):
     # the issue's bomb: one .jsonl.gz line that decompresses to gigabytes went past 6 GiB of RSS; here 256 MiB,
     # with the default capture.max_record_bytes (16 MiB: lines above 64 MiB refused as read)

@@ -1,4 +1,5 @@
-"""Issue 40: a gzip bomb and a million-column CSV header under a memory cap end in a clean exit 2, in bounded time.
+"""Issue 40: a gzip bomb, a Parquet value of gigabytes and a million-column CSV header under a memory cap end in
+a clean exit 2, in bounded time.
 
 Each check runs in a child whose address space is capped (`resource.setrlimit(RLIMIT_AS)`, 3 GiB: the
 interpreter, Beam and pyarrow need about half of it), so a reader that held the bomb's 2 GiB line, or built
@@ -74,3 +75,22 @@ def test_a_csv_header_of_a_million_columns_exits_two_naming_the_limit_under_a_me
         handle.write("1," + ",".join("0" for _ in range(1_000_000)) + "\n")
     error = _capped_error(tmp_path, path.name, "csv", schema="\n  schema: {id: int64, c0: int64}")
     assert "1,000,001 columns" in error and "10,000" in error, error
+
+
+def test_a_parquet_value_of_gigabytes_is_quarantined_unread_under_a_memory_cap(tmp_path):
+    """One value of 1.5 GiB in a zstd Parquet file of a few MiB, beside good rows in other row groups: Arrow
+    would decode its page whole; its row group is quarantined from the pages' headers, never decoded, and
+    the share quarantined is over the default limit, exit 2. Before, Arrow began decoding the page: under the
+    cap its allocation failed and the group was quarantined as `cannot read Parquet row group 0`, a reason that
+    hid the cause; without a cap the value was held whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "cap.parquet"
+    with pq.ParquetWriter(path, pa.schema([("id", pa.int64()), ("v", pa.binary())]), compression="zstd") as writer:
+        writer.write_table(pa.table({"id": [1], "v": pa.array([b"a" * (3 << 29)], pa.binary())}))
+        writer.write_table(pa.table({"id": [2], "v": [b"ok"]}))
+    error = _capped_error(tmp_path, path.name, "parquet")
+    assert "record too large" in error and "capture.max_quarantined" in error, error
+    quarantine = (tmp_path / "out" / "sides" / "offline" / "quarantine.jsonl").read_text()
+    assert "has a page of column 'v' that decodes to 1,610,612,7" in quarantine, quarantine[:2000]
