@@ -202,7 +202,7 @@ def _parquet(path: str, files: list[str]) -> CaptureSample:
             stats = chunk.statistics
             if stats is not None and stats.has_null_count:
                 nulls[chunk.path_in_schema] = nulls.get(chunk.path_in_schema, 0) + stats.null_count
-    sample = _parquet_sample(parquet_file)
+    sample = _parquet_sample(parquet_file, path)
     fields = []
     for arrow_field in parquet_file.schema_arrow:
         kind, why = _arrow_type(arrow_field.type)
@@ -216,8 +216,15 @@ def _parquet(path: str, files: list[str]) -> CaptureSample:
     return CaptureSample("parquet", tuple(files), metadata.num_rows, tuple(fields))
 
 
-def _parquet_sample(parquet_file: Any) -> dict[str, list]:
+def _parquet_sample(parquet_file: Any, path: str) -> dict[str, list]:
+    """The first row group's first rows, for the numbers' guesses; none when that group holds a page the
+    capture's reader would refuse to decode (a value of gigabytes): the types come from the schema."""
+    from parity.capture.items import MAX_RECORD_BYTES
+    from parity.capture.parquet import oversized_page
+
     if parquet_file.metadata.num_row_groups == 0:
+        return {}
+    if oversized_page(path, parquet_file.metadata.row_group(0), MAX_RECORD_BYTES, "row group 0"):
         return {}
     try:
         return parquet_file.read_row_group(0).slice(0, SAMPLE_RECORDS).to_pydict()
