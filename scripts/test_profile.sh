@@ -48,4 +48,4 @@ mkdir -p test-results
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::FutureWarning \
   --junitxml="test-results/junit-$PROFILE.xml" \
   tests/test_canonical_vectors.py tests/report/test_golden.py tests/test_scenarios.py tests/test_tfmd.py \
-  tests/test_beam_taps.py tests/test_tap_compat.py
+  tests/test_beam_taps.py tests/test_tap_compat.py tests/test_compat.py

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricResults, MetricsFilter
 
+from parity import compat
 from parity.console import progress
 
 NAMESPACE = "parity"
@@ -80,8 +81,7 @@ def of_result(result: Any, side: str) -> dict[str, int] | None:
     Beam's portable `PipelineResult` keeps its first metrics answer for ever, so that one asked while the job
     runs would be the job's answer at the end too; it is asked afresh here each time."""
     try:
-        if hasattr(result, "_job_service"):  # apache_beam.runners.portability.portable_runner.PipelineResult
-            result._metrics = None
+        compat.forget_metrics(result)
         return totals(query(result.metrics()), side)
     except Exception as exc:  # a runner without metrics, a job service gone: progress only, never the run
         said_once(f"metrics:{type(exc).__name__}", f"the runner's metrics could not be read ({type(exc).__name__}: "

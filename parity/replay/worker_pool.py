@@ -40,6 +40,8 @@ from typing import Sequence
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker import worker_pool_main
 
+from parity import compat
+
 _LOGGER = logging.getLogger("parity.replay.worker_pool")  # not `__main__` under `python -m`
 PYTHON_ENV = "PARITY_HARNESS_PYTHON"  # the interpreter the harnesses run, when --harness_python is not given
 DEFAULT_BIND = "localhost"
@@ -61,7 +63,7 @@ def harness_command(python: str, control_url: str, worker_id: str, state_cache_s
 
 
 class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
-    """Beam's servicer with every harness kept by id in start order (Beam's `_worker_processes` stays empty)."""
+    """Beam's servicer with every harness kept by id in start order (Beam's own dict of them stays empty)."""
 
     def __init__(self, *args, python: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -73,12 +75,13 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
     def StartWorker(self, start_worker_request, context):  # noqa: N802 (gRPC's name)
         worker_id = start_worker_request.worker_id
         self._reap()
+        settings = compat.pool_settings(self)
         with self._lock:  # Beam's StartWorker puts the process under the id: take it before another start can
-            if self._use_process and not self._container_executable:
+            if settings["use_process"] and not settings["container_executable"]:
                 response = self._start_harness(start_worker_request)
             else:
                 response = super().StartWorker(start_worker_request, context)
-            process = self._worker_processes.pop(worker_id, None)
+            process = compat.take_harness(self, worker_id)
             if process is not None:
                 self._harnesses.setdefault(worker_id, []).append(process)
         if process is not None:
@@ -88,10 +91,11 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
     def _start_harness(self, request):
         """Beam's process-mode start with `self.python`; the harness's stdout goes where the pool's does (Beam
         pipes it and never reads it: a harness that printed 64 KB would block)."""
+        settings = compat.pool_settings(self)
         command = harness_command(self.python, request.control_endpoint.url, request.worker_id,
-                                  self._state_cache_size, self._data_buffer_time_limit_ms)
+                                  settings["state_cache_size"], settings["data_buffer_time_limit_ms"])
         try:
-            self._worker_processes[request.worker_id] = subprocess.Popen(command, close_fds=True)  # noqa: S603
+            compat.keep_harness(self, request.worker_id, subprocess.Popen(command, close_fds=True))  # noqa: S603
         except OSError as exc:
             _LOGGER.error("cannot start SDK harness %s with %s: %s", request.worker_id, self.python, exc)
             return beam_fn_api_pb2.StartWorkerResponse(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from parity import compat
 from parity.storage import limits
 
 _local = threading.local()
@@ -36,12 +37,8 @@ def reuse_clients() -> None:
     with _lock:
         if _installed:
             return
-        try:
-            from apache_beam.io.aws import s3io
-            from apache_beam.io.aws.clients.s3 import boto3_client
-        except ImportError:  # no [aws] extra: no s3:// at all
-            return
-        if not getattr(s3io, "BOTO3_INSTALLED", False):
+        s3io, boto3_client = compat.s3io_module(), compat.boto3_client_module()
+        if s3io is None or boto3_client is None:  # no [aws] extra or no boto3: no s3:// at all
             return
         built = s3io.S3IO.__init__
         boto3_client.boto3 = _BoundedBoto3(boto3_client.boto3)  # Beam's S3 clients, bounded in time
@@ -146,10 +143,12 @@ def probe(url: str, options: Any) -> None:
         if _probed[key] is not None:
             raise _probed[key]
         return
+    boto3_client = compat.boto3_client_module()
     try:
         import botocore.exceptions as errors
-        from apache_beam.io.aws.clients.s3 import boto3_client
-    except ImportError:  # no [aws] extra: Beam says s3:// has no file system
+    except ImportError:
+        boto3_client = None
+    if boto3_client is None:  # no [aws] extra: Beam says s3:// has no file system
         return
     from parity.errors import InputError
 

@@ -22,6 +22,7 @@ import re
 import shutil
 from typing import IO, Any, Iterator, Sequence
 
+from parity import compat
 from parity.errors import InputError, ParityError
 from parity.storage import files, gcs_probe, s3_clients
 
@@ -254,23 +255,9 @@ def _abandon(handle: Any) -> None:
     """Drops an upload without completing it, so that a writer that raised leaves no half object: Beam's
     uploading streams (`filesystemio.UploaderStream`, S3's and others') complete the upload when closed, which
     the garbage collector would otherwise do."""
-    from apache_beam.io import filesystemio
-
-    raw = getattr(handle, "raw", handle)
-    if isinstance(raw, filesystemio.UploaderStream):
-        raw._uploader = _NoFinish()
+    compat.abandon_upload(handle)
     with contextlib.suppress(Exception):
         handle.close()
-
-
-class _NoFinish:
-    """An uploader that completes nothing: what an abandoned upload's stream closes."""
-
-    def put(self, data: Any) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
 
 
 def makedirs(path: str) -> None:

@@ -1,0 +1,90 @@
+"""Every use of a private name of Apache Beam, in one place: each is a break on some future Beam release.
+
+parity reaches past Beam's public API where Beam gives no public way to do what a run needs:
+
+- `abandon_upload`: an upload that raised must not be completed (Beam's uploading streams complete the object
+  when closed, so a writer that failed would leave half an object looking whole). Private:
+  `filesystemio.UploaderStream._uploader`.
+- `forget_metrics`: a portable `PipelineResult` keeps its first metrics answer for ever, so progress asked while
+  a job runs would be the job's final count too. Private: `PipelineResult._metrics`, `._job_service`.
+- `pool_settings`, `take_harness`, `keep_harness`: parity's worker pool starts harnesses with its own
+  interpreter and keeps each by id (a harness Beam forgot cannot be stopped). Private: the servicer's
+  `_use_process`, `_container_executable`, `_state_cache_size`, `_data_buffer_time_limit_ms`,
+  `_worker_processes`.
+- `s3io_module`, `boto3_client_module`: Beam's S3 file system builds a client per call; parity wraps the
+  constructor of `S3IO` and the `boto3` its client module uses (`parity.storage.s3_clients`). Public modules,
+  but their constructor's signature and module attribute are not a promised API.
+
+`PRIVATE_NAMES` lists them; `tests/test_compat.py` checks each on the installed Beam (the oldest and the newest
+supported, through `scripts/test_profile.sh`), and that no other module of parity names one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+PRIVATE_NAMES = ("_uploader", "_metrics", "_job_service", "_use_process", "_container_executable",
+                 "_state_cache_size", "_data_buffer_time_limit_ms", "_worker_processes")
+
+
+class _NoFinish:
+    """An uploader that completes nothing: what an abandoned upload's stream closes."""
+
+    def put(self, data: Any) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def abandon_upload(handle: Any) -> None:
+    """Has a Beam upload stream (`FileSystems.create`'s handle, or its raw `UploaderStream`) complete nothing
+    when it is closed. Other handles are left as they are."""
+    from apache_beam.io import filesystemio
+
+    raw = getattr(handle, "raw", handle)
+    if isinstance(raw, filesystemio.UploaderStream):
+        raw._uploader = _NoFinish()
+
+
+def forget_metrics(result: Any) -> None:
+    """Has a portable runner's `PipelineResult` ask the job service for its metrics afresh at the next
+    `metrics()` (it caches the first answer). Other results are left as they are."""
+    if hasattr(result, "_job_service"):  # apache_beam.runners.portability.portable_runner.PipelineResult
+        result._metrics = None
+
+
+def pool_settings(servicer: Any) -> dict[str, Any]:
+    """What Beam's `BeamFnExternalWorkerPoolServicer` was started with: `use_process`, `container_executable`,
+    `state_cache_size`, `data_buffer_time_limit_ms`."""
+    return {"use_process": servicer._use_process, "container_executable": servicer._container_executable,
+            "state_cache_size": servicer._state_cache_size,
+            "data_buffer_time_limit_ms": servicer._data_buffer_time_limit_ms}
+
+
+def take_harness(servicer: Any, worker_id: str) -> Any:
+    """The harness process Beam's servicer keeps under `worker_id`, taken out of its dict (None when none)."""
+    return servicer._worker_processes.pop(worker_id, None)
+
+
+def keep_harness(servicer: Any, worker_id: str, process: Any) -> None:
+    """Puts a harness process where Beam's servicer keeps its own (`take_harness` takes it)."""
+    servicer._worker_processes[worker_id] = process
+
+
+def s3io_module() -> Any:
+    """Beam's `apache_beam.io.aws.s3io`, or None without its `[aws]` extra or boto3."""
+    try:
+        from apache_beam.io.aws import s3io
+    except ImportError:
+        return None
+    return s3io if getattr(s3io, "BOTO3_INSTALLED", False) else None
+
+
+def boto3_client_module() -> Any:
+    """Beam's `apache_beam.io.aws.clients.s3.boto3_client` (whose `boto3` attribute builds its sessions), or
+    None without it."""
+    try:
+        from apache_beam.io.aws.clients.s3 import boto3_client
+    except ImportError:
+        return None
+    return boto3_client

@@ -1,0 +1,108 @@
+"""Each private name of Apache Beam that parity uses (`parity/compat.py`) still means what parity relies on, on
+the installed Beam: `scripts/test_profile.sh` runs this file on the oldest supported Beam and on TFX's pins, and
+the main suite on the newest. And no other module of parity names one of them."""
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parity import compat
+
+PACKAGE = Path(compat.__file__).resolve().parent
+
+
+class _Recorder:
+    """A Beam `Uploader` (put, finish) that records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def put(self, data) -> None:
+        self.calls.append("put")
+
+    def finish(self) -> None:
+        self.calls.append("finish")
+
+
+def test_an_abandoned_upload_completes_nothing_when_its_stream_is_closed():
+    from apache_beam.io import filesystemio
+
+    for wrapped in (False, True):  # FileSystems.create hands out a BufferedWriter over the UploaderStream
+        uploader = _Recorder()
+        stream = filesystemio.UploaderStream(uploader)
+        handle = __import__("io").BufferedWriter(stream) if wrapped else stream
+        handle.write(b"half an object")
+        compat.abandon_upload(handle)
+        handle.close()
+        assert "finish" not in uploader.calls, uploader.calls
+    completed = _Recorder()
+    filesystemio.UploaderStream(completed).close()  # the guard: without abandon_upload, closing completes
+    assert completed.calls == ["finish"]
+
+
+def test_a_portable_result_caches_its_metrics_in_the_field_forget_metrics_clears():
+    from apache_beam.runners.portability.portable_runner import PipelineResult
+
+    source = inspect.getsource(PipelineResult)
+    assert "self._metrics = None" in source and "self._job_service" in source
+    metrics = inspect.getsource(PipelineResult.metrics)
+    assert "if not self._metrics:" in metrics or "if self._metrics is None" in metrics, metrics
+
+    class _Portable:  # the two fields forget_metrics reads and writes, as PipelineResult holds them
+        _job_service = object()
+        _metrics = "the first answer"
+
+    result = _Portable()
+    compat.forget_metrics(result)
+    assert result._metrics is None
+    direct = type("DirectResult", (), {"_metrics": "kept"})()
+    compat.forget_metrics(direct)  # not a portable result: left as it is
+    assert direct._metrics == "kept"
+
+
+def test_the_worker_pool_servicer_keeps_its_settings_and_harnesses_where_compat_reads_them():
+    from apache_beam.runners.worker import worker_pool_main
+
+    servicer = worker_pool_main.BeamFnExternalWorkerPoolServicer(
+        use_process=True, container_executable=None, state_cache_size=7, data_buffer_time_limit_ms=11)
+    assert compat.pool_settings(servicer) == {"use_process": True, "container_executable": None,
+                                              "state_cache_size": 7, "data_buffer_time_limit_ms": 11}
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    compat.keep_harness(servicer, "worker-1", process)
+    assert compat.take_harness(servicer, "worker-1") is process
+    assert compat.take_harness(servicer, "worker-1") is None
+
+
+def test_beams_s3_modules_have_the_constructor_and_module_attribute_parity_wraps():
+    s3io, boto3_client = compat.s3io_module(), compat.boto3_client_module()
+    if s3io is None:
+        pytest.skip("this Beam has no [aws] extra: parity's S3 wrapping is never installed")
+    parameters = list(inspect.signature(s3io.S3IO.__init__).parameters)
+    assert parameters[:3] == ["self", "client", "options"], parameters
+    assert hasattr(boto3_client, "boto3") and hasattr(boto3_client.boto3, "session")
+    assert "options" in inspect.signature(boto3_client.Client.__init__).parameters
+
+
+def _private_names_outside_compat() -> list[str]:
+    names = set(compat.PRIVATE_NAMES)
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "compat.py" and path.parent == PACKAGE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in names:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_module_but_compat_names_a_private_beam_attribute():
+    assert _private_names_outside_compat() == []
