@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
+import threading
 from typing import Iterator
 
 __all__ = ["replacing", "special_kind", "write_bytes", "write_text"]
@@ -36,24 +38,46 @@ def replacing(path: str) -> Iterator[str]:
     """Yields a temporary path beside `path` for a writer that opens files by name (Parquet, Arrow IPC);
     renames it to `path` when the block ends, removes it when the block raises.
 
+    The temporary name is the process's, the thread's and a random token's, so two writers of one path (two
+    threads of an SDK harness, two processes on a shared folder) never write one temporary file. Its bytes
+    reach the disk before the rename, and the rename before the call returns (`_durable`): after a crash a
+    reader finds the old file or the whole new one, never a renamed file whose bytes were still in the page
+    cache.
+
     Example:
         with replacing(path) as temporary:
             pq.write_table(table, temporary)
     """
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    except FileExistsError:  # left by a process that had this id and was killed mid-write
-        os.unlink(temporary)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    while True:
+        temporary = f"{path}.{os.getpid()}-{threading.get_ident():x}-{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            break
+        except FileExistsError:  # the same token drawn twice: draw again
+            continue
     os.close(fd)
     try:
         yield temporary
+        _durable(temporary)
         os.replace(temporary, path)
+        _durable(os.path.dirname(path) or ".")
     except BaseException:
         if os.path.lexists(temporary):
             os.unlink(temporary)
         raise
+
+
+def _durable(path: str) -> None:
+    """fsync of a file's bytes or of a folder's entries; a file system that cannot sync a folder (some network
+    and FUSE mounts refuse) keeps what it promises without it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not os.path.isdir(path):
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_bytes(path: str, data: bytes) -> None:
