@@ -350,11 +350,7 @@ def show(path: str, key: str) -> dict[str, Any]:
     key_json = json.dumps(canonical.to_json(key_value), ensure_ascii=False, sort_keys=True)
     result: dict[str, Any] = {"key": canonical.to_json(key_value), "sides": [left.side, right.side],
                               "stages": [], "first_divergence": None}
-    rows = []
-    for fset in (left, right):
-        keys = fset.table.column("key").to_pylist()
-        matches = [i for i, k in enumerate(keys) if k == key_json]
-        rows.append(matches[0] if matches else None)
+    rows = [fset.row_of_key(key_json) for fset in (left, right)]  # streamed: a set is never held whole
     if rows == [None, None]:
         raise FingerprintSetError(f"key {key} is on neither side of {path}; keys are JSON, e.g. 123 or "
                                   f"\"abc\" or [1, \"a\"]")
@@ -363,8 +359,8 @@ def show(path: str, key: str) -> dict[str, Any]:
         if row is None:
             values.append(None)
             continue
-        ref = (fset.table.column("part")[row].as_py(), fset.table.column("row")[row].as_py())
-        values.append((fset.table.slice(row, 1).to_pylist()[0], fset.values([ref])[ref]))
+        ref = (row["part"], row["row"])
+        values.append((row, fset.values([ref])[ref]))
     for stage in STAGES:
         entry: dict[str, Any] = {"stage": stage}
         for label, item in zip(("left", "right"), values):

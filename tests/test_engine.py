@@ -185,6 +185,23 @@ def test_show_prints_one_record_stage_by_stage_and_where_the_sides_part(tmp_path
         shown["stages"][1]["right"]["value"]["timestamp_us"] * 1000  # the right side read seconds as ms
 
 
+def test_show_finds_each_key_in_a_set_read_a_few_rows_at_a_time_as_the_whole_table_would(tmp_path):
+    """`parity show` streams each set (`FingerprintSet.row_of_key`) instead of holding every row: in batches of 7
+    rows it finds each record's row exactly as a scan of the whole table (the oracle) does, and no row for a
+    key that is not there."""
+    from parity.sets.fingerprint_set import read_set
+
+    config = _write_pair(tmp_path, right_unit="ms", module="engine_features_rows")
+    parity.check(config, out_dir=str(tmp_path / "out"))
+    for side in ("offline", "production"):
+        fset = read_set(str(tmp_path / "out" / "sides" / side))
+        whole = read_set(fset.path).table.to_pylist()
+        assert len(whole) > 7
+        for row in whole:
+            assert fset.row_of_key(row["key"], rows=7) == next(r for r in whole if r["key"] == row["key"])
+        assert fset.row_of_key('"no such key"', rows=7) is None
+
+
 def test_report_command_renders_the_json_again_in_each_format(tmp_path):
     config = _write_pair(tmp_path, right_unit="ms", module="engine_features_rep")
     parity.check(config, out_dir=str(tmp_path / "out"))

@@ -554,6 +554,15 @@ class FingerprintSet:
         except (OSError, pa.ArrowException) as exc:
             raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
 
+    def row_of_key(self, key_json: str, rows: int = 1 << 16) -> dict[str, Any] | None:
+        """The fingerprint row of the record whose key is `key_json` (the first, should a key repeat), or None;
+        read `rows` at a time, so that one record of a set of millions is found without holding the set."""
+        for table in self.iter_tables(rows):
+            found = table.filter(pc.equal(table.column("key"), key_json))
+            if found.num_rows:
+                return found.slice(0, 1).to_pylist()[0]
+        return None
+
     def quarantined(self) -> list[dict]:
         path = urls.child(self.path, QUARANTINE)
         if not urls.exists(path):
