@@ -219,7 +219,7 @@ def test_a_key_is_never_half_tapped(tapped_10, offline_set):
         assert tap_set.key_sampled(key_fp, 0.1)
     # And in the merged set no stage lacks a record another stage tapped.
     table = read_set(str(tapped_10)).table
-    not_seen = tap_set.marker_fp(tap_set.NOT_SEEN)
+    not_seen = tap_set.NOT_SEEN_FP
     for stage in STAGES:
         assert not_seen not in table.column(f"{stage}_fp").to_pylist(), stage
 

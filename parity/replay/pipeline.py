@@ -21,7 +21,6 @@ from typing import Any, Iterable
 import apache_beam as beam
 
 from parity.config import Config, SideConfig
-from parity.encoding import canonical
 from parity.errors import (ConfigError, FingerprintSetError, InputError, OutputError, ParityError, RunnerError,
                            UserCodeError, first_line)
 from parity.replay import spill
@@ -427,8 +426,3 @@ def _without_beam_suffix(message: str) -> str:
     """The message without the ` [while running 'Replay[x]/Step']` Beam appends to errors raised in a DoFn."""
     return message.split(" [while running", 1)[0].split("[while running", 1)[0].strip()
 
-
-def key_text(key: Any) -> str:
-    import json
-
-    return json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True)

@@ -90,10 +90,6 @@ def sampled_mask(key_fps: pa.ChunkedArray | pa.Array, rate: float) -> np.ndarray
     return high < np.uint64(threshold)
 
 
-def marker_fp(value: Any) -> int:
-    return fingerprint(value)
-
-
 def not_kept(fp: int) -> dict[str, str]:
     """The value a tap set stores for a stage of a record whose values were not kept.
 

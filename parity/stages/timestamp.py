@@ -58,10 +58,6 @@ class EventTime:
         self._spec = spec
         self._fn: Callable | None = spec.function.resolve() if spec and spec.function else None
 
-    @property
-    def configured(self) -> bool:
-        return self._spec is not None
-
     def micros_many(self, records: list[dict]) -> list[int | None | TimestampError]:
         """The event time in µs of each record (None for each when the side has no timestamp config, Beam's
         default), or a `TimestampError` in place of one that cannot be read: that record is quarantined.
