@@ -12,12 +12,13 @@ import os
 import sys
 from typing import Sequence
 
+from parity.choices import FORMATS, RUNNERS
 from parity.storage.outdir import ERROR_LOG as LOG_FILE
 from parity.storage.outdir import LIBRARIES_LOG
 
 EXIT_PARITY, EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPORT_FIELDS = {"verdict": str, "sides": dict, "records": dict, "stages": list}  # what every renderer reads
-RUNNER_CHOICES = ("DirectRunner", "FlinkRunner")
+RUNNER_CHOICES = RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "or an exported TFT output folder")
     init.add_argument("--production", default=None, help="the production transform, as --offline")
     init.add_argument("--key", action="append", default=None, help="a record key field (repeat for several)")
-    init.add_argument("--format", default=None, choices=("jsonl", "tfrecord", "parquet", "csv"),
+    init.add_argument("--format", default=None, choices=FORMATS,
                       help="the capture's format (default: from the extension or the first bytes)")
     init.add_argument("--out", default="parity.yaml", help="the config to write (default: parity.yaml); "
                                                           "an existing file is never overwritten")

@@ -170,7 +170,7 @@ def test_only_the_package_api_and_the_cli_import_the_commands_and_only_main_impo
 
 
 # The rooms from the bottom up (docs/design.md, "The rooms"): each imports only rooms before it, never one after.
-ROOMS = ("errors", "missing", "version", "compat", "encoding", "storage", "console", "capture", "stages", "config", "sets",
+ROOMS = ("errors", "missing", "version", "choices", "compat", "encoding", "storage", "console", "capture", "stages", "config", "sets",
          "replay", "compare", "report", "api_arguments", "commands", "init_config", "cli", "taps", "beam", "parity", "testing",
          "__main__")
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem, is_gzip,
                                   open_capture, too_deep)
 from parity.capture.schema import FieldType
+from parity.choices import FORMATS
 from parity.errors import InputError
 from parity.storage import urls
 from parity.storage.files import special_kind
@@ -32,7 +33,6 @@ from parity.storage.outdir import is_parity_output
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
            "is_gzip", "list_capture_files", "open_capture", "read_file", "reason_kind", "sniff_format", "too_deep"]
 
-FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")
 
 _EXTENSIONS = {
     ".jsonl": "jsonl",

@@ -43,12 +43,12 @@ from parity.capture.items import (MAX_FIELDS, MAX_NESTING, TOO_DEEP, Quarantined
 from parity.capture.parquet_pages import largest_page
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
+from parity.choices import US_PER_UNIT
 from parity.encoding import columnar
 from parity.errors import first_line
 from parity.storage import urls
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _ONE_US = datetime.timedelta(microseconds=1)
 _MAX_LOST_ROWS = 10_000_000
 
@@ -190,7 +190,7 @@ def _column_values(column: pa.Array) -> list[Any]:
         raw = column.view(pa.int64()).to_pylist()
         if arrow_type.unit == "ns":
             return [None if v is None else v // 1_000 for v in raw]
-        factor = _US_PER_UNIT[arrow_type.unit]
+        factor = US_PER_UNIT[arrow_type.unit]
         return [None if v is None else v * factor for v in raw]
     values = column.to_pylist()
     if _needs_conversion(arrow_type):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from parity.capture.schema import FieldType, parse_type
+from parity.choices import FORMATS
 from parity.config import origin as origins
 from parity.console.collector import loading
 from parity.errors import ConfigError, UserCodeError
@@ -23,7 +24,6 @@ from parity.stages.specs import AggregateSpec, ShardSpec, TimestampSpec, WindowS
 if TYPE_CHECKING:  # the coder stage imports Beam: a config loads without it unless it has a coder
     from parity.stages.coder import CoderSpec
 
-FORMATS = ("jsonl", "tfrecord", "parquet", "csv")
 SEED_OPS = ("sample", "split")
 
 REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

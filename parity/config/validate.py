@@ -7,12 +7,12 @@ import re
 import reprlib
 from typing import Any
 
+from parity.choices import US_PER_UNIT
 from parity.config.model import FILE_REF, REF, Ref
 from parity.errors import ConfigError, UserCodeError
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
-_DURATION_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
-                "d": 86_400_000_000}
+_DURATION_US = {**US_PER_UNIT, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 _MAX_DURATION_US = 2**63 - 1
 
 

@@ -10,11 +10,11 @@ from typing import Any, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from parity.choices import RUNNERS
 from parity.console.collector import collecting_less
 from parity.errors import ConfigError
 from parity.storage import urls
 
-RUNNERS = ("DirectRunner", "FlinkRunner")
 
 
 # Cyclic garbage collection while a replay runs: the first generation collected every GC_THRESHOLDS[0]

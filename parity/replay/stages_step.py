@@ -23,9 +23,8 @@ from parity.stages import STAGES
 from parity.stages import shard as shard_stage
 from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
 from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs_many
+from parity.stages.window import DROPPED_LATE
 from parity.storage import urls
-
-DROPPED_LATE = {"dropped": "late"}
 
 
 _IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})

@@ -46,6 +46,7 @@ from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 from parity.sets.feature_columns import map_array
 from parity.sets.fingerprint_set import FP_SCHEMA, VALUE_SCHEMA, VALUES_DIR
 from parity.stages import STAGES
+from parity.stages.window import DROPPED_LATE
 from parity.storage import urls
 
 TAP_FORMAT = "parity.taps/1"
@@ -55,7 +56,6 @@ SAMPLE_RULE = "u / 2**64 < sample_rate, u = the first 8 bytes (big-endian) of ke
 VALUES_RULE = "the keep_values records with the smallest key_fp (bytes order); none when redacted"
 
 UNTAPPED = {"untapped": True}
-DROPPED_LATE = {"dropped": "late"}
 NOT_SEEN = {"dropped": "not_seen_by_tap"}
 PART_ROWS = 50_000  # records per values part of a finalized tap set
 

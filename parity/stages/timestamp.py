@@ -10,10 +10,11 @@ import datetime as _dt
 import zoneinfo
 from typing import Any, Callable
 
+from parity.choices import US_PER_UNIT
 from parity.stages.specs import TimestampSpec
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_FACTOR = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_FACTOR = US_PER_UNIT
 
 
 class TimestampError(ValueError):

@@ -14,6 +14,9 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
 from parity.errors import UserCodeError
 from parity.stages.specs import MAX_WINDOWS_PER_RECORD, LatenessSpec, WindowSpec
 
+# The value of each stage after the window of a record its side dropped as late (the replay and the taps alike)
+DROPPED_LATE = {"dropped": "late"}
+
 Window = tuple
 GLOBAL: Window = ("global",)
 
