@@ -56,6 +56,7 @@ class ModelStage:
     within_tolerance: int = 0           # ... whose output differences are within tolerance or carried through
     matched_to_within: int = 0          # records every earlier stage matched, now within tolerance
     records_diverged_upstream: int = 0
+    one_side_only: int = 0              # ... of which reached the model on one side only (e.g. dropped as late)
     prediction_changed: int = 0
     decision_flips: int = 0
     decision_flips_first_at_model: int = 0
@@ -70,7 +71,12 @@ def compare_models(left: Mapping[str, tuple[int, dict]], right: Mapping[str, tup
                    output_names: list[str], examples: int, same_model: bool | None) -> ModelStage:
     """Compares each key on both sides' model outputs (see the module docstring), in key order."""
     stage = ModelStage(same_model=same_model, outputs={name: OutputStats() for name in output_names})
-    for key in sorted(set(left) & set(right)):
+    both = set(left) & set(right)
+    for key, up in upstream.items():
+        if up.diverged and key not in both:  # dropped before the model on a side: no prediction there
+            stage.records_diverged_upstream += 1
+            stage.one_side_only += key in left or key in right
+    for key in sorted(both):
         (lfp, lout), (rfp, rout) = left[key], right[key]
         up = upstream.get(key)
         diverged_upstream = up is not None and up.diverged

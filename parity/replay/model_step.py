@@ -33,7 +33,8 @@ class ApplyModelFn(beam.DoFn):
 
     def process(self, batch: RecBatch) -> Iterator[RecBatch]:
         values = batch.values["transform"]
-        todo = [i for i, value in enumerate(values) if isinstance(value, dict)]
+        # the records that reached the transform (not dropped as late, not failed in the coder): their features
+        todo = [i for i, reached in enumerate(batch.transform_inputs) if reached is not None]
         if todo:
             outputs = self._model.apply([values[i] for i in todo])
             write_model_part(self._out_dir, batch.part, [key_text(batch.keys[i]) for i in todo],

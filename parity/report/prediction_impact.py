@@ -62,6 +62,7 @@ def add_model_stage(report: dict[str, Any], stage: ModelStage, tolerance: Tolera
                     for name, stats in sorted(stage.outputs.items())],
         "decision": decision,
         "decision_flips_at_model": stage.decision_flips_first_at_model,
+        "one_side_only": stage.one_side_only,
         "same_model": stage.same_model,
         "headline": headline(report, flips, decision is not None),
     }
@@ -70,9 +71,10 @@ def add_model_stage(report: dict[str, Any], stage: ModelStage, tolerance: Tolera
 def headline(report: dict[str, Any], flips: int, has_decision: bool) -> str:
     """The line the summary, Markdown, HTML and JUnit lead with: "665 records diverged at transform; 7 decisions
     changed"."""
-    first = report["first_divergence"]
-    where = f"{first['records']} record{'' if first['records'] == 1 else 's'} diverged at {first['stage']}" \
-        if first else "no record diverged"
+    first, diverged = report["first_divergence"], report["records"]["diverged"]
+    where = "no record diverged" if not first else \
+        f"{diverged} record{'' if diverged == 1 else 's'} diverged at {first['stage']}" \
+        if first["records"] == diverged else f"{diverged} records diverged, first at {first['stage']}"
     if has_decision:
         return f"{where}; {flips} decision{'' if flips == 1 else 's'} changed"
     changed = report["prediction_impact"]["prediction_changed"] if "prediction_impact" in report else None

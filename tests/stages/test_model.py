@@ -129,3 +129,10 @@ def test_prediction_impact_counts_only_records_diverged_upstream():
                            True)
     assert (stage.records_diverged_upstream, stage.prediction_changed, stage.decision_flips) == (3, 2, 1)
     assert stage.outputs["p"].changed == 2 and stage.outputs["p"].impact_max_abs_delta == pytest.approx(0.5)
+
+
+def test_a_record_that_reaches_the_model_on_one_side_only_counts_upstream_but_has_no_delta():
+    left, right = _table({"1": {"p": 0.2}, "2": {"p": 0.2}}), _table({"2": {"p": 0.2}})
+    upstream = {"1": Upstream(True, "window"), "2": Upstream(True, "shard")}
+    stage = compare_models(left, right, upstream, ToleranceSpec(), None, ["p"], 10, True)
+    assert (stage.records_diverged_upstream, stage.one_side_only, stage.prediction_changed) == (2, 1, 0)
