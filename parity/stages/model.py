@@ -22,6 +22,7 @@ import numpy as np
 from parity.errors import ConfigError
 
 DECISION_RULES = ("argmax", "threshold")
+_BLOCK = 64  # rows a model batch is padded to a multiple of: above any SIMD packet TensorFlow's CPU kernels use
 _ACCEPTED = "float32, float64, int32, int64, bool or string features of one value (shape [N] or [N, 1]) or of a " \
             "fixed length k (shape [N, k])"
 
@@ -157,7 +158,11 @@ class LoadedModel:
         if not records:
             return []
         self.check_features(set().union(*(set(r) for r in records)))
-        tensors = {name: self._column(name, dtype, shape, records) for name, (dtype, shape) in self._specs.items()}
+        # padded to whole blocks: TensorFlow's vectorised kernels (sigmoid, exp, ...) compute a batch's last
+        # n % packet elements another way, so unpadded a record's outputs would depend on where in its batch it
+        # falls, which differs between sides that drop or quarantine other records (a false model.version)
+        padded = records + [records[-1]] * (-len(records) % _BLOCK)
+        tensors = {name: self._column(name, dtype, shape, padded) for name, (dtype, shape) in self._specs.items()}
         out = self._call(tensors)
         names = self.spec.outputs or self.output_names
         arrays = {name: np.asarray(out[name]) for name in names}
