@@ -370,6 +370,24 @@ def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:
     return read_set(urls.child(sides_dir, names[0])), read_set(urls.child(sides_dir, names[1]))
 
 
+def _show_model(result: dict[str, Any], left: FingerprintSet, right: FingerprintSet, key_json: str) -> None:
+    """`show`'s `model` stage, the last, when the sets hold model outputs (a `model:` was replayed)."""
+    from parity.sets.model_outputs import has_model_outputs, read_model_outputs
+
+    if not (has_model_outputs(left.path) or has_model_outputs(right.path)):
+        return
+    entry: dict[str, Any] = {"stage": "model"}
+    for label, fset in (("left", left), ("right", right)):
+        found = read_model_outputs(fset.path).get(key_json)
+        entry[label] = None if found is None else {"fingerprint": f"{found[0]:016x}",
+                                                   "value": canonical.to_json(found[1])}
+    entry["equal"] = bool(entry["left"] and entry["right"] and
+                          entry["left"]["fingerprint"] == entry["right"]["fingerprint"])
+    if not entry["equal"] and result["first_divergence"] is None:
+        result["first_divergence"] = "model"
+    result["stages"].append(entry)
+
+
 def show(path: str, key: str) -> dict[str, Any]:
     """One record, stage by stage, on both sides: values, fingerprints, and where they part."""
     left, right = _find_sets(path)
@@ -411,6 +429,7 @@ def show(path: str, key: str) -> dict[str, Any]:
         if not entry["equal"] and result["first_divergence"] is None:
             result["first_divergence"] = stage
         result["stages"].append(entry)
+    _show_model(result, left, right, key_json)
     for label, item in zip(("left_location", "right_location"), values):
         result[label] = item[1]["location"] if item else None
     return result

@@ -1,5 +1,6 @@
-"""`report.redact` with a model (contract section 8): the model stage's outputs are values of the data, so the
-report holds none (fingerprints and counts only) and the sides' sets keep no `model/` parts once it is written."""
+"""The model stage beyond report.json's counts (contract section 8): under `report.redact` its outputs are values of
+the data, so the report holds none (fingerprints and counts only) and the sides' sets keep no `model/` parts once it
+is written; `parity show` ends with the model stage."""
 from __future__ import annotations
 
 import json
@@ -29,3 +30,15 @@ def test_a_redacted_model_report_holds_no_output_value_and_the_sets_keep_no_mode
         assert not (tmp_path / "out" / "sides" / side / "model").exists()
     text = json.dumps(report)
     assert "logits\": [" not in text
+
+
+def test_show_ends_with_the_model_stage_and_names_it_where_only_the_models_differ(tmp_path):
+    from parity.commands import show
+
+    report = parity.check(os.path.join(ROOT, "fixtures", "scenarios", "model_version_v1_vs_v2", "parity.yaml"),
+                          out_dir=str(tmp_path / "out"))
+    key = report["examples"][0]["key"]
+    shown = show(str(tmp_path / "out"), json.dumps(key))
+    assert [s["stage"] for s in shown["stages"]][-1] == "model" and shown["first_divergence"] == "model"
+    model = shown["stages"][-1]
+    assert set(model["left"]["value"]) == {"logits", "tip"} and not model["equal"]
