@@ -59,3 +59,11 @@ def test_a_bad_model_block_names_the_file_the_field_and_what_is_accepted(tmp_pat
     with pytest.raises(ConfigError) as raised:
         load_config(path)
     assert str(raised.value).startswith(f"{path}: {field}: ") and says in str(raised.value)
+
+
+def test_a_model_may_be_named_by_url_and_an_object_store_url_is_read_where_the_stage_runs(tmp_path):
+    config = load_config(_config(tmp_path, f"model: {{saved: 'file://{MODELS}/tip_v1'}}",
+                                 "model: {saved: 's3://models/tip/v7'}"))
+    offline, production = config.sides
+    assert offline.model.saved == f"{MODELS}/tip_v1"
+    assert production.model.saved == "s3://models/tip/v7"  # copied to a local folder by the worker that loads it
