@@ -131,13 +131,17 @@ def production_capture(files: list[str], variant: str) -> list[str]:
 def write_config(run_dir: str, files: list[str], transform: str, variant: str = "bug",
                  production_files: list[str] | None = None) -> str:
     """pipelines/taxi/parity.yaml (`variant` other than bug: parity-fixed.yaml) with the capture path made
-    absolute, the production side's capture overridden for a sweep level, and its modules copied beside it."""
+    absolute, the production side's capture overridden for a sweep level, its modules copied beside it, and
+    without its `model:`."""
     import yaml
 
     source = os.path.join(REPO, "pipelines", "taxi")
     name = "parity.yaml" if variant == "bug" else "parity-fixed.yaml"
     with open(os.path.join(source, name), encoding="utf-8") as handle:
         config = yaml.safe_load(handle)
+    # the model stage (issue 42) has its own benchmark (model_stage.py): this one's figures stay comparable with
+    # its history, and the python variant's features are not the model's inputs
+    config.pop("model", None)
     folder = os.path.dirname(files[0])
     config["capture"]["path"] = files[0] if len(files) == 1 else os.path.join(folder, "trips-*.jsonl")
     if production_files and production_files != files:

@@ -260,7 +260,8 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
             noise=noise, analysis_noise=analysis_noise,
             analyzers=analyzer_entries,
             environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
-            feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])))
+            feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])),
+            **_model_stage(config, left, right, tolerance, report_spec.examples))
     _require_pairs(report, left, right)
     taps = tap_align.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
@@ -268,6 +269,35 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
     write_reports(report, out_dir)
     progress.event("diff_done", paired=report["records"]["paired"], diverged=report["records"]["diverged"])
     return report
+
+
+def _model_stage(config: Config | None, left: FingerprintSet, right: FingerprintSet, tolerance: Any,
+                 examples: int) -> dict[str, Any]:
+    """`build_report`'s model-stage arguments: none unless both sets hold model outputs (a `model:` replayed on
+    both sides), so reports without a model keep their bytes."""
+    from parity.compare.model_stage import compare_models
+    from parity.sets.model_outputs import has_model_outputs, read_model_outputs
+    from parity.stages.model import model_identity
+
+    if not (has_model_outputs(left.path) and has_model_outputs(right.path)):
+        return {}
+    left_outputs, right_outputs = read_model_outputs(left.path), read_model_outputs(right.path)
+    names = sorted({name for table in (left_outputs, right_outputs) for _, outputs in table.values()
+                    for name in outputs} if left_outputs or right_outputs else set())
+    specs = [config.side(left.side).model, config.side(right.side).model] if config is not None else [None, None]
+    decision = next((spec.decision for spec in specs if spec is not None and spec.decision is not None), None)
+    same = None
+    if specs[0] is not None and specs[1] is not None:
+        same = (model_identity(specs[0].saved), specs[0].signature, specs[0].inputs) == \
+            (model_identity(specs[1].saved), specs[1].signature, specs[1].inputs)
+
+    def stage(upstream: Any) -> Any:
+        return compare_models(left_outputs, right_outputs, upstream, tolerance, decision, names, examples, same)
+
+    return {"model_stage": stage,
+            "decision": None if decision is None else
+            {"output": decision.output, "rule": decision.rule,
+             **({"at": decision.at} if decision.rule == "threshold" else {})}}
 
 
 _KEYS_NAMED = 3  # example keys per side in the no-pairs message
@@ -340,6 +370,24 @@ def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:
     return read_set(urls.child(sides_dir, names[0])), read_set(urls.child(sides_dir, names[1]))
 
 
+def _show_model(result: dict[str, Any], left: FingerprintSet, right: FingerprintSet, key_json: str) -> None:
+    """`show`'s `model` stage, the last, when the sets hold model outputs (a `model:` was replayed)."""
+    from parity.sets.model_outputs import has_model_outputs, read_model_outputs
+
+    if not (has_model_outputs(left.path) or has_model_outputs(right.path)):
+        return
+    entry: dict[str, Any] = {"stage": "model"}
+    for label, fset in (("left", left), ("right", right)):
+        found = read_model_outputs(fset.path).get(key_json)
+        entry[label] = None if found is None else {"fingerprint": f"{found[0]:016x}",
+                                                   "value": canonical.to_json(found[1])}
+    entry["equal"] = bool(entry["left"] and entry["right"] and
+                          entry["left"]["fingerprint"] == entry["right"]["fingerprint"])
+    if not entry["equal"] and result["first_divergence"] is None:
+        result["first_divergence"] = "model"
+    result["stages"].append(entry)
+
+
 def show(path: str, key: str) -> dict[str, Any]:
     """One record, stage by stage, on both sides: values, fingerprints, and where they part."""
     left, right = _find_sets(path)
@@ -377,6 +425,7 @@ def show(path: str, key: str) -> dict[str, Any]:
         if not entry["equal"] and result["first_divergence"] is None:
             result["first_divergence"] = stage
         result["stages"].append(entry)
+    _show_model(result, left, right, key_json)
     for label, item in zip(("left_location", "right_location"), values):
         result[label] = item[1]["location"] if item else None
     return result

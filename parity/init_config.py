@@ -385,8 +385,24 @@ def _is_custom_config(node: object) -> bool:
 _TRANSFORM_NOTES = "tft: module:preprocessing_fn | saved: TFT_OUTPUT_DIR | python: module:fn"
 
 
-def _tolerance_and_report() -> list[str]:
+def _model_block() -> list[str]:
+    """The `model` stage, commented out: each side's transform outputs fed to a trained model, so the report also
+    says how many predictions and decisions the skew changes (parity v1.2)."""
     return [
+        "",
+        _line("# model:", "optional last stage: feed the features to a trained model (parity v1.2)"),
+        _line("#   saved: serving_model/", "a TF2 SavedModel (Keras model.export, tf.saved_model.save,"),
+        _line("#", "a TFX Trainer's serving export) or a .keras file; URLs too"),
+        _line("#   signature: serving_default", "default: serving_default, else the only signature"),
+        _line("#   inputs: {}", "model input -> transform feature; default: the same name"),
+        _line("#   outputs: []", "the outputs compared; default: all of the signature's"),
+        _line("#   decision: {output: logits, rule: argmax}", "or {output: p, rule: threshold, at: 0.5}"),
+        _line("#", "a side may override it: sides.NAME.model"),
+    ]
+
+
+def _tolerance_and_report() -> list[str]:
+    return _model_block() + [
         "",
         "tolerance:",
         _line("  default: {abs: 0.0, rel: 0.0}", "numbers are within tolerance when |a-b| <= abs + rel*|b|"),

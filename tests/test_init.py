@@ -288,3 +288,22 @@ def test_init_on_a_real_tfx_pipeline_writes_the_modules_custom_config_keys_and_n
     assert ran.returncode == 0, ran.stderr[-2000:]  # TFX's own analysis of this split: parity through the noise
     assert ran.stdout.startswith("parity: parity (offline vs production)")
     assert all(line.startswith("parity: ") for line in ran.stderr.splitlines() if line.strip()), ran.stderr[-2000:]
+
+
+def test_a_commented_model_block_is_offered_and_loads_once_uncommented(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _capture(tmp_path, "trips.jsonl")
+    assert main(["init", "--capture", "trips.jsonl", "--out", "parity.yaml"]) == 0
+    text = (tmp_path / "parity.yaml").read_text(encoding="utf-8")
+    assert "\n# model:" in text and "#   decision: {output: logits, rule: argmax}" in text
+    model = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "scenarios",
+                         "_models", "tip_v1")
+    lines = []
+    for line in text.splitlines():
+        if re.match(r"^# model:|^#   \w+:", line):
+            line = line[2:]
+        lines.append(line.replace("saved: serving_model/", f"saved: {model}"))
+    (tmp_path / "model.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    offline, production = load_config(str(tmp_path / "model.yaml"), check_refs=False).sides
+    assert offline.model == production.model and offline.model.saved == model
+    assert (offline.model.signature, offline.model.decision.output) == ("serving_default", "logits")

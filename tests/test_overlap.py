@@ -47,10 +47,12 @@ def _children_named(marker: str) -> list[str]:
 
 
 def _taxi_copy(folder: Path, **offline_changes: str) -> Path:
-    """The taxi example's config in `folder` (its modules beside it), with the offline side's lines replaced."""
+    """The taxi example's config in `folder` (its modules and its model beside it), with the offline side's lines
+    replaced."""
     for name in os.listdir(TAXI):
         if name.endswith(".py"):
             shutil.copy(TAXI / name, folder / name)
+    shutil.copytree(TAXI / "tip_model", folder / "tip_model")  # its `model:` (contract section 8)
     text = (TAXI / "parity.yaml").read_text(encoding="utf-8")
     text = text.replace("../../fixtures/", str(REPO / "fixtures") + "/")
     for old, new in offline_changes.items():

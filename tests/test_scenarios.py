@@ -104,6 +104,27 @@ def test_parity_reports_what_the_scenario_oracle_derives_from_the_raw_records(na
         assert report["analyzers"], f"{name}: no analyzers compared"
         assert all(e["equal"] for e in report["analyzers"]) == want["analyzers_all_equal"], \
             f"{name}: analyzers {report['analyzers']}"
+    if "prediction_impact" in want:  # section 8: a model is configured
+        _assert_prediction_impact(name, report, want)
+    else:
+        assert "prediction_impact" not in report and "model" not in [s["name"] for s in report["stages"]], name
+
+
+def _assert_prediction_impact(name: str, report: dict, want: dict) -> None:
+    """The model stage is the last stage, and prediction_impact has the oracle's counts: records diverged before
+    the model, outputs changed, decisions flipped, and per output the records it changed (with a positive delta)."""
+    assert [s["name"] for s in report["stages"]][-1] == "model", f"{name}: {report['stages']}"
+    impact, expect = report["prediction_impact"], want["prediction_impact"]
+    got = {k: impact[k] for k in ("records_diverged_upstream", "prediction_changed", "decision_flips")}
+    assert got == {k: expect[k] for k in got}, f"{name}: prediction_impact {impact}"
+    if "outputs" in expect:
+        changed = {o["name"]: o["changed"] for o in impact["outputs"] if o["changed"]}
+        assert changed == expect["outputs"], f"{name}: outputs {impact['outputs']}"
+        assert all(o["max_abs_delta"] > 0 for o in impact["outputs"] if o["changed"]), impact
+    if "decision_flips_at_model" in want:
+        assert impact["decision_flips_at_model"] == want["decision_flips_at_model"], f"{name}: {impact}"
+    flips = impact["decision_flips"] + impact["decision_flips_at_model"]
+    assert impact["headline"].endswith(f"; {flips} decision{'' if flips == 1 else 's'} changed"), impact
 
 
 def _assert_analysis_noise(name: str, report: dict, want: dict) -> None:

@@ -15,6 +15,8 @@ from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, SEED_OPS, CaptureSp
                                  Tolerance, ToleranceSpec, TransformSpec)
 from parity.config.validate import Ctx, _show
 from parity.errors import ConfigError
+from parity.stages.model import DECISION_RULES, DecisionSpec, ModelSpec
+from parity.storage import urls
 from parity.stages.seed import SEED_HASHES, FunctionOp, SampleOp, SeedOp, SeedSpec, SplitOp
 from parity.stages.specs import (AGGREGATE_COMBINES, AGGREGATE_OPS, MAX_WINDOWS_PER_RECORD, SHARD_HASHES, TIME_UNITS,
                                  WINDOW_TYPES, AggregateSpec, LatenessSpec, ShardSpec, TimestampSpec, WindowSpec)
@@ -39,7 +41,7 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
     if document is None:
         raise ConfigError(f"{path}: the config is empty (or only comments); a parity config is a YAML mapping "
                           f"with version: 1, capture and two sides (see the README's config reference)")
-    doc = ctx.mapping(document, "", ("version", "name", "capture", "sides", "tolerance", "report"))
+    doc = ctx.mapping(document, "", ("version", "name", "capture", "sides", "tolerance", "report", "model"))
     if type(doc.get("version")) is not int or doc["version"] != 1:  # `version: true` is no 1: never a bool
         raise ctx.fail("version", f"unsupported version {_show(doc.get('version'))}; expected 1")
     name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
@@ -57,7 +59,8 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
             raise ctx.fail(f"sides.{side_name}", f"bad side name {_show(side_name)}; side names are folder names "
                                                  f"under --out: letters, digits, '_', '-', '.' (not first), "
                                                  f"at most 64, e.g. offline, production")
-    sides = tuple(_side(ctx, str(n), body, top_capture) for n, body in sides_doc.items())
+    top_model = _model(ctx, doc.get("model"), "model")
+    sides = tuple(_side(ctx, str(n), body, top_capture, top_model) for n, body in sides_doc.items())
     side_names = [s.name for s in sides]
     for side in sides:
         t = side.transform
@@ -72,7 +75,7 @@ def load_config(path: str | os.PathLike, check_refs: bool = True) -> Config:
 
 
 _CAPTURE_KEYS = ("path", "format", "key", "schema", "tz", "max_quarantined", "max_record_bytes")
-_SIDE_KEYS = ("capture", "timestamp", "window", "shard", "coder", "seed", "transform")
+_SIDE_KEYS = ("capture", "timestamp", "window", "shard", "coder", "seed", "transform", "model")
 
 
 def _capture(ctx: Ctx, top: dict | None, override: Any, path: str) -> CaptureSpec:
@@ -140,7 +143,7 @@ def _time_zone(ctx: Ctx, value: Any, path: str) -> str:
     return tz
 
 
-def _side(ctx: Ctx, name: str, body: Any, top_capture: dict | None) -> SideConfig:
+def _side(ctx: Ctx, name: str, body: Any, top_capture: dict | None, top_model: ModelSpec | None = None) -> SideConfig:
     path = f"sides.{name}"
     body = ctx.mapping(body if body is not None else {}, path, _SIDE_KEYS)
     if top_capture is None and body.get("capture") is None:
@@ -156,6 +159,7 @@ def _side(ctx: Ctx, name: str, body: Any, top_capture: dict | None) -> SideConfi
         seed=_seed(ctx, body.get("seed"), f"{path}.seed"),
         transform=_transform(ctx, body.get("transform"), f"{path}.transform"),
         base_dir=ctx.base_dir,
+        model=_model(ctx, body["model"], f"{path}.model") if body.get("model") is not None else top_model,
     )
 
 
@@ -366,6 +370,44 @@ def _transform(ctx: Ctx, body: Any, path: str) -> TransformSpec | None:
         return TransformSpec("saved", path=find_graph_dir(full))
     except ConfigError as exc:
         raise ctx.fail(f"{path}.saved", str(exc)) from exc
+
+
+def _model(ctx: Ctx, body: Any, path: str) -> ModelSpec | None:
+    """The `model` stage's spec (contract section 8); the model itself is loaded where the stage runs."""
+    if body is None:
+        return None
+    body = ctx.mapping(body, path, ("saved", "signature", "inputs", "outputs", "decision"))
+    saved = ctx.string(body.get("saved"), f"{path}.saved")
+    if not urls.is_url(saved) or saved.startswith("file://"):
+        full = os.path.join(ctx.base_dir, saved[len("file://"):] if saved.startswith("file://") else saved)
+        if not (os.path.isdir(full) and os.path.isfile(os.path.join(full, "saved_model.pb"))) and \
+                not (os.path.isfile(full) and full.endswith(".keras")):
+            raise ctx.fail(f"{path}.saved", f"{_show(saved)} is neither a SavedModel folder (with saved_model.pb) nor "
+                                            f"a .keras file (resolved to {full}); expected a TF2 SavedModel (Keras "
+                                            f"model.export, tf.saved_model.save, a TFX Trainer's serving export) or "
+                                            f"a .keras file")
+        saved = full
+    signature = body.get("signature")
+    if signature is not None:
+        signature = ctx.string(signature, f"{path}.signature")
+    inputs = body.get("inputs") or {}
+    if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in inputs.items()):
+        raise ctx.fail(f"{path}.inputs", f"expected a mapping of model input name to transform feature name, got "
+                                         f"{_show(inputs)}")
+    outputs = body.get("outputs") or []
+    if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+        raise ctx.fail(f"{path}.outputs", f"expected a list of output names, got {_show(outputs)}")
+    decision = None
+    if body.get("decision") is not None:
+        d = ctx.mapping(body["decision"], f"{path}.decision", ("output", "rule", "at"))
+        rule = d.get("rule", "argmax")
+        if rule not in DECISION_RULES:
+            raise ctx.fail(f"{path}.decision.rule", f"unknown rule {_show(rule)}; expected one of "
+                                                    f"{', '.join(DECISION_RULES)}")
+        decision = DecisionSpec(output=ctx.string(d.get("output"), f"{path}.decision.output"), rule=rule,
+                                at=ctx.number(d.get("at", 0.5), f"{path}.decision.at"))
+    return ModelSpec(saved=saved, signature=signature, inputs=tuple(sorted(inputs.items())),
+                     outputs=tuple(outputs), decision=decision, where=f"{ctx.file}: {path}")
 
 
 def _tolerance(ctx: Ctx, body: Any) -> ToleranceSpec:

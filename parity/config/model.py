@@ -18,6 +18,7 @@ from parity.choices import FORMATS
 from parity.config import origin as origins
 from parity.console.collector import loading
 from parity.errors import ConfigError, UserCodeError
+from parity.stages.model import ModelSpec
 from parity.stages.seed import SeedSpec
 from parity.stages.specs import AggregateSpec, ShardSpec, TimestampSpec, WindowSpec
 
@@ -160,6 +161,7 @@ class SideConfig:
     seed: SeedSpec | None
     transform: TransformSpec | None
     base_dir: str
+    model: ModelSpec | None = None  # the `model` stage (contract section 8): the side's own or the top-level one
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from parity.replay.read_step import ReadBatchesFn
 from parity.replay.side_inputs import aggregate_partials, arrival_rows, concat_lists, merge_rows
 from parity.replay.stages_step import ApplyStagesFn
 from parity.replay.transform_step import ApplyTransformFn, SavedInputsFn, WriteStageValuesFn, with_arrow_inputs
+from parity.replay.model_step import ApplyModelFn
 from parity.replay.write_step import WriteBatchFn
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
@@ -88,6 +89,9 @@ class ReplaySide(beam.PTransform):
         staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
                                                        aggregates=aggregates).with_output_types(RecBatch)
         transformed = self._transform(staged)
+        if side.model is not None:
+            transformed = transformed | "Model" >> beam.ParDo(ApplyModelFn(self.out_dir, side)) \
+                .with_output_types(RecBatch)
         rows = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
         _ = rows | "WriteBuckets" >> WriteBuckets(self.out_dir)
         return rows

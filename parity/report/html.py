@@ -397,7 +397,27 @@ def _view(report: Mapping[str, Any], out_dir: str) -> dict[str, Any]:
         "records": _records(report.get("records", {}), report.get("taps")), "taps": _taps(report),
         "unpaired": _unpaired(report), "reproduce": _reproduce(report, out_dir),
         "format": report.get("format", ""), "encoding": report.get("encoding", ""),
+        "impact": _prediction_impact(report.get("prediction_impact")),
     }
+
+
+def _prediction_impact(impact: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The model stage's headline and, per output, the records it changed with a bar for its largest |delta|
+    (the chart of output deltas: bars scaled to the largest); None without a model."""
+    if not impact:
+        return None
+    outputs = impact.get("outputs", [])
+    peak = max((o.get("max_abs_delta") or 0.0 for o in outputs), default=0.0)
+    decision = impact.get("decision")
+    rule = None if not decision else (f"argmax of {decision.get('output')}" if decision.get("rule") == "argmax"
+                                      else f"{decision.get('output')} >= {decision.get('at')}")
+    return {"headline": impact.get("headline", ""), "rule": rule,
+            "upstream": impact.get("records_diverged_upstream", 0), "changed": impact.get("prediction_changed", 0),
+            "flips": impact.get("decision_flips", 0), "flips_at_model": impact.get("decision_flips_at_model", 0),
+            "outputs": [{"name": o.get("name"), "changed": o.get("changed", 0),
+                         "delta": "" if o.get("max_abs_delta") is None else f"{o['max_abs_delta']:.6g}",
+                         "width": 0 if not peak or not o.get("max_abs_delta") else
+                         round(100 * o["max_abs_delta"] / peak, 1)} for o in outputs]}
 
 
 def render_html(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str:

@@ -45,7 +45,7 @@ def _stage_failure(stage: Mapping[str, Any], causes: Sequence[Mapping[str, Any]]
                    keys: Sequence[Any]) -> tuple[str, str, str]:
     """(message, type, detail) of a stage where records first diverge."""
     name = str(stage.get("name"))
-    mine = [c for c in causes if c.get("stage") == name]
+    mine = [c for c in causes if c.get("stage") == name and not c.get("downstream")]  # downstream: counted earlier
     summary = ", ".join(f"{c.get('cause')} ({c.get('records')})" for c in mine) or f"{name}.unknown"
     message = f"{stage.get('first_diverged')} records first diverge at {name}: {summary}"
     lines = [message, ""]
@@ -98,7 +98,9 @@ def _records_text(report: Mapping[str, Any]) -> str:
     first_text = (f"first divergence: {first.get('stage')}, {first.get('records')} records, {first.get('cause')}: "
                   f"{first.get('explanation', '')}" if first else "first divergence: none")
     sides = report.get("sides", {})
-    return "\n".join([f"verdict {report.get('verdict')}: {sides.get('left')} (left) vs {sides.get('right')} (right)",
+    impact = report.get("prediction_impact")
+    lead = [f"prediction impact: {impact.get('headline')}"] if impact else []
+    return "\n".join(lead + [f"verdict {report.get('verdict')}: {sides.get('left')} (left) vs {sides.get('right')} (right)",
                       f"records: {counts}", f"quarantined: {', '.join(parts)}", first_text])
 
 
@@ -122,7 +124,8 @@ def render_junit(report: Mapping[str, Any]) -> str:
                         ("right", sides.get("right")), ("max_diverged", report.get("max_diverged")),
                         ("max_unpaired", report.get("max_unpaired")),
                         ("format", report.get("format")), ("encoding", report.get("encoding")),
-                        ("redacted", str(bool(report.get("redacted"))).lower())):
+                        ("redacted", str(bool(report.get("redacted"))).lower()),
+                        ("prediction_impact", (report.get("prediction_impact") or {}).get("headline"))):
         if value is not None:
             _element(properties, "property", [("name", prop), ("value", value)])
     for stage in stages:
@@ -133,8 +136,12 @@ def render_junit(report: Mapping[str, Any]) -> str:
             message, kind, detail = _stage_failure(stage, causes, keys)
             _element(case, "failure", [("message", message), ("type", kind)], detail)
         elif stage.get("diverged"):
-            _element(case, "system-out", text=f"{stage.get('diverged')} records differ at {stage_name}, all of "
-                                               "them first diverged at an earlier stage")
+            text = f"{stage.get('diverged')} records differ at {stage_name}, all of them first diverged at an " \
+                   "earlier stage"
+            impact = report.get("prediction_impact") if stage_name == "model" else None
+            if impact:  # the model stage also carries records within tolerance upstream through
+                text += f" or were within tolerance there; {impact.get('headline')}"
+            _element(case, "system-out", text=text)
     _unpaired_case(suite, name, report)
     _element(suite, "system-out", text=_records_text(report))
     ET.indent(suite)

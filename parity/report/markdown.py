@@ -118,6 +118,25 @@ def _first_divergence(report: Mapping[str, Any]) -> str:
             f"{explanation}")
 
 
+def _impact_headline(report: Mapping[str, Any]) -> list[str]:
+    """With a model: the line the report leads with (how many records diverged, how many decisions changed)."""
+    impact = report.get("prediction_impact")
+    return [f"**prediction impact**: {_text(impact.get('headline'))}", ""] if impact else []
+
+
+def _impact(impact: Mapping[str, Any] | None) -> list[str]:
+    """With a model: the prediction impact's counts and its outputs."""
+    if not impact:
+        return []
+    rows = [[_code(o.get("name")), _text(o.get("changed", 0)),
+             "" if o.get("max_abs_delta") is None else _text(o["max_abs_delta"])] for o in impact.get("outputs", [])]
+    return ["", f"**prediction impact**: of {_text(impact.get('records_diverged_upstream'))} records diverged before "
+                f"the model, {_text(impact.get('prediction_changed'))} change an output beyond tolerance and "
+                f"{_text(impact.get('decision_flips'))} change the decision; "
+                f"{_text(impact.get('decision_flips_at_model', 0))} more decisions change where only the model "
+                f"differs", ""] + _table(["output", "records changed", "max abs delta"], "lrr", rows)
+
+
 def _funnel(stages: Sequence[Mapping[str, Any]]) -> list[str]:
     return _table(["stage", "diverged", "first diverged"], "lrr",
                   [[_code(s.get("name")), _text(s.get("diverged", 0)), _text(s.get("first_diverged", 0))]
@@ -193,10 +212,12 @@ def render_markdown(report: Mapping[str, Any], *, out_dir: str = "<dir>") -> str
         report: the parsed report.json (docs/contract.md, section 5, plus parity's additions).
         out_dir: the output directory to name in the reproduce command.
     """
-    lines = [_verdict(report), ""] + _unpaired(report) + [_records(report.get("records", {})), ""] \
+    lines = [_verdict(report), ""] + _impact_headline(report) + _unpaired(report) \
+        + [_records(report.get("records", {})), ""] \
         + _taps(report.get("taps")) \
         + [_first_divergence(report), ""]
     lines += _funnel(report.get("stages", []))
+    lines += _impact(report.get("prediction_impact"))
     lines += _causes(report.get("causes", []))
     lines += _analysis_noise(report.get("analysis_noise"))
     lines += _features(report.get("features", []))

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from parity.compare.causes import CauseContext, explain
 from parity.compare.diff import DiffOutcome
+from parity.compare.model_stage import ModelStage, Upstream
 from parity.compare.noise import CAUSE as NOISE_CAUSE
 from parity.compare.noise import AnalysisNoise, NoiseCount
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
 from parity.report import halves
+from parity.report.prediction_impact import add_model_stage
 from parity.report.tally import Tally
 from parity.stages import STAGES
 
@@ -34,15 +36,20 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                  feature_names: tuple[list[str], list[str]] = ([], []),
                  analyzers: list[dict] | None = None,
                  noise: Mapping[str, Mapping[str, list[str]]] | None = None,
-                 analysis_noise: AnalysisNoise = AnalysisNoise()) -> dict[str, Any]:
+                 analysis_noise: AnalysisNoise = AnalysisNoise(),
+                 model_stage: Callable[[Mapping[str, Upstream]], ModelStage] | None = None,
+                 decision: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assembles report.json (a plain dict in contract order).
 
     Tallies `outcome.mismatches` once, in key order (it may be a `parity.compare.diff.DiffStream`, whose pairs
     `parity.report.halves` tallies in two processes where that pays), and reads `outcome`'s counts after that.
     Records whose first divergent stage has the same pair of fingerprints are classified once (per process).
+    `model_stage`, with a model configured: the model stage compared given each differing pair's judgement
+    (parity.compare.model_stage), added by parity.report.prediction_impact; without it the report has no trace
+    of a model stage.
     """
     stage_order = {s: i for i, s in enumerate(STAGES)}
-    tally = Tally(cause_context, redact, examples, analysis_noise, tolerance)
+    tally = Tally(cause_context, redact, examples, analysis_noise, tolerance, track_upstream=model_stage is not None)
     halves.tally_pairs(outcome, tally)
     first_counts, cause_counts, example_list = tally.first_counts, tally.cause_counts, tally.example_list
     within, feature_stats = tally.within, tally.feature_stats
@@ -101,6 +108,8 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     }
     if analysis_noise:  # only where analyzer outputs differ by rounding: other reports keep their bytes
         report["analysis_noise"] = _analysis_noise(analysis_noise, tally.noise_count, redact)
+    if model_stage is not None:
+        add_model_stage(report, model_stage(tally.upstream or {}), tolerance, redact, decision)
     return report
 
 

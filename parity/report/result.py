@@ -56,6 +56,9 @@ class Report(dict):
         records, sides = self["records"], self["sides"]
         quarantined = records.get("quarantined", {})
         lines = [f"parity: {self['verdict']} ({sides['left']} vs {sides['right']})"]
+        impact = self.get("prediction_impact")
+        if impact:  # with a model, on-call's second question first
+            lines.append(f"  prediction impact: {impact['headline']}")
         excess = unpaired_excess(self)
         if excess is not None:  # keys stay in the reports: under report.redact the terminal shows no raw value
             lines.append(f"  unpaired: {excess.records} records on one side only ({excess.left_only} left only, "

@@ -18,6 +18,7 @@ import numpy as np
 
 from parity.compare.causes import CauseContext, classify
 from parity.compare.diff import PairOutcome
+from parity.compare.model_stage import Upstream
 from parity.compare.noise import AnalysisNoise, NoiseCount
 from parity.compare.pair_values import resolved
 from parity.config import ToleranceSpec
@@ -29,7 +30,8 @@ class Tally:
     """The report's view of the differing pairs read so far (see the module docstring)."""
 
     def __init__(self, cause_context: CauseContext, redact: bool, examples: int,
-                 noise: AnalysisNoise = AnalysisNoise(), tolerance: ToleranceSpec = ToleranceSpec()) -> None:
+                 noise: AnalysisNoise = AnalysisNoise(), tolerance: ToleranceSpec = ToleranceSpec(),
+                 track_upstream: bool = False) -> None:
         self.cause_context, self.redact, self.examples = cause_context, redact, examples
         self.noise, self.tolerance = noise, tolerance  # the user's tolerance: noise is what it does not take
         self.noise_count = NoiseCount()
@@ -40,12 +42,17 @@ class Tally:
         self.feature_stats = FeatureStats(numeric_pairs=not redact)
         self.within = 0
         self._classified: dict[tuple, tuple[str, str]] = {}
+        # with a model stage: each differing pair's judgement (key -> Upstream), which the model stage carries on
+        self.upstream: dict[str, Upstream] | None = {} if track_upstream else None
 
     def fresh(self) -> Tally:
         """An empty tally with this one's settings (for another key range)."""
-        return Tally(self.cause_context, self.redact, self.examples, self.noise, self.tolerance)
+        return Tally(self.cause_context, self.redact, self.examples, self.noise, self.tolerance,
+                     self.upstream is not None)
 
     def add(self, m: PairOutcome) -> None:
+        if self.upstream is not None:
+            self.upstream[m.key] = Upstream(m.diverged, m.first_stage)
         self.feature_stats.add(m)
         explained = self._noise(m) if self.noise.bounds and m.feature_deltas else ()
         if not m.diverged:
@@ -83,6 +90,8 @@ class Tally:
     def merge(self, later: Tally) -> None:
         """Adds the tally of the key range that follows this one's."""
         self.noise_count.merge(later.noise_count)
+        if self.upstream is not None and later.upstream is not None:
+            self.upstream.update(later.upstream)
         self.first_counts.update(later.first_counts)
         self.cause_counts.update(later.cause_counts)
         self.within += later.within

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError
 from parity.sets.feature_columns import FEATURE_MAP, map_array
+from parity.sets.model_outputs import MODEL_DIR
 from parity.stages import STAGES
 from parity.storage import urls
 
@@ -688,10 +689,11 @@ VALUES_REMOVED = "values_removed"  # a manifest's mark: `remove_values` ran on t
 
 def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
     """What a check under `report.redact` leaves of a side's set once its reports are written: fingerprints,
-    counts and the (redacted) quarantine, with no raw value. The value parts (`values/`, `stage_values/`) and
+    counts and the (redacted) quarantine, with no raw value. The value parts (`values/`, `stage_values/`, the model
+    stage's outputs `model/`) and
     `also` (names in the set: the TFT graph, whose vocabularies are values, and analyzers.json) are removed,
     and the key column holds each key's fingerprint (its `key_fp` in hex, as redacted messages name records)."""
-    for name in (VALUES_DIR, STAGE_VALUES_DIR, *also):
+    for name in (VALUES_DIR, STAGE_VALUES_DIR, MODEL_DIR, *also):
         urls.remove(urls.child(set_dir, name))
     bucketed = urls.isfile(urls.child(set_dir, BUCKETS_FILE))
     for path in (urls.match(urls.join(set_dir, BUCKET_FILES_DIR, "*.parquet")) if bucketed

@@ -40,6 +40,7 @@ FLINK_SCENARIOS = (
     "window_event_vs_ingest_time",   # window: event vs ingest time
     "tfx_graph_tf1_vs_tf2",          # transform: TFX artifacts, a TF1-compat graph in a session and a TF2 one
     "tfx_penguin_served_vs_served_bug",  # transform: real TFX graphs, analysis noise beside a serving bug
+    "model_transform_km_flips_decisions",  # model: a SavedModel applied on Flink's workers, prediction_impact
 )
 
 

@@ -1,7 +1,8 @@
 """Golden files: every format of real `parity.check` runs, compared byte for byte.
 
-Scenarios: a clean pair, a one-stage divergence (window), and two two-stage divergences (window then shard;
-window on some records and transform on others, whose HTML draws the feature distributions). Each run uses
+Scenarios: a clean pair, a one-stage divergence (window), two two-stage divergences (window then shard;
+window on some records and transform on others, whose HTML draws the feature distributions), and a transform
+divergence seen through a model (the `model` stage and `prediction_impact`). Each run uses
 `--out parity-out` from a temporary working folder, so the `parity show` lines are the ones users get from
 that command line. The environment block (library versions, CPU flags, variables of this machine) is the one
 part of a report that depends on the machine: its values are replaced by placeholders before rendering.
@@ -29,12 +30,14 @@ SCENARIOS = {
     "window_unit_ms_vs_s": "fixtures/scenarios/window_unit_ms_vs_s/parity.yaml",
     "window_late_shrinks_aggregates": "fixtures/scenarios/window_late_shrinks_aggregates/parity.yaml",
     "two_stage": "fixtures/golden/_configs/two_stage/parity.yaml",
+    "model_transform_km_flips_decisions": "fixtures/scenarios/model_transform_km_flips_decisions/parity.yaml",
 }
 EXPECTED_FIRST_STAGES = {  # stages with first_diverged > 0: what makes each scenario the kind it stands for
     "clean_same_semantics": [],
     "window_unit_ms_vs_s": ["window"],
     "window_late_shrinks_aggregates": ["window", "shard"],
     "two_stage": ["window", "transform"],
+    "model_transform_km_flips_decisions": ["transform"],  # and the model's prediction impact (section 8)
 }
 FILES = ("report.json", "report.md", "report.html", "junit.xml")
 

@@ -163,3 +163,23 @@ def fill(read: read_step.ReadBatchesFn, batch: RecBatch, rids: list[tuple[int, i
     batch.locations = pa.array(batch.locations, pa.string())  # a read batch holds these two as Arrow
     batch.input_bytes = pa.array(batch.input_bytes, pa.binary())
     read._key_windows_groups(batch)
+
+
+def model_outputs(saved: str, features: dict) -> dict:
+    """The model stage of one record: its features fed to the SavedModel's `serving_default` alone (a batch of
+    one, shaped as the signature asks), outputs as plain floats (one value) or lists."""
+    import numpy as np
+    import tensorflow as tf
+
+    fn = tf.saved_model.load(saved).signatures["serving_default"]
+    tensors = {}
+    for name, spec in fn.structured_input_signature[1].items():
+        value = features[name]
+        value = value[0] if isinstance(value, list) and len(value) == 1 else value
+        array = np.array([value], dtype=spec.dtype.as_numpy_dtype)
+        tensors[name] = tf.constant(array.reshape([1] + [d or 1 for d in spec.shape.as_list()[1:]]))
+    out = {}
+    for name, tensor in fn(**tensors).items():
+        array = np.asarray(tensor).astype(np.float64).reshape(-1)
+        out[name] = array.item() if array.size == 1 else array.tolist()
+    return out

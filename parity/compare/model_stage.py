@@ -1,0 +1,142 @@
+"""The `model` stage compared (contract section 8): the two sides' model outputs per paired record, judged with
+what the stages before it concluded about the record, for the report's `model` stage and `prediction_impact`.
+
+A record's upstream judgement comes from the diff (the tally's `upstream`: diverged at a stage, or within
+tolerance; absent: every stage matched). The model stage only adds to it:
+- upstream matched, outputs differ beyond tolerance or the decision differs: the record's first divergence is
+  the model, cause `model.version` (equal features, different outputs: a different model, or one that does not
+  give equal features equal outputs); outputs differ within tolerance only: `within_tolerance`;
+- upstream within tolerance (the user's tolerance or analysis noise): its outputs' differences are what those
+  feature differences explain; the judgement carries through and the record does not diverge at `model`;
+- upstream diverged: the record's first divergence stays where it was; the outputs say whether it matters:
+  `prediction_changed` (an output beyond tolerance, cause `model.prediction`) and `decision_flips`.
+Pure: plain data in, a frozen `ModelStage` out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from parity.config import ToleranceSpec
+from parity.stages.model import DecisionSpec
+
+VERSION = "model.version"
+PREDICTION = "model.prediction"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """What the stages before the model concluded about one paired record that differs there."""
+
+    diverged: bool
+    first_stage: str
+
+
+@dataclass
+class OutputStats:
+    """One output over the paired records: all differences (the report's `features` entry) and, of the records
+    diverged upstream, the changes beyond tolerance and the largest |delta| (`prediction_impact.outputs`)."""
+
+    mismatched: int = 0
+    within_tolerance: int = 0
+    max_abs_delta: float | None = None
+    changed: int = 0
+    impact_max_abs_delta: float | None = None
+
+
+@dataclass
+class ModelStage:
+    """The model stage's counts, causes, per-output statistics, examples and prediction impact."""
+
+    diverged: int = 0                   # paired records whose outputs' fingerprints differ
+    first_diverged: int = 0             # ... whose first divergent stage is the model (cause model.version)
+    within_tolerance: int = 0           # ... whose output differences are within tolerance or carried through
+    matched_to_within: int = 0          # records every earlier stage matched, now within tolerance
+    records_diverged_upstream: int = 0
+    one_side_only: int = 0              # ... of which reached the model on one side only (e.g. dropped as late)
+    prediction_changed: int = 0
+    decision_flips: int = 0
+    decision_flips_first_at_model: int = 0
+    same_model: bool | None = None      # the sides' model files are the same (None: not known)
+    outputs: dict[str, OutputStats] = field(default_factory=dict)
+    version_examples: list[dict] = field(default_factory=list)
+    prediction_examples: list[dict] = field(default_factory=list)
+
+
+def compare_models(left: Mapping[str, tuple[int, dict]], right: Mapping[str, tuple[int, dict]],
+                   upstream: Mapping[str, Upstream], tolerance: ToleranceSpec, decision: DecisionSpec | None,
+                   output_names: list[str], examples: int, same_model: bool | None) -> ModelStage:
+    """Compares each key on both sides' model outputs (see the module docstring), in key order."""
+    stage = ModelStage(same_model=same_model, outputs={name: OutputStats() for name in output_names})
+    both = set(left) & set(right)
+    for key, up in upstream.items():
+        if up.diverged and key not in both:  # dropped before the model on a side: no prediction there
+            stage.records_diverged_upstream += 1
+            stage.one_side_only += key in left or key in right
+    for key in sorted(both):
+        (lfp, lout), (rfp, rout) = left[key], right[key]
+        up = upstream.get(key)
+        diverged_upstream = up is not None and up.diverged
+        stage.records_diverged_upstream += diverged_upstream
+        if lfp == rfp:
+            continue
+        stage.diverged += 1
+        deltas = {name: _delta(lout.get(name), rout.get(name), tolerance, name) for name in output_names}
+        beyond = any(not ok for ok, _ in deltas.values())
+        flip = decision is not None and decision.decide(lout[decision.output]) != decision.decide(
+            rout[decision.output])
+        carried = up is not None and not up.diverged
+        first_here = up is None and (beyond or flip)
+        for name, (ok, delta) in deltas.items():
+            stats = stage.outputs[name]
+            if ok and delta == 0.0 and lout.get(name) == rout.get(name):
+                continue
+            if ok or carried:
+                stats.within_tolerance += 1
+            else:
+                stats.mismatched += 1
+            stats.max_abs_delta = _larger(stats.max_abs_delta, delta)
+            if diverged_upstream:
+                stats.changed += not ok
+                stats.impact_max_abs_delta = _larger(stats.impact_max_abs_delta, delta)
+        example = {"key": key, "left": lout, "right": rout}
+        if first_here:
+            stage.first_diverged += 1
+            stage.decision_flips_first_at_model += flip
+            if len(stage.version_examples) < examples:
+                stage.version_examples.append(example)
+        elif up is None or carried:
+            stage.within_tolerance += 1
+            stage.matched_to_within += up is None
+        if diverged_upstream:
+            stage.prediction_changed += beyond
+            stage.decision_flips += flip
+            if (beyond or flip) and len(stage.prediction_examples) < examples:
+                stage.prediction_examples.append({**example, "upstream": up.first_stage})  # type: ignore[union-attr]
+    return stage
+
+
+def _delta(a: Any, b: Any, tolerance: ToleranceSpec, name: str) -> tuple[bool, float | None]:
+    """(within tolerance, largest |a - b|) of one output's two values; a missing or non-numeric pair is beyond."""
+    if a is None or b is None:
+        return a == b, None
+    x, y = np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)
+    if x.shape != y.shape:
+        return False, None
+    tol = tolerance.for_feature(name)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(x - y)
+        both_nan = np.isnan(x) & np.isnan(y)
+        ok = bool(np.all(both_nan | (diff <= tol.abs + tol.rel * np.abs(y))))
+    finite = diff[np.isfinite(diff)]
+    delta = float(finite.max()) if finite.size else (0.0 if both_nan.all() else math.inf)
+    return ok, delta
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    if b is None:
+        return a
+    return b if a is None or b > a else a
