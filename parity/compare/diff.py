@@ -76,9 +76,9 @@ def _clip(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-# The first generation collected every million container allocations: at 100,000, the 32 collections of a 1M-record
-# diff with 250,000 differing pairs took 1.86 s of its 19.2 (58 ms each, walking the round's large young lists) and
-# freed nothing; at a million, 4 collections, under 10 ms in all (benchmarks/RESULTS.md).
+# The first generation collects every million container allocations: a diff's rounds allocate large young lists
+# that reference counting frees, so frequent young collections walk them and free nothing (benchmarks/RESULTS.md
+# measures the difference).
 DIFF_GC_THRESHOLDS = (1_000_000, 1000, 1000)
 
 

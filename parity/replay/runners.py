@@ -21,7 +21,7 @@ from parity.storage import urls
 # container allocations instead of Python's 700, and the objects that exist before the run (Beam, TensorFlow,
 # the pipeline) frozen out of full collections. Decoding a batch allocates thousands of dicts and lists,
 # nearly all freed by reference counting; at 700 the collector runs every few hundred records and its full
-# passes walk every live object of the process (benchmarks/RESULTS.md has what it saves).
+# passes walk every live object of the process.
 GC_THRESHOLDS = (50_000, 50, 100)
 
 

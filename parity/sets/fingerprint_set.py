@@ -45,11 +45,10 @@ FP_PART_SUFFIX = ".arrow"  # a tap batch's fingerprint rows until `finalize`, an
 BUCKET_FILES_DIR = "fingerprints"
 BUCKETS_FILE = "buckets.json"
 # The key ranges a replay's rows are written in (parity.sets.buckets): 16 on every side. Each bucket costs objects (a
-# routed file per gathering, its bucket file), of some milliseconds each on a store (and 0.1-0.2 s each before
-# `parity.storage.s3_clients`): with 256 buckets a 300-record replay into S3 wrote and removed several hundred
-# objects per side and took minutes. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in
-# memory) and still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ,
-# finer ones would not be skipped either.
+# routed file per gathering, its bucket file), each a request on an object store, so many buckets make a small
+# replay into S3 slow. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in memory) and
+# still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ, finer
+# ones would not be skipped either.
 BUCKET_BITS = 4
 ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way to the bucket files
 
@@ -216,12 +215,10 @@ def _fp_part_rows(path: str) -> int:
     return pq.read_metadata(urls.readable(path)).num_rows
 
 
-# Value parts: columns of mostly distinct canonical bytes, so no dictionary pages (they cost write time and saved no
+# Value parts: columns of mostly distinct canonical bytes, so no dictionary pages (they cost write time and save no
 # space), and no min/max statistics (a part is read whole, by name). LZ4, not zstd: a diff reads each values file
-# its round's pairs touch once per round and process (at 100% diverged, 1M taxi records, each file twice in each of
-# two processes), and a replay writes each once. On the 500 parts of such a side (benchmarks/value_codecs.py, two
-# runs of 3 rounds), LZ4 read the columns of a 100% round in 0.77-0.84x the CPU of zstd and wrote the parts in
-# 0.77-0.79x, and its files are 1.5x larger (benchmarks/RESULTS.md).
+# its round's pairs touch once per round and process, and a replay writes each once; LZ4 reads and writes them for
+# less CPU than zstd, for larger files (benchmarks/value_codecs.py measures both).
 VALUE_PARQUET_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": False, "write_statistics": False}
 
 

@@ -1,9 +1,9 @@
 """One Beam S3 client per thread and set of S3 options, where Beam makes one per call.
 
 Beam's S3 file system builds `S3IO(options=...)` in every call (open, create, exists, match, delete), and each
-S3IO builds a new boto3 session and client: 0.12-0.18 CPU s each on this machine (boto3 loads and parses the S3
-service model for every session), far more than the request itself. A replay into `s3://` opens several objects
-per batch, so a 10M-record side would spend hours of CPU building clients (benchmarks/RESULTS.md).
+S3IO builds a new boto3 session and client, which costs far more CPU than the request itself (boto3 loads and
+parses the S3 service model for every session). A replay into `s3://` opens several objects per batch, so a
+large side would spend most of its CPU building clients.
 
 `reuse_clients` has S3IO take, when it is given options and no client, the client this thread built before for
 the same S3 options: still Beam's own `boto3_client.Client`, on Beam's own S3IO, with Beam's options; nothing

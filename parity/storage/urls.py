@@ -1,7 +1,7 @@
 """Paths that may be URLs: every file parity reads or writes goes through here (captures, the `--out` folder, its
 reports and fingerprint sets, the parts workers write, spill files, `saved` graphs, `parity diff` inputs).
 
-A local path is handled with the standard library, exactly as before (nothing about local runs changes). A
+A local path is handled with the standard library (pyarrow opens local files natively). A
 URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own FileSystems, with Beam's own
 pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has
 no code of its own for any store. Which schemes work is what the installed Beam extras provide (`[aws]`,
@@ -101,7 +101,7 @@ def options() -> tuple[str, ...]:
 
 def join(base: str, *parts: str) -> str:
     """`base` joined with `parts`; an absolute path or a URL among `parts` starts again from there, as
-    os.path.join does. Local results are normalized as before; URLs keep their `/`."""
+    os.path.join does. Local results are normalized; URLs keep their `/`."""
     path = base
     for part in parts:
         if is_url(part) or os.path.isabs(part):
@@ -114,7 +114,7 @@ def join(base: str, *parts: str) -> str:
 
 
 def child(folder: str, *names: str) -> str:
-    """A name under `folder`: os.path.join locally (unnormalized, as the callers always built it), `/`-joined on
+    """A name under `folder`: os.path.join locally (unnormalized), `/`-joined on
     a URL."""
     if not is_url(folder):
         return os.path.join(folder, *names)
@@ -123,7 +123,7 @@ def child(folder: str, *names: str) -> str:
 
 def readable(path: str) -> Any:
     """What a reader that takes a file name or a file object (pyarrow's) opens: the path itself locally (pyarrow
-    opens and maps it natively, as before); on a URL a seekable binary file object from `open_read` (Beam's
+    opens and maps it natively); on a URL a seekable binary file object from `open_read` (Beam's
     downloading streams seek with ranged reads, so a Parquet reader fetches its footer and the columns it
     wants, not the whole object)."""
     if not is_url(path):
@@ -202,7 +202,7 @@ def write_bytes(path: str, data: bytes) -> None:
 
 
 def write_text(path: str, text: str) -> None:
-    """`write_bytes` of `text` as UTF-8 (locally `parity.storage.files.write_text`, exactly as before)."""
+    """`write_bytes` of `text` as UTF-8 (locally `parity.storage.files.write_text`)."""
     if not is_url(path):
         files.write_text(path, text)
         return
