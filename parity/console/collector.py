@@ -6,6 +6,9 @@ reference counting frees, and at Python's default thresholds the collector keeps
 full passes, every object the process holds). `collecting_less` raises the thresholds and freezes the objects
 alive when it starts out of the collections, then restores both. Nested, the inner context changes nothing,
 so a step that opens one inside another keeps the outer's setting until the outer closes.
+
+A process that froze objects itself (`gc.freeze()` before it called `parity.check`) keeps them frozen: the
+context then freezes nothing, since `gc.unfreeze` would thaw the caller's objects with parity's.
 """
 from __future__ import annotations
 
@@ -27,7 +30,9 @@ def collecting_less(thresholds: tuple[int, int, int]) -> Iterator[None]:
             _depth -= 1
         return
     before = gc.get_threshold()
-    gc.freeze()
+    freezing = gc.get_freeze_count() == 0  # the caller's own frozen objects are never thawed
+    if freezing:
+        gc.freeze()
     gc.set_threshold(*thresholds)
     _depth = 1
     try:
@@ -35,7 +40,8 @@ def collecting_less(thresholds: tuple[int, int, int]) -> Iterator[None]:
     finally:
         _depth = 0
         gc.set_threshold(*before)
-        gc.unfreeze()
+        if freezing:
+            gc.unfreeze()
 
 
 # While modules load (parity's own, Beam's, and TensorFlow's through a config's module): nearly every object an
