@@ -229,32 +229,9 @@ def _dtype_name(dtype: Any) -> str:
     return dtype if isinstance(dtype, str) else getattr(dtype, "name", str(dtype))
 
 
-_LOCAL_MODELS: dict[str, str] = {}
-
-
 def _local(path: str) -> str:
-    """A local copy of a model at a URL, made once per process (TensorFlow's own file system reads no `s3://`);
-    a local path as it is."""
+    """A local copy of a model at a URL (`urls.local_copy`, once per process: TensorFlow's own file system reads
+    no `s3://`); a local path, or a `file://` URL's, as it is."""
     from parity.storage import urls
 
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    if not urls.is_url(path):
-        return path
-    key = path.rstrip("/")
-    if key not in _LOCAL_MODELS:
-        import atexit
-        import shutil
-        import tempfile
-
-        target = tempfile.mkdtemp(prefix="parity-model-")
-        atexit.register(shutil.rmtree, target, True)
-        if key.endswith(".keras"):
-            local = os.path.join(target, os.path.basename(key))
-            with urls.open_read(key) as src, open(local, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            _LOCAL_MODELS[key] = local
-        else:
-            urls.copy_tree_to_local(key, target)
-            _LOCAL_MODELS[key] = target
-    return _LOCAL_MODELS[key]
+    return urls.local_copy(urls.resolved(path, "model.saved"), prefix="parity-model-")

@@ -405,39 +405,27 @@ def find_graph_dir(path: str) -> str:
                       f"transform_graph/<execution id>/ folders")
 
 
-_LOCAL_GRAPHS: dict[str, str] = {}  # a URL's graph -> its local copy, made once per process
-
-
 def local_graph(path: str) -> str:
     """The exported graph at `path` where TensorFlow can load it: `path` itself when local; for a URL
-    (`saved: s3://...`), a copy in a local temporary folder, made once per process (removed when it exits),
-    and then `find_graph_dir` of it. TensorFlow's own file system (tf.io.gfile) reads only local paths, `gs://`
-    and `ram://` in this installation (no `s3://`: that needs tensorflow-io, which has no build for TF 2.21);
-    copying through Beam's FileSystems works for every scheme Beam reads, on the client and on workers alike.
+    (`saved: s3://...`), `find_graph_dir` of its local copy (`urls.local_copy`, made once per process).
+    TensorFlow's own file system (tf.io.gfile) reads only local paths, `gs://` and `ram://` in this installation
+    (no `s3://`: that needs tensorflow-io, which has no build for TF 2.21); copying through Beam's FileSystems
+    works for every scheme Beam reads, on the client and on workers alike.
 
     Raises:
         ConfigError: nothing can be read under the URL, or it holds no exported graph.
     """
     if not urls.is_url(path):
         return path
-    key = path.rstrip("/")
-    if key not in _LOCAL_GRAPHS:
-        import atexit
-        import shutil
-        import tempfile
-
-        target = tempfile.mkdtemp(prefix="parity-saved-")
-        atexit.register(shutil.rmtree, target, True)
-        try:
-            urls.copy_tree_to_local(key, target)
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot copy the exported transform graph to a local folder: {exc}; check "
-                              f"the URL and the storage options (e.g. -- --s3_endpoint_url=...)") from exc
-        try:
-            _LOCAL_GRAPHS[key] = find_graph_dir(target)
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace(target, key)) from exc
-    return _LOCAL_GRAPHS[key]
+    try:
+        target = urls.local_copy(path, prefix="parity-saved-")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot copy the exported transform graph to a local folder: {exc}; check "
+                          f"the URL and the storage options (e.g. -- --s3_endpoint_url=...)") from exc
+    try:
+        return find_graph_dir(target)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace(target, path.rstrip("/"))) from exc
 
 
 class SavedTransform:

@@ -26,7 +26,7 @@ from parity import compat
 from parity.errors import InputError, ParityError
 from parity.storage import files, gcs_probe, s3_clients
 
-__all__ = ["basename", "child", "configure", "resolved", "copy_tree_to_local", "delete", "delete_tree", "exists", "is_url", "isdir",
+__all__ = ["basename", "child", "configure", "resolved", "copy_tree_to_local", "local_copy", "delete", "delete_tree", "exists", "is_url", "isdir",
            "isfile", "join", "list_folder", "list_names", "list_tree", "makedirs", "match", "open_read", "open_write",
            "options", "parent", "read_bytes", "read_text", "readable", "remove", "scheme", "write_bytes", "write_text"]
 
@@ -426,6 +426,37 @@ def copy_tree_to_local(path: str, target: str) -> str:
         with open_read(source) as handle, open(local, "wb") as out:
             shutil.copyfileobj(handle, out, 1 << 20)
     return target
+
+
+_LOCAL_COPIES: dict[str, str] = {}  # a URL -> its local copy, made once per process
+
+
+def local_copy(path: str, prefix: str = "parity-copy-") -> str:
+    """`path` where a library that opens only local files can read it (TensorFlow's loaders: tf.io.gfile has no
+    `s3://` without tensorflow-io): `path` itself when local; for a URL, a copy of its object (when one exists
+    under exactly that name, e.g. a `.keras` file) or of the folder under it, in a local temporary folder named
+    with `prefix`, made once per process and removed when it exits. Workers call it too.
+
+    Raises:
+        OSError: nothing can be read under the URL.
+    """
+    if not is_url(path):
+        return path
+    key = path.rstrip("/")
+    if key not in _LOCAL_COPIES:
+        import atexit
+        import tempfile
+
+        target = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, target, True)
+        if isfile(key):
+            local = os.path.join(target, basename(key))
+            with open_read(key) as source, open(local, "wb") as out:
+                shutil.copyfileobj(source, out, 1 << 20)
+            _LOCAL_COPIES[key] = local
+        else:
+            _LOCAL_COPIES[key] = copy_tree_to_local(key, target)
+    return _LOCAL_COPIES[key]
 
 
 def _os_error(path: str, exc: Exception) -> Exception:

@@ -140,6 +140,41 @@ def test_a_saved_graph_on_s3_gives_the_report_of_the_same_graph_on_disk(s3, tmp_
     assert reports[1] == reports[0]
 
 
+def _upload(local: str, url: str) -> None:
+    """A local file, or every file under a local folder, as objects under `url`."""
+    if os.path.isfile(local):
+        urls.write_bytes(url, open(local, "rb").read())
+        return
+    for folder, _, names in os.walk(local):
+        for name in names:
+            rest = os.path.relpath(os.path.join(folder, name), local).replace(os.sep, "/")
+            urls.write_bytes(f"{url}/{rest}", open(os.path.join(folder, name), "rb").read())
+
+
+@pytest.mark.parametrize("model", ["tip_v1", "tip_v1.keras"], ids=["saved-model", "keras-file"])
+def test_a_model_on_s3_gives_the_report_of_the_same_model_on_disk(s3, tmp_path, model):
+    """`model.saved` as a URL: the workers copy it to a local folder once (`urls.local_copy`: a SavedModel's
+    objects, or the one `.keras` object) and load it from there, as TensorFlow reads no `s3://`."""
+    local = os.path.join(ROOT, "fixtures", "scenarios", "_models", model)
+    url = f"s3://parity/out-tests/models/{model}"
+    _upload(local, url)
+    base = os.path.join(ROOT, "fixtures", "scenarios", "model_transform_km_flips_decisions", "parity.yaml")
+    with open(base, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    doc["capture"]["path"] = TRIPS
+    reports = []
+    for name, saved in (("disk", local), ("s3", url)):
+        doc["model"]["saved"] = saved
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        (tmp_path / "sc_model_km_fns.py").write_bytes(
+            open(os.path.join(os.path.dirname(base), "sc_model_km_fns.py"), "rb").read())
+        parity.check(str(path), out_dir=str(tmp_path / f"out-{name}"), pipeline_options=s3.options)
+        reports.append((tmp_path / f"out-{name}" / "report.json").read_bytes())
+    assert reports[1] == reports[0]
+    assert json.loads(reports[0])["prediction_impact"]["decision_flips"] > 0
+
+
 def test_a_tft_side_into_an_s3_out_stops_with_exit_two_naming_the_fix(s3, tmp_path, capsys):
     config = os.path.join(ROOT, "fixtures", "scenarios", "clean_tft_serving", "parity.yaml")
     code = cli.main(["check", config, "--out", "s3://parity/out-tests/tft", "--", *s3.options])
