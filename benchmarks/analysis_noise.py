@@ -12,31 +12,21 @@ check's own, on a shared machine, so every round is printed with the spread.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fresh_check import fresh_check  # noqa: E402 (beside this script)
 SCENARIOS = ("tfx_penguin_reanalyzed_vs_served", "tfx_penguin_reanalyzed_vs_bug", "tfx_penguin_served_vs_served_bug",
              "tfx_penguin_eval_split", "tfx_module_reanalyzed_noise", "tfx_raw_fare_one_in_a_million")
 
 
 def _check(name: str, out_dir: str) -> tuple[int, float, float, dict]:
-    """(exit code, wall seconds, CPU seconds, report.json) of one `parity check` in a fresh process."""
-    config = os.path.join(ROOT, "fixtures", "scenarios", name, "parity.yaml")
-    env = {**os.environ, "PARITY_PROGRESS": "off"}
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "parity", "check", config, "--out", out_dir, "--force"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - started
-    with open(os.path.join(out_dir, "report.json"), encoding="utf-8") as handle:
-        report = json.load(handle)
-    return os.waitstatus_to_exitcode(status), wall, usage.ru_utime + usage.ru_stime, report
+    """(exit code, wall seconds, CPU seconds, report.json) of one scenario's `parity check` in a fresh process."""
+    return fresh_check(os.path.join(ROOT, "fixtures", "scenarios", name, "parity.yaml"), out_dir)
 
 
 def _tiers(report: dict) -> dict:

@@ -17,12 +17,12 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fresh_check import fresh_check  # noqa: E402 (beside this script)
 MODEL = os.path.join(ROOT, "fixtures", "scenarios", "_models", "tip_v1")
 ZONES = ("Loop", "O'Hare", "Near North Side", "Lincoln Park", "Uptown", "Lake View")
 
@@ -59,17 +59,7 @@ def _write_inputs(work: str, records: int) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
-def _check(config: str, out_dir: str) -> tuple[int, float, float, dict]:
-    """(exit code, wall seconds, CPU seconds, report.json) of one `parity check` in a fresh process."""
-    env = {**os.environ, "PARITY_PROGRESS": "off"}
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "parity", "check", config, "--out", out_dir, "--force"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - started
-    with open(os.path.join(out_dir, "report.json"), encoding="utf-8") as handle:
-        report = json.load(handle)
-    return os.waitstatus_to_exitcode(status), wall, usage.ru_utime + usage.ru_stime, report
+_check = fresh_check  # (exit code, wall seconds, CPU seconds, report.json) of one check in a fresh process
 
 
 def _counts(report: dict) -> dict:
