@@ -16,7 +16,7 @@ from parity.config.inputs import run_inputs
 from parity.console import progress, signals
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError, RunnerError
-from parity.replay import job
+from parity.replay import flink, job
 from parity.replay import sides_at_once as overlap
 from parity.replay.gate import TransformGate
 from parity.replay.pipeline import TFT_OUTPUT, FromSideGraph
@@ -194,6 +194,7 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
         if beam_args:
             command += ["--", *beam_args]
         env = signals.child_env()  # the replay ends with this process, even one killed with SIGKILL
+        env.update(flink.child_environment())  # it reuses this process's Flink job server
         seed = os.environ.get("PYTHONHASHSEED")
         env["PYTHONHASHSEED"] = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
         done = subprocess.run(command, env=env, capture_output=True, text=True)

@@ -309,8 +309,10 @@ class JobServer:
 _SERVERS: dict[tuple[str, str], JobServer] = {}
 _LOCK = threading.Lock()
 # Endpoints of the job servers this process (or its parent parity process) started, by "jar|master": the
-# noise replays of `parity check --noise` run in child processes and reuse the parent's job server.
+# noise replays of `parity check --noise` and the second side run in child processes and reuse the parent's
+# job server, given to them in their environment (`child_environment`), never in this process's own.
 _INHERITED = "PARITY_FLINK_JOB_SERVERS"
+_published: dict[str, str] = {}
 
 
 def _inherited_endpoint(jar: str, flink_master: str) -> str | None:
@@ -323,13 +325,19 @@ def _inherited_endpoint(jar: str, flink_master: str) -> str | None:
 
 
 def _publish(jar: str, flink_master: str, endpoint: str) -> None:
+    _published[f"{jar}|{flink_master}"] = endpoint
+
+
+def child_environment() -> dict[str, str]:
+    """The environment entry a child parity process needs to reuse the job servers this process started or
+    inherited (empty when there are none), for the caller to add to the child's environment: a library call
+    leaves `os.environ` as it found it."""
     try:
         known = json.loads(os.environ.get(_INHERITED, "") or "{}")
     except ValueError:
         known = {}
-    known = known if isinstance(known, dict) else {}
-    known[f"{jar}|{flink_master}"] = endpoint
-    os.environ[_INHERITED] = json.dumps(known, sort_keys=True)
+    known = {**(known if isinstance(known, dict) else {}), **_published}
+    return {_INHERITED: json.dumps(known, sort_keys=True)} if known else {}
 
 
 def shared_job_endpoint(jar: str, flink_master: str = LOCAL_MASTER) -> str:

@@ -36,6 +36,7 @@ from parity.config import Config, SideConfig
 from parity.console import signals
 from parity.console.cores import usable_cores
 from parity.errors import ConfigError, ParityError, RunnerError, portable
+from parity.replay import flink
 from parity.replay.gate import TransformGate
 from parity.storage import files
 
@@ -98,6 +99,7 @@ class SecondSide(TransformGate):
         request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
                    "runner": runner, "result": os.path.join(scratch, "result.pickle")}
         env = signals.child_env()  # the child ends with this process, even one killed with SIGKILL
+        env.update(flink.child_environment())  # it reuses this process's Flink job server
         # the child imports what this process can: parity and the config's modules
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
         from parity.console import terminal

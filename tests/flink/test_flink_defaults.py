@@ -74,6 +74,23 @@ def test_without_job_endpoint_parity_starts_one_job_server_per_master_and_passes
     assert started[-1] == ("/x/own.jar", "[local]")
 
 
+def test_a_started_job_server_reaches_child_processes_through_their_environment_not_this_ones(monkeypatch):
+    """Before, the endpoint was written into os.environ: a `parity.check` in a user's process left
+    PARITY_FLINK_JOB_SERVERS set there after it returned."""
+    import json
+
+    monkeypatch.setattr(flink, "_published", {})
+    monkeypatch.setenv("PARITY_FLINK_JOB_SERVERS", json.dumps({"parent.jar|[local]": "localhost:7"}))
+    before = dict(os.environ)
+    flink._publish("own.jar", "[local]", "localhost:9")
+    assert dict(os.environ) == before
+    assert json.loads(flink.child_environment()["PARITY_FLINK_JOB_SERVERS"]) == {
+        "parent.jar|[local]": "localhost:7", "own.jar|[local]": "localhost:9"}
+    monkeypatch.delenv("PARITY_FLINK_JOB_SERVERS")
+    monkeypatch.setattr(flink, "_published", {})
+    assert flink.child_environment() == {}
+
+
 def test_make_options_applies_the_defaults_for_flink_only(monkeypatch):
     monkeypatch.setattr(flink, "shared_job_endpoint", lambda jar, master: "localhost:1234")
     options = make_options("FlinkRunner", []).get_all_options()
