@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from tests.cluster import moments  # noqa: E402
 from tests.cluster.moments import Moment  # noqa: E402
 
 MAX_DELAY = 6.0  # seconds after a job of the check runs before looking for the moment: which bundle is hit
@@ -151,9 +152,6 @@ class _Killer(threading.Thread):
 
     def __init__(self, testbed, kill: Kill):
         super().__init__(daemon=True)
-        from tests.cluster import moments
-
-        self.moments = moments
         self.testbed, self.kill = testbed, kill
         self.jobs_before = testbed.flink.jobs()
         self.done = threading.Event()
@@ -162,19 +160,34 @@ class _Killer(threading.Thread):
         self.killed_at: float | None = None
 
     def run(self) -> None:
-        moments = self.moments
-        while not self.done.is_set() and not moments.under_way(self.testbed, self.jobs_before):
-            self.done.wait(0.05)
-        if self.done.wait(self.kill.delay):
+        watch = moments.HarnessWatch(self.testbed.pool)
+
+        def wait(seconds: float) -> bool:
+            """Sleeps `seconds`, looking at the harnesses every 20 ms; True once the check has ended."""
+            until = time.monotonic() + seconds
+            while not self.done.wait(min(0.02, max(until - time.monotonic(), 0))):
+                watch.look()
+                if time.monotonic() >= until:
+                    return False
+            return True
+
+        while not moments.under_way(self.testbed, self.jobs_before):
+            if wait(0.02):
+                return
+        if wait(self.kill.delay):
             return
-        while not self.done.is_set():
-            candidates = moments.harnesses_at(self.testbed, self.kill.moment)
+        while True:
+            candidates = moments.harnesses_at(self.testbed, self.kill.moment, watch)
             if candidates and moments.under_way(self.testbed, self.jobs_before):
-                pid = moments.kill(candidates[self.kill.pick % len(candidates)])
-                if pid is not None:
-                    self.killed, self.killed_at = pid, time.monotonic() - self.started_at
-                    return
-            self.done.wait(0.02)
+                pid = candidates[self.kill.pick % len(candidates)]
+                # a start is killed only if it has still not connected (the REST call above took some ms)
+                if self.kill.moment is not Moment.START or pid in watch.starting():
+                    pid = moments.kill(pid)
+                    if pid is not None:
+                        self.killed, self.killed_at = pid, time.monotonic() - self.started_at
+                        return
+            if wait(0.02):
+                return
 
 
 def _one_run(testbed, number: int, kill: Kill | None, reference: bytes | None,

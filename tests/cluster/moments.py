@@ -2,7 +2,9 @@
 (scripts/soak_harness.py). Every moment is read from /proc (tests/cluster/testbed.py), by pid:
 
 - START: a harness process of the pool that holds no TCP connection yet (importing Beam, before it reaches its
-  TaskManager's control service);
+  TaskManager's control service). Only a HarnessWatch tells it apart from a harness that has closed its
+  connections and is exiting (its environment released, its StopWorker not come yet: the first soak killed one of
+  those and counted it as a start): a harness it saw appear and never saw connected;
 - BETWEEN_BUNDLES: a harness connected to the three services of its TaskManager (control, state, data) that used no
   CPU over IDLE_WINDOW seconds: no bundle of it is working. Flink's batch mode runs a task's whole share of a fused
   stage as one bundle and releases a stage's harness when its tasks end (a harness lives 1.5-3.5 s here), so a
@@ -89,10 +91,30 @@ def _busy(harnesses: list[int], window: float) -> dict[int, int]:
             if before[pid] is not None and after[pid] is not None}
 
 
-def harnesses_at(testbed, moment: Moment) -> list[int]:
+class HarnessWatch:
+    """The pool's harnesses as seen since the watch began: those there already, those seen connected. `look` as
+    often as a harness's connections may come and go (its life is 1.5-3.5 s here: every 50 ms or less)."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.there_before = set(pool.children())
+        self.seen_connected: set[int] = set()
+
+    def look(self) -> None:
+        self.seen_connected.update(self.pool.connected())
+
+    def starting(self) -> list[int]:
+        """The harnesses started since the watch began that have never been seen connected, in pid order."""
+        self.look()
+        return sorted(pid for pid in self.pool.unconnected()
+                      if pid not in self.there_before and pid not in self.seen_connected)
+
+
+def harnesses_at(testbed, moment: Moment, watch: HarnessWatch) -> list[int]:
     """The pids of the pool's harnesses that are at `moment` now, in pid order (maybe none)."""
     if moment is Moment.START:
-        return sorted(testbed.pool.unconnected())
+        return watch.starting()
+    watch.look()
     processing = testbed.flink.processing(testbed.pool.connected())
     if moment is Moment.MID_BUNDLE:
         return sorted(pid for pid, ticks in _busy(processing, BUSY_WINDOW).items() if ticks >= BUSY_TICKS)
