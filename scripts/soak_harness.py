@@ -52,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the moments to draw from, comma-separated (default: all three)")
     parser.add_argument("--failover", choices=("full", "region"), default="full",
                         help="the test bed's jobmanager.execution.failover-strategy (Flink's default: region)")
+    parser.add_argument("--job", default="", metavar="NAME_PART",
+                        help="kill only while a job whose name holds this runs, e.g. production (the side's job, "
+                             "parity-SIDE-...; default: any job of the check)")
     parser.add_argument("--job-timeout", type=float, default=DEFAULT_JOB_TIMEOUT,
                         help="seconds each job may take (PARITY_FLINK_JOB_TIMEOUT): cancelled then, the run failed")
     parser.add_argument("--beam-option", action="append", default=[], metavar="OPTION",
@@ -150,9 +153,9 @@ def _first_line(exc: BaseException) -> str:
 class _Killer(threading.Thread):
     """Beside one check: waits until a job of it runs, then `kill.delay` s, then SIGKILLs a harness at the moment."""
 
-    def __init__(self, testbed, kill: Kill):
+    def __init__(self, testbed, kill: Kill, job: str = ""):
         super().__init__(daemon=True)
-        self.testbed, self.kill = testbed, kill
+        self.testbed, self.kill, self.job = testbed, kill, job
         self.jobs_before = testbed.flink.jobs()
         self.done = threading.Event()
         self.started_at = time.monotonic()
@@ -171,14 +174,14 @@ class _Killer(threading.Thread):
                     return False
             return True
 
-        while not moments.under_way(self.testbed, self.jobs_before):
+        while not moments.under_way(self.testbed, self.jobs_before, self.job):
             if wait(0.02):
                 return
         if wait(self.kill.delay):
             return
         while True:
             candidates = moments.harnesses_at(self.testbed, self.kill.moment, watch)
-            if candidates and moments.under_way(self.testbed, self.jobs_before):
+            if candidates and moments.under_way(self.testbed, self.jobs_before, self.job):
                 pid = candidates[self.kill.pick % len(candidates)]
                 # a start is killed only if it has still not connected (the REST call above took some ms)
                 if self.kill.moment is not Moment.START or pid in watch.starting():
@@ -191,17 +194,17 @@ class _Killer(threading.Thread):
 
 
 def _one_run(testbed, number: int, kill: Kill | None, reference: bytes | None,
-             job_timeout: float) -> tuple[Run, bytes | None]:
+             args: argparse.Namespace) -> tuple[Run, bytes | None]:
     from tests.cluster.test_s3_paths import cluster_check
 
     failures_before = testbed.flink.failures()
-    killer = _Killer(testbed, kill) if kill else None
+    killer = _Killer(testbed, kill, args.job) if kill else None
     started = time.monotonic()
     report, error = None, None
     if killer:
         killer.start()
     try:
-        report = cluster_check(testbed, f"soak-{number:02d}", job_timeout=job_timeout)
+        report = cluster_check(testbed, f"soak-{number:02d}", job_timeout=args.job_timeout)
     except Exception as exc:  # noqa: BLE001 - a failed check is a result of the soak, not its end
         error = _first_line(exc)
     seconds = time.monotonic() - started
@@ -227,7 +230,8 @@ def soak(args: argparse.Namespace) -> int:
     kills = plan(args.kills, args.seed, args.moments)
     base = tempfile.mkdtemp(prefix="parity-soak-")
     os.chmod(base, 0o755)
-    _say(f"soak: {args.kills} kills, seed {args.seed}, moments {', '.join(m.value for m in args.moments)}; plan: "
+    _say(f"soak: {args.kills} kills, seed {args.seed}, moments {', '.join(m.value for m in args.moments)}"
+         + (f", in a job named *{args.job}*" if args.job else "") + "; plan: "
          + ", ".join(f"{k.moment.value}+{k.delay}s" for k in kills))
     started = time.monotonic()
     s3 = testbed = None
@@ -248,12 +252,12 @@ def soak(args: argparse.Namespace) -> int:
     testbed = dataclasses.replace(testbed, extra_options=tuple(args.beam_option))
     runs: list[Run] = []
     try:
-        undisturbed, reference = _one_run(testbed, 0, None, None, args.job_timeout)
+        undisturbed, reference = _one_run(testbed, 0, None, None, args)
         runs.append(undisturbed)
         _say(line(undisturbed, args.kills, undisturbed.seconds))
         if undisturbed.error is None:
             for number, kill in enumerate(kills, 1):
-                run, _ = _one_run(testbed, number, kill, reference, args.job_timeout)
+                run, _ = _one_run(testbed, number, kill, reference, args)
                 runs.append(run)
                 _say(line(run, args.kills, undisturbed.seconds))
     finally:

@@ -56,16 +56,19 @@ def kill(pid: int | None) -> int | None:
     return pid
 
 
-def under_way(testbed, jobs_before: dict) -> bool:
+def under_way(testbed, jobs_before: dict, name_part: str = "") -> bool:
     """A job of this check runs on the cluster (Flink says RUNNING). With a harness connected to its TaskManager
     (asked for by the caller), the job is processing: a TaskManager starts an environment for its first bundle.
     (A worker-written spill file was the sign first: on an idle machine the job then ended before the kill
-    failed a task.)"""
+    failed a task.)
+
+    `name_part`: only a job whose name holds it (`production`: parity names a side's job `parity-SIDE-...`)."""
     try:
-        jobs = testbed.flink.jobs()
+        jobs = testbed.flink.get("/jobs/overview")["jobs"]
     except OSError:  # the REST API did not answer within its 10 s (seen once on the loaded machine): ask again
         return False
-    return any(state == "RUNNING" and jid not in jobs_before for jid, state in jobs.items())
+    return any(job["state"] == "RUNNING" and job["jid"] not in jobs_before and name_part in job["name"]
+               for job in jobs)
 
 
 def new_jobs(testbed, jobs_before: dict) -> dict[str, str]:
