@@ -17,55 +17,15 @@ restart, not that wait.
 """
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import pytest
 
 from parity.errors import RunnerError
+from tests.cluster.moments import kill, new_jobs, poll, under_way
 from tests.cluster.test_s3_paths import cluster_check, cluster_checks_at_once, direct_report  # noqa: F401
 
 pytestmark = pytest.mark.cluster
-
-PROGRESS_TIMEOUT = 240.0  # seconds a check has to show that its job is under way
-
-
-def _poll(what: str, attempt, timeout: float = PROGRESS_TIMEOUT, step: float = 0.1):
-    """Calls `attempt` until it returns something true, which is returned; fails after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = attempt()
-        if found:
-            return found
-        time.sleep(step)
-    raise AssertionError(f"no {what} within {timeout:g} s")
-
-
-def _kill(pid: int | None) -> int | None:
-    if pid is None:
-        return None
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:  # it ended meanwhile: look again
-        return None
-    return pid
-
-
-def _under_way(testbed, jobs_before: dict) -> bool:
-    """A job of this check runs on the cluster (Flink says RUNNING). With a harness connected to its TaskManager
-    (asked for by the caller), the job is processing: a TaskManager starts an environment for its first bundle.
-    (A worker-written spill file was the sign first: on an idle machine the job then ended before the kill
-    failed a task.)"""
-    try:
-        jobs = testbed.flink.jobs()
-    except OSError:  # the REST API did not answer within its 10 s (seen once on the loaded machine): ask again
-        return False
-    return any(state == "RUNNING" and jid not in jobs_before for jid, state in jobs.items())
-
-
-def _new_jobs(testbed, jobs_before: dict) -> dict[str, str]:
-    return {jid: state for jid, state in testbed.flink.jobs().items() if jid not in jobs_before}
 
 
 @pytest.fixture
@@ -83,17 +43,17 @@ def test_a_check_survives_a_killed_sdk_worker_and_gives_the_same_report(testbed,
 
     def kill_a_processing_harness(out: str) -> None:
         def attempt():
-            if not _under_way(testbed, jobs_before):
+            if not under_way(testbed, jobs_before):
                 return None
-            return _kill(next(iter(testbed.flink.processing(testbed.pool.connected())), None))
+            return kill(next(iter(testbed.flink.processing(testbed.pool.connected())), None))
 
-        killed.append(_poll("job under way with an SDK harness processing bundles", attempt, step=0.02))
+        killed.append(poll("job under way with an SDK harness processing bundles", attempt, step=0.02))
 
     report = cluster_check(testbed, "worker-killed", while_running=kill_a_processing_harness)
     assert killed
     assert report == direct_report
     assert testbed.flink.failures() > failures_before, "the killed harness made no task fail: nothing was tested"
-    assert set(_new_jobs(testbed, jobs_before).values()) == {"FINISHED"}  # restarted, not failed
+    assert set(new_jobs(testbed, jobs_before).values()) == {"FINISHED"}  # restarted, not failed
 
 
 def test_a_check_survives_a_killed_taskmanager_and_gives_the_same_report(testbed, direct_report, quiet):
@@ -104,7 +64,7 @@ def test_a_check_survives_a_killed_taskmanager_and_gives_the_same_report(testbed
 
     def kill_a_working_taskmanager(out: str) -> None:
         def attempt():
-            if not _under_way(testbed, jobs_before):
+            if not under_way(testbed, jobs_before):
                 return None
             for harness in testbed.pool.connected():
                 taskmanager = testbed.flink.taskmanager_serving(harness)
@@ -112,7 +72,7 @@ def test_a_check_survives_a_killed_taskmanager_and_gives_the_same_report(testbed
                     return taskmanager
             return None
 
-        taskmanager = _poll("job under way with a TaskManager serving a connected SDK harness", attempt)
+        taskmanager = poll("job under way with a TaskManager serving a connected SDK harness", attempt)
         testbed.flink.kill_taskmanager(taskmanager)
         killed.append(taskmanager)
 
@@ -124,14 +84,14 @@ def test_a_check_survives_a_killed_taskmanager_and_gives_the_same_report(testbed
     assert killed
     assert report == direct_report
     assert testbed.flink.failures() > failures_before, "the killed TaskManager made no task fail"
-    assert set(_new_jobs(testbed, jobs_before).values()) == {"FINISHED"}
+    assert set(new_jobs(testbed, jobs_before).values()) == {"FINISHED"}
 
 
 def test_two_checks_at_once_into_different_out_folders_each_give_the_direct_report(testbed, direct_report):
     jobs_before = testbed.flink.jobs()
     reports = cluster_checks_at_once(testbed, ["at-once-1", "at-once-2"])
     assert reports == [direct_report, direct_report]
-    jobs = [testbed.flink.get(f"/jobs/{jid}") for jid in _new_jobs(testbed, jobs_before)]
+    jobs = [testbed.flink.get(f"/jobs/{jid}") for jid in new_jobs(testbed, jobs_before)]
     assert len(jobs) == 4 and {job["state"] for job in jobs} == {"FINISHED"}  # two sides each
     spans = sorted((job["start-time"], job["end-time"]) for job in jobs)
     assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), \
@@ -144,9 +104,9 @@ def test_a_check_whose_sdk_harness_dies_before_it_connects_fails_within_its_job_
 
     def kill_a_starting_harness(out: str) -> None:
         def attempt():
-            return _kill(next(iter(testbed.pool.unconnected()), None))
+            return kill(next(iter(testbed.pool.unconnected()), None))
 
-        killed.append(_poll("SDK harness starting", attempt, step=0.02))
+        killed.append(poll("SDK harness starting", attempt, step=0.02))
 
     started = time.monotonic()
     with pytest.raises(RunnerError) as caught:
@@ -158,5 +118,5 @@ def test_a_check_whose_sdk_harness_dies_before_it_connects_fails_within_its_job_
     assert "Still waiting for startup of environment" in said
     assert took < 30 + 90, f"the check took {took:.0f} s to fail"
     # nothing left holding the slots: the job goes from CANCELLING to CANCELED once its tasks have stopped
-    _poll("end of the cancelled job", lambda: set(_new_jobs(testbed, jobs_before).values()) == {"CANCELED"},
+    poll("end of the cancelled job", lambda: set(new_jobs(testbed, jobs_before).values()) == {"CANCELED"},
           timeout=60)

@@ -13,6 +13,7 @@ import yaml
 
 import parity
 from parity.storage import urls
+from tests.cluster.testbed import JOB_TIMEOUT  # seconds one of a check's jobs may take
 
 pytestmark = pytest.mark.cluster
 
@@ -87,7 +88,6 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
 
 
 CHECK_TIMEOUT = int(os.environ.get("PARITY_TESTBED_CHECK_TIMEOUT", "600"))  # seconds one check may take
-JOB_TIMEOUT = float(os.environ.get("PARITY_TESTBED_JOB_TIMEOUT", "300"))  # seconds one of its jobs may take
 
 
 @contextlib.contextmanager

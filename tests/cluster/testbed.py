@@ -425,7 +425,9 @@ class FlinkCluster:
         self.script("stop", timeout=120)
 
 
-def start_flink(run_dir: str, taskmanagers: int = 2) -> FlinkCluster:
+def start_flink(run_dir: str, taskmanagers: int = 2, failover_strategy: str | None = None) -> FlinkCluster:
+    """`failover_strategy`: Flink's `jobmanager.execution.failover-strategy` (the script's default, `full`, unless
+    given: the soak tries `region`, Flink's own default, with it)."""
     rest, rpc = free_port(), free_port()
     # A killed TaskManager is noticed after 2 missed heartbeats 2 s apart (Flink's default: up to 50 s), and
     # the restarts that land on its slots before then each use an attempt: 10 attempts, not 3.
@@ -433,9 +435,82 @@ def start_flink(run_dir: str, taskmanagers: int = 2) -> FlinkCluster:
                PARITY_FLINK_RPC_PORT=str(rpc), PARITY_FLINK_TASKMANAGERS=str(taskmanagers),
                PARITY_FLINK_SLOTS="2", PARITY_FLINK_RESTART_ATTEMPTS="10", PARITY_FLINK_HEARTBEAT_INTERVAL="2000",
                PARITY_FLINK_HEARTBEAT_TIMEOUT="20000")
+    if failover_strategy:
+        env["PARITY_FLINK_FAILOVER_STRATEGY"] = failover_strategy
     cluster = FlinkCluster(rest, env)
     done = cluster.script("start")
     if done.returncode != 0:
         cluster.stop()
         raise RuntimeError(f"scripts/flink_cluster.sh start (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return cluster
+
+
+JOB_TIMEOUT = float(os.environ.get("PARITY_TESTBED_JOB_TIMEOUT", "300"))  # seconds one test bed job may take
+
+
+@dataclass(frozen=True)
+class TestBed:
+    """The started test bed (`start_testbed`): what the cluster tests and scripts/soak_harness.py run checks on."""
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+
+    s3: S3Server
+    flink: FlinkCluster
+    pool: WorkerPool
+    job_endpoint: str
+    bucket: str
+    # A second pool, as the same user, for a check that runs at the same time as another: a pool knows its
+    # harnesses by worker id, which every job numbers from 1 on each TaskManager; parity's pool stops the oldest
+    # live harness under an id, which with two live jobs may be the other job's, and that job may then wait for
+    # ever (docs/flink.md, "Concurrent jobs and one worker pool").
+    other_pool: WorkerPool
+    stops: tuple = ()  # what start_testbed started, in start order (not the S3 server: its caller's)
+    extra_options: tuple = ()  # Beam options every job gets after the test bed's own (the soak's --beam-option)
+
+    def options(self, parallelism: int = 2, pool: WorkerPool | None = None) -> list[str]:
+        """Beam options for a job on the test bed: its job server, the worker pool, and Beam's S3 options."""
+        return [f"--job_endpoint={self.job_endpoint}", *(pool or self.pool).options, f"--parallelism={parallelism}",
+                *self.s3.options, *self.extra_options]
+
+    def finish(self, result, timeout: float = JOB_TIMEOUT) -> None:
+        """Waits for a Beam job on the test bed; one that has not ended in `timeout` s is cancelled and fails
+        the test (an SDK harness that cannot start leaves a Flink job waiting for ever)."""
+        import pytest
+        from apache_beam.runners.runner import PipelineState
+
+        state = result.wait_until_finish(duration=int(timeout * 1000))
+        if not PipelineState.is_terminal(state):
+            result.cancel()
+            pytest.fail(f"the job did not finish within {timeout:g} s (state {state}); worker pool log: "
+                        f"{self.pool.log}")
+        assert state == PipelineState.DONE, state
+
+    def url(self, *parts: str) -> str:
+        return "s3://" + "/".join((self.bucket, *parts))
+
+    def stop(self) -> None:
+        for stop in reversed(self.stops):
+            stop()
+
+
+def start_testbed(base: str, s3: S3Server, failover_strategy: str | None = None) -> TestBed:
+    """The worker pools, the Flink cluster and a Beam job server for it, under `base`, beside `s3` (which has the
+    bucket `parity`); on a failure, what had started is stopped and the error raised."""
+    from parity.replay.flink import JobServer, job_server_jar
+
+    stops: list = []
+    try:
+        jar = job_server_jar()  # before anything starts: a missing jar fails at once
+        pool = start_worker_pool(os.path.join(base, "worker"))
+        stops.append(pool.stop)
+        other_pool = start_worker_pool(os.path.join(base, "worker-other"))
+        stops.append(other_pool.stop)
+        flink = start_flink(os.path.join(base, "flink"), failover_strategy=failover_strategy)
+        stops.append(flink.stop)
+        server = JobServer(jar, flink.master)
+        server.start()
+        stops.append(server.stop)
+    except BaseException:
+        for stop in reversed(stops):
+            stop()
+        raise
+    return TestBed(s3, flink, pool, server.endpoint, "parity", other_pool, tuple(stops))
