@@ -209,3 +209,60 @@ def test_a_harness_interpreter_without_beam_is_named_in_the_pools_log_at_start(t
         process.wait(timeout=TIMEOUT)
     said = (tmp_path / "pool.log").read_text()
     assert "the harness interpreter /bin/false cannot import apache_beam and parity (exit code 1)" in said, said
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+def _harness_pids(worker_id: str) -> list[int]:
+    """The pids of this process's children that run Beam's harness for `worker_id` (the pool runs in-process)."""
+    found = []
+    for pid in _children(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read().decode(errors="replace")
+        except FileNotFoundError:
+            continue
+        if f'worker_id="{worker_id}"' in command and _alive(pid):
+            found.append(pid)
+    return found
+
+
+def _start_request(worker_id: str, control: str):
+    endpoint = endpoints_pb2.ApiServiceDescriptor(url=control)
+    return beam_fn_api_pb2.StartWorkerRequest(worker_id=worker_id, control_endpoint=endpoint,
+                                              logging_endpoint=endpoint, artifact_endpoint=endpoint,
+                                              provision_endpoint=endpoint)
+
+
+def test_a_harness_killed_before_it_connects_is_started_again_under_its_worker_id_and_then_connects():
+    """The runner waits for a harness of the id it asked for, for ever (Beam's ExternalEnvironmentFactory): before,
+    a harness killed while it started hung its job until the job timeout (`make soak`: 0 of 4 start kills
+    survived). The pool starts another under the same id, which connects once the runner answers."""
+    import sys
+    import threading
+
+    port = _free_port()
+    servicer = WorkerPoolServicer(use_process=True, python=sys.executable)
+    try:
+        assert not servicer.StartWorker(_start_request("9-1", f"localhost:{port}"), None).error
+        [first] = _poll("harness 9-1 started", lambda: _harness_pids("9-1") or None)
+        os.kill(first, signal.SIGKILL)  # nothing listens on the control port yet: it had not connected
+        [second] = _poll("harness 9-1 started again", lambda: [p for p in _harness_pids("9-1") if p != first] or None)
+        runner = grpc.server(__import__("concurrent.futures").futures.ThreadPoolExecutor(2))
+        runner.add_insecure_port(f"localhost:{port}")
+        runner.start()  # the runner's control port answers: the harness connects, then finds no Control service
+        try:
+            _poll("the second harness's end", lambda: not _alive(second))
+            _poll("its watcher's end", lambda: not [t for t in threading.enumerate()
+                                                     if t.name == "parity-harness-9-1"])
+            assert _harness_pids("9-1") == []  # it had connected: not started a third time
+        finally:
+            runner.stop(0)
+    finally:
+        servicer.stop_all()

@@ -53,13 +53,24 @@ def harness_python(given: str | None = None) -> str:
     return given or os.environ.get(PYTHON_ENV) or sys.executable
 
 
+# Starts of one worker id after the first, for harnesses that died before they connected: a harness that cannot
+# start at all (an interpreter without Beam) is not started for ever.
+MAX_RESTARTS = 3
+
+
 def harness_command(python: str, control_url: str, worker_id: str, state_cache_size: int,
-                    data_buffer_time_limit_ms: int) -> list[str]:
-    """Beam's harness command (`worker_pool_main`'s StartWorker, process mode) with `python` for its `python`."""
-    return [python, "-c",
-            "from apache_beam.runners.worker.sdk_worker import SdkHarness; "
-            f'SdkHarness("{control_url}",worker_id="{worker_id}",state_cache_size={int(state_cache_size)},'
-            f"data_buffer_time_limit_ms={int(data_buffer_time_limit_ms)}).run()"]  # Beam's text, quotes and all
+                    data_buffer_time_limit_ms: int, connected_fd: int | None = None) -> list[str]:
+    """Beam's harness command (`worker_pool_main`'s StartWorker, process mode) with `python` for its `python`.
+
+    With `connected_fd`, the harness writes one byte to that pipe once its control channel to the runner is up
+    (`SdkHarness.__init__` returns then) and closes it: the pool learns whether a harness that died had connected.
+    No import of parity: `--harness_python` may name an interpreter that has Beam only."""
+    harness = (f'SdkHarness("{control_url}",worker_id="{worker_id}",state_cache_size={int(state_cache_size)},'
+               f"data_buffer_time_limit_ms={int(data_buffer_time_limit_ms)})")  # Beam's text, quotes and all
+    if connected_fd is None:
+        return [python, "-c", f"from apache_beam.runners.worker.sdk_worker import SdkHarness; {harness}.run()"]
+    return [python, "-c", "import os; from apache_beam.runners.worker.sdk_worker import SdkHarness; "
+                          f"h = {harness}; os.write({connected_fd}, b'c'); os.close({connected_fd}); h.run()"]
 
 
 class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
@@ -90,18 +101,67 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
 
     def _start_harness(self, request):
         """Beam's process-mode start with `self.python`; the harness's stdout goes where the pool's does (Beam
-        pipes it and never reads it: a harness that printed 64 KB would block)."""
-        settings = compat.pool_settings(self)
-        command = harness_command(self.python, request.control_endpoint.url, request.worker_id,
-                                  settings["state_cache_size"], settings["data_buffer_time_limit_ms"])
+        pipes it and never reads it: a harness that printed 64 KB would block). A watcher starts it again under
+        the same id if it dies before it connects (`_watch`)."""
         try:
-            compat.keep_harness(self, request.worker_id, subprocess.Popen(command, close_fds=True))  # noqa: S603
+            process = self._spawn(request, restarts=0)
         except OSError as exc:
             _LOGGER.error("cannot start SDK harness %s with %s: %s", request.worker_id, self.python, exc)
             return beam_fn_api_pb2.StartWorkerResponse(
                 error=f"parity's worker pool cannot start an SDK harness with {self.python}: {exc}; start the pool "
                       f"with the interpreter that has parity and Beam, or pass --harness_python")
+        compat.keep_harness(self, request.worker_id, process)
         return beam_fn_api_pb2.StartWorkerResponse()
+
+    def _spawn(self, request, restarts: int) -> subprocess.Popen:
+        """A harness process for `request` and the thread that watches whether it connects."""
+        settings = compat.pool_settings(self)
+        connected, write_end = os.pipe()
+        try:
+            command = harness_command(self.python, request.control_endpoint.url, request.worker_id,
+                                      settings["state_cache_size"], settings["data_buffer_time_limit_ms"], write_end)
+            process = subprocess.Popen(command, close_fds=True, pass_fds=(write_end,))  # noqa: S603
+        except BaseException:
+            os.close(connected)
+            raise
+        finally:
+            os.close(write_end)
+        threading.Thread(target=self._watch, args=(request, process, connected, restarts), daemon=True,
+                         name=f"parity-harness-{request.worker_id}").start()
+        return process
+
+    def _watch(self, request, process: subprocess.Popen, connected: int, restarts: int) -> None:
+        """Starts another harness under the same id when `process` exits before it connected to its runner.
+
+        The runner (Beam's ExternalEnvironmentFactory in the TaskManager) sent StartWorker and then waits for a
+        harness of that id to connect, for ever: the worker pool API has no way to tell it the harness died, so
+        a harness killed while it started hung its job until the job timeout. One that had connected is never
+        started again: its runner sees it gone (its task fails and Flink restarts it with a new environment)."""
+        try:
+            said = os.read(connected, 1)  # b"c" once connected; b"" when the harness exited without saying so
+        finally:
+            os.close(connected)
+        if said:
+            return
+        process.wait()
+        worker_id = request.worker_id
+        with self._lock:
+            kept = self._harnesses.get(worker_id, [])
+            if process not in kept:  # stopped (StopWorker took it), or never handed to StartWorker's bookkeeping
+                return
+            if restarts >= MAX_RESTARTS:
+                _LOGGER.error("SDK harness %s (pid %d) exited (%s) before it connected, for the %d time: not started "
+                              "again; its job waits until PARITY_FLINK_JOB_TIMEOUT", worker_id, process.pid,
+                              process.returncode, restarts + 1)
+                return
+            try:
+                again = self._spawn(request, restarts + 1)
+            except OSError as exc:
+                _LOGGER.error("cannot start SDK harness %s again with %s: %s", worker_id, self.python, exc)
+                return
+            kept[kept.index(process)] = again
+        _LOGGER.warning("SDK harness %s (pid %d) exited (%s) before it connected to its runner, which waits for that "
+                        "id: started it again, pid %d", worker_id, process.pid, process.returncode, again.pid)
 
     @classmethod
     def start(cls, use_process: bool = False, port: int = 0, state_cache_size: int = 0,

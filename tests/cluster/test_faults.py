@@ -7,9 +7,9 @@ give that report too.
 
 A harness that dies before it connects is never noticed by Beam's EXTERNAL environment (the TaskManager waits
 for it without end, logging "Still waiting for startup of environment"): that is what made the earlier drill
-hang once in two runs, when it killed a harness a fixed 3 s after it appeared. Here a kill waits for the job to
-be RUNNING and the harness to be connected instead, and a check whose harness never connects fails within
-parity's job deadline (PARITY_FLINK_JOB_TIMEOUT), its job cancelled. A harness killed once connected to its
+hang once in two runs, when it killed a harness a fixed 3 s after it appeared. parity's worker pool now starts
+another harness under the same id when one dies before it connects, and a check whose harness was killed while
+it started completes with the same report. A harness killed once connected to its
 TaskManager's control service but not yet to its data service leaves the tasks waiting 3 minutes for the data
 client (Beam's GrpcDataService: "No client connected within timeout") before they fail and the job restarts: the
 kill waits for all three of a harness's connections (control, state, data), so that the drill tests the
@@ -17,11 +17,8 @@ restart, not that wait.
 """
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from parity.errors import RunnerError
 from tests.cluster.moments import kill, new_jobs, poll, under_way
 from tests.cluster.test_s3_paths import cluster_check, cluster_checks_at_once, direct_report  # noqa: F401
 
@@ -98,7 +95,11 @@ def test_two_checks_at_once_into_different_out_folders_each_give_the_direct_repo
         f"no two of the checks' jobs ran at the same time: {spans}"
 
 
-def test_a_check_whose_sdk_harness_dies_before_it_connects_fails_within_its_job_deadline(testbed, quiet):
+def test_a_check_whose_sdk_harness_dies_before_it_connects_gets_a_new_harness_and_gives_the_same_report(
+        testbed, direct_report, quiet):
+    """Beam's EXTERNAL environment waits for the harness of the id it asked for, for ever; parity's pool starts
+    another under that id when one dies before it connects. Before, this check ran into its job deadline
+    (PARITY_FLINK_JOB_TIMEOUT) and failed, its job cancelled (`make soak`: 0 of 4 start kills survived)."""
     jobs_before = testbed.flink.jobs()
     killed: list[int] = []
 
@@ -108,15 +109,10 @@ def test_a_check_whose_sdk_harness_dies_before_it_connects_fails_within_its_job_
 
         killed.append(poll("SDK harness starting", attempt, step=0.02))
 
-    started = time.monotonic()
-    with pytest.raises(RunnerError) as caught:
-        cluster_check(testbed, "harness-never-connects", while_running=kill_a_starting_harness, job_timeout=30)
-    took = time.monotonic() - started
+    report = cluster_check(testbed, "harness-restarted", while_running=kill_a_starting_harness, job_timeout=120)
     assert killed
-    said = str(caught.value)
-    assert "did not finish within PARITY_FLINK_JOB_TIMEOUT=30 s" in said and "it was cancelled" in said, said
-    assert "Still waiting for startup of environment" in said
-    assert took < 30 + 90, f"the check took {took:.0f} s to fail"
-    # nothing left holding the slots: the job goes from CANCELLING to CANCELED once its tasks have stopped
-    poll("end of the cancelled job", lambda: set(new_jobs(testbed, jobs_before).values()) == {"CANCELED"},
-          timeout=60)
+    assert report == direct_report
+    with open(testbed.pool.log, encoding="utf-8", errors="replace") as handle:
+        said = handle.read()
+    assert f"(pid {killed[0]}) exited" in said and "before it connected to its runner" in said, said[-3000:]
+    assert set(new_jobs(testbed, jobs_before).values()) == {"FINISHED"}
