@@ -22,9 +22,9 @@ put in one component:
 | diff | parity/compare and parity/report (diff part only) |
 | other | the rest (parity's remaining modules, the standard library) |
 
-A built-in function's own time goes to the component of the Python function that called it (C calls from
-pyarrow and from the encoders keep their own component): `json.loads` called by the capture reader is read +
-parse, called by the json coder it is a stage value. GC is the time inside collections, measured apart (cProfile
+A built-in function's and a standard-library function's own time goes to the component of the function that
+called it (C calls from pyarrow and from the encoders keep their own component): `json.loads` called by the
+capture reader is read + parse, called by the json coder it is a stage value. GC is the time inside collections, measured apart (cProfile
 also charges it to whatever function ran when a collection started: the table takes it out of that share, in
 proportion). cProfile's clock is the wall clock (a CPU-time timer gave own times that added up to three times
 the part's CPU seconds), so on a shared machine the profiled seconds also hold the time others ran; they are
@@ -104,6 +104,8 @@ def component(func: tuple[str, int, str], transform_module: str) -> str | None:
         return None
     if transform_module and path.endswith(f"/{transform_module}.py"):
         return "user transform"
+    if "/site-packages/" not in path and "/parity/" not in path:
+        return None  # the standard library (json, pickle, os): charged to its callers, as a built-in
     if "/pyarrow/" in path:
         return "Arrow"
     if "/apache_beam/" in path or "/dill/" in path or "/cloudpickle/" in path:
@@ -168,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"))
     parser.add_argument("--json", default=None)
+    parser.add_argument("--tables", action="store_true",
+                        help="only the tables, from the stats and results an earlier run left in --work")
     parser.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)  # one part, in a child process
     parser.add_argument("--profile", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", default=None, help=argparse.SUPPRESS)
@@ -179,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.result, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
         return 0
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
+    if not args.tables:
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
     figures: dict[str, Any] = {"records": args.records, "parts": {}}
     for part in PARTS:
         for profiled in (False, True):
@@ -189,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, __file__, "--records", str(args.records), "--work", args.work, "--part", part,
                        "--result", result_path] + (["--profile", stats] if stats else [])
             load = os.getloadavg()[0]
-            subprocess.run(command, check=True, cwd=REPO, env={**os.environ, "PARITY_PROGRESS": "off"})
+            if not args.tables:
+                subprocess.run(command, check=True, cwd=REPO, env={**os.environ, "PARITY_PROGRESS": "off"})
             with open(result_path, encoding="utf-8") as handle:
                 result = json.load(handle)
             row = figures["parts"].setdefault(part, {})
