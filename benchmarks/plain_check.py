@@ -14,7 +14,9 @@ rounds are fixed before the run (`--rounds`). Printed for every round: wall seco
 system of the process and the children it waited for, `os.wait4`: both include their imports), the load average
 before it; then per contender the median and spread (max - min), and the ratio of the medians naive / parity in
 CPU and in wall. The two contenders' counts (matched records, first differing stage) must agree in every round,
-or the run stops. `--json FILE` writes the same figures.
+or the run stops. `--json FILE` writes the same figures. `--before-tree DIR` adds a third contender in every
+round, `parity_before`: the same check from another source tree (a checkout of the code before a change, with
+its C extension), first on `PYTHONPATH`; the before/after ratio is then of rounds run side by side.
 """
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ def ensure_inputs(records: int, work: str) -> str:
 
 
 def command(name: str, config: str, scratch: str) -> list[str]:
-    if name == "parity":
+    if name in ("parity", "parity_before"):
         return [sys.executable, "-m", "parity", "check", config, "--out", os.path.join(scratch, "out"), "--force"]
     return [sys.executable, os.path.join(HERE, "plain_naive.py"), "--config", config, "--work", scratch,
             "--result", os.path.join(scratch, "result.json")]
@@ -131,19 +133,23 @@ def counts(name: str, scratch: str) -> dict[str, int]:
     return out
 
 
-def run_one(name: str, config: str, scratch: str) -> dict[str, Any]:
+def run_one(name: str, config: str, scratch: str, before_tree: str | None = None) -> dict[str, Any]:
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
     load = os.getloadavg()[0]
     env = {**os.environ, "PARITY_PROGRESS": "off"}
+    tree = REPO
+    if name == "parity_before":  # the same check from another source tree, first on the path
+        tree = before_tree
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (before_tree, env.get("PYTHONPATH"))))
     started = time.monotonic()
     with open(os.path.join(scratch, "log.txt"), "w", encoding="utf-8") as out:
         proc = subprocess.Popen(command(name, config, scratch), stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=REPO)
+                                cwd=tree)
         _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
     code = os.waitstatus_to_exitcode(status)
-    if name == "plain_naive" and code != 0 or name == "parity" and code not in (0, 1):
+    if name == "plain_naive" and code != 0 or name != "plain_naive" and code not in (0, 1):
         raise SystemExit(f"{name} exited {code}; see {scratch}/log.txt")
     return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "load_before": round(load, 2), "counts": counts(name, scratch)}
@@ -159,15 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="fixed before the run")
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"))
     parser.add_argument("--json", default=None, help="write every round and the medians here")
+    parser.add_argument("--before-tree", default=None,
+                        help="also run parity's check from this source tree (a checkout of the code before a change) "
+                             "in every round, as the contender parity_before")
     args = parser.parse_args(argv)
+    contenders = (("parity_before",) if args.before_tree else ()) + CONTENDERS
     config = ensure_inputs(args.records, args.work)
-    log(f"config {config}; {args.rounds} rounds of {', '.join(CONTENDERS)}; load {os.getloadavg()}")
+    log(f"config {config}; {args.rounds} rounds of {', '.join(contenders)}; load {os.getloadavg()}")
     rounds: list[dict[str, Any]] = []
     seen: dict[str, int] | None = None
     for index in range(args.rounds):
-        shift = index % len(CONTENDERS)
-        for position, name in enumerate(CONTENDERS[shift:] + CONTENDERS[:shift]):
-            row = run_one(name, config, os.path.join(args.work, "plain-runs", name))
+        shift = index % len(contenders)
+        for position, name in enumerate(contenders[shift:] + contenders[:shift]):
+            row = run_one(name, config, os.path.join(args.work, "plain-runs", name), args.before_tree)
             seen = seen or row["counts"]
             if row["counts"] != seen:
                 raise SystemExit(f"round {index + 1} {name}: counts {row['counts']} differ from {seen}")
@@ -177,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {"records": args.records, "rounds": args.rounds, "counts": seen, "contenders": {}}
     print("\n| contender | wall s, every round | CPU s, every round | median wall (spread) | median CPU (spread) |")
     print("|---|---|---|---|---|")
-    for name in CONTENDERS:
+    for name in contenders:
         walls = [r["wall_s"] for r in rounds if r["contender"] == name]
         cpus = [r["cpu_s"] for r in rounds if r["contender"] == name]
         summary["contenders"][name] = {"wall_s": walls, "cpu_s": cpus, "median_wall_s": statistics.median(walls),
@@ -194,6 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nplain naive / parity, ratio of the medians: CPU {summary['naive_over_parity_cpu']}, wall "
           f"{summary['naive_over_parity_wall']} (target: CPU >= 3); CPU per record and side: parity "
           f"{summary['parity_cpu_us_per_record_and_side']} µs, plain naive {summary['naive_cpu_us_per_record_and_side']} µs")
+    if args.before_tree:
+        before = summary["contenders"]["parity_before"]
+        summary["parity_over_parity_before_cpu"] = round(ours["median_cpu_s"] / before["median_cpu_s"], 3)
+        summary["parity_over_parity_before_wall"] = round(ours["median_wall_s"] / before["median_wall_s"], 3)
+        summary["naive_over_parity_before_cpu"] = round(theirs["median_cpu_s"] / before["median_cpu_s"], 3)
+        print(f"parity (this tree) / parity_before, ratio of the medians: CPU {summary['parity_over_parity_before_cpu']}, "
+              f"wall {summary['parity_over_parity_before_wall']}; plain naive / parity_before, CPU "
+              f"{summary['naive_over_parity_before_cpu']}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({**summary, "every_round": rounds}, handle, indent=2)
