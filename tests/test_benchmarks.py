@@ -290,3 +290,19 @@ def test_the_diff_half_benchmark_streams_and_tallies_half_the_key_ranges_of_two_
                       ).of_ranges(frozenset(range((1 << BUCKET_BITS) // 2)))
     differing = sum(1 for _ in half)
     assert differing > 0 and f"{differing} pairs" in done.stdout.splitlines()[0]
+
+
+def test_the_plain_naive_benchmark_runs_both_contenders_on_the_same_events_and_they_count_the_same(tmp_path):
+    result = tmp_path / "plain.json"
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "plain_check.py"), "--records", "500",
+                           "--rounds", "2", "--work", str(tmp_path / "work"), "--json", str(result)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(result.read_text(encoding="utf-8"))
+    # the planted bug: production's hour is one off for event ids 0, 100, 200, 300, 400
+    assert data["counts"] == {"matched": 495, "first:transform": 5}
+    rounds = data["every_round"]
+    assert [(r["round"], r["contender"]) for r in rounds] == [
+        (1, "parity"), (1, "plain_naive"), (2, "plain_naive"), (2, "parity")]
+    assert all(r["counts"] == data["counts"] and r["wall_s"] > 0 and r["cpu_s"] > 0 for r in rounds)
+    assert data["naive_over_parity_cpu"] > 0 and "| plain_naive |" in done.stdout
