@@ -246,29 +246,6 @@ def test_a_replay_leaves_no_spill_files_behind_whether_it_succeeds_or_fails(tmp_
     assert "_spill" not in os.listdir(tmp_path / "failed" / "sides" / "offline")
 
 
-def test_read_batches_spill_only_when_a_side_wide_result_bears_on_them(tmp_path, monkeypatch):
-    from parity.replay import spill
-
-    written: list[str] = []
-    real_write = spill.write
-    monkeypatch.setattr(spill, "write", lambda path, batch: (written.append(os.path.basename(path)),
-                                                             real_write(path, batch))[1])
-    config = _write_pair(tmp_path, module="engine_features_spill_aggs")  # shard aggregates: read batches spill
-    assert parity.check(config, out_dir=str(tmp_path / "out"), sides_at_once="off")["records"]["matched"] == 60
-    assert written and all(name.startswith("read-") for name in written)
-    written.clear()
-    (tmp_path / "plain").mkdir()
-    plain = _write_pair(tmp_path / "plain", module="engine_features_spill_none")
-    (tmp_path / "plain" / "engine_features_spill_none.py").write_text(
-        "def features(record):\n    return {'fare': record['fare'], 'zone': record['zone']}\n")
-    text = (tmp_path / "plain" / "parity.yaml").read_text().replace(", aggregates: {trips: {op: count}}", "")
-    (tmp_path / "plain" / "parity.yaml").write_text(text)
-    assert "aggregates" not in text
-    # no lateness, merging windows or aggregates: the stages run on the batches as read, nothing is spilled
-    assert parity.check(plain, out_dir=str(tmp_path / "plain-out"), sides_at_once="off")["records"]["matched"] == 60
-    assert written == []
-
-
 def test_a_spilled_batch_loads_back_equal_column_by_column(tmp_path):
     from parity.replay import spill
     from parity.replay.batch import RecBatch

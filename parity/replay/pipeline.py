@@ -9,8 +9,7 @@ Stages that need the whole side (lateness in arrival order, session merging, per
 TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
 those side inputs (the read batches before ApplyStages and the merges' and aggregates' steps; with TFT, the staged
 batches before Transform) are spilled to files and only their paths travel (`parity.replay.spill`), so a side
-never sits in the runner's memory (a side with none of those side-wide results stages its batches as read, in the
-read's fused step, and spills none);
+never sits in the runner's memory;
 a staged batch writes its stage values first (`WriteStageValuesFn`), so that its spill is mostly fingerprints.
 """
 from __future__ import annotations
@@ -83,18 +82,12 @@ class ReplaySide(beam.PTransform):
                    | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder,
                                                                    redact=self.config.report.redact))
                    .with_output_types(RecBatch))
-        if self._has_side_results():
-            spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
-            late = self._lateness(batches)
-            merges = self._merges(spilled, late)
-            aggregates = self._aggregates(batches, spilled, late, merges)
-            staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
-                                                           aggregates=aggregates).with_output_types(RecBatch)
-        else:
-            # nothing side-wide to wait for: the stages run fused with the read, on the batch as read, and no
-            # batch is pickled to a spill file and loaded back
-            staged = batches | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late={}, merges={},
-                                                           aggregates={}).with_output_types(RecBatch)
+        spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
+        late = self._lateness(batches)
+        merges = self._merges(spilled, late)
+        aggregates = self._aggregates(batches, spilled, late, merges)
+        staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
+                                                       aggregates=aggregates).with_output_types(RecBatch)
         transformed = self._transform(staged)
         if side.model is not None:
             transformed = transformed | "Model" >> beam.ParDo(ApplyModelFn(self.out_dir, side)) \
@@ -114,12 +107,6 @@ class ReplaySide(beam.PTransform):
                 | "AllArrivals" >> beam.CombineGlobally(concat_lists).without_defaults()
                 | "ReplayArrivals" >> beam.Map(lambda rows: window_stage.late_records(spec, rows)))
         return beam.pvalue.AsSingleton(late, default_value={})
-
-    def _has_side_results(self) -> bool:
-        """Whether the stages need a side-wide result (lateness, merged windows, aggregates) as a side input."""
-        shard = self.side.shard
-        return self._has_lateness() or window_stage.is_merging(window_stage.build_windowfn(self.side.window)) \
-            or bool(shard is not None and shard.aggregates)
 
     def _has_lateness(self) -> bool:
         return self.side.window is not None and self.side.window.lateness is not None

@@ -69,11 +69,10 @@ class ApplyStagesFn(beam.DoFn):
         self._seed = _seed_spec(side)
         self._counts = counters.SideCounters(side.name, counters.STAGED)
 
-    def process(self, element: str | RecBatch, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
-        # With side inputs, the read batch comes as its spill file: loaded here, inside the step that waits for
-        # them, since the runner materialises whatever reaches this step (parity.replay.spill). Without (no
-        # lateness, merging windows or aggregates), the batch itself, from the read this step is fused with.
-        batch: RecBatch = self._spills.load(element) if isinstance(element, str) else element
+    def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
+        # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
+        # since the runner materialises whatever reaches this step (parity.replay.spill).
+        batch: RecBatch = self._spills.load(path)
         batch.expect(READ)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
