@@ -283,8 +283,9 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
     if not (has_model_outputs(left.path) and has_model_outputs(right.path)):
         return {}
     left_outputs, right_outputs = read_model_outputs(left.path), read_model_outputs(right.path)
-    names = sorted({name for table in (left_outputs, right_outputs) for _, outputs in table.values()
-                    for name in outputs} if left_outputs or right_outputs else set())
+    # a model gives every record the same outputs: the first record of each side names them
+    names = sorted({name for table in (left_outputs, right_outputs) for _, data in list(table.values())[:1]
+                    for name in canonical.decode(data)})
     specs = [config.side(left.side).model, config.side(right.side).model] if config is not None else [None, None]
     decision = next((spec.decision for spec in specs if spec is not None and spec.decision is not None), None)
     same = None
@@ -373,13 +374,13 @@ def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:
 
 def _show_model(result: dict[str, Any], left: FingerprintSet, right: FingerprintSet, key_json: str) -> None:
     """`show`'s `model` stage, the last, when the sets hold model outputs (a `model:` was replayed)."""
-    from parity.sets.model_outputs import has_model_outputs, read_model_outputs
+    from parity.sets.model_outputs import has_model_outputs, outputs_of_key
 
     if not (has_model_outputs(left.path) or has_model_outputs(right.path)):
         return
     entry: dict[str, Any] = {"stage": "model"}
     for label, fset in (("left", left), ("right", right)):
-        found = read_model_outputs(fset.path).get(key_json)
+        found = outputs_of_key(fset.path, key_json)
         entry[label] = None if found is None else {"fingerprint": f"{found[0]:016x}",
                                                    "value": canonical.to_json(found[1])}
     entry["equal"] = bool(entry["left"] and entry["right"] and

@@ -10,7 +10,7 @@ tolerance; absent: every stage matched). The model stage only adds to it:
   feature differences explain; the judgement carries through and the record does not diverge at `model`;
 - upstream diverged: the record's first divergence stays where it was; the outputs say whether it matters:
   `prediction_changed` (an output beyond tolerance, cause `model.prediction`) and `decision_flips`.
-Pure: plain data in, a frozen `ModelStage` out.
+Pure: plain data in, a `ModelStage` of counts out.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from parity.config import ToleranceSpec
+from parity.encoding import canonical
 from parity.stages.model import DecisionSpec
 
 VERSION = "model.version"
@@ -66,10 +67,11 @@ class ModelStage:
     prediction_examples: list[dict] = field(default_factory=list)
 
 
-def compare_models(left: Mapping[str, tuple[int, dict]], right: Mapping[str, tuple[int, dict]],
+def compare_models(left: Mapping[str, tuple[int, bytes]], right: Mapping[str, tuple[int, bytes]],
                    upstream: Mapping[str, Upstream], tolerance: ToleranceSpec, decision: DecisionSpec | None,
                    output_names: list[str], examples: int, same_model: bool | None) -> ModelStage:
-    """Compares each key on both sides' model outputs (see the module docstring), in key order."""
+    """Compares each key on both sides' model outputs, (fingerprint, canonical bytes) per key text (see the module
+    docstring), in key order."""
     stage = ModelStage(same_model=same_model, outputs={name: OutputStats() for name in output_names})
     both = set(left) & set(right)
     for key, up in upstream.items():
@@ -77,13 +79,14 @@ def compare_models(left: Mapping[str, tuple[int, dict]], right: Mapping[str, tup
             stage.records_diverged_upstream += 1
             stage.one_side_only += key in left or key in right
     for key in sorted(both):
-        (lfp, lout), (rfp, rout) = left[key], right[key]
+        (lfp, lraw), (rfp, rraw) = left[key], right[key]
         up = upstream.get(key)
         diverged_upstream = up is not None and up.diverged
         stage.records_diverged_upstream += diverged_upstream
         if lfp == rfp:
             continue
         stage.diverged += 1
+        lout, rout = canonical.decode(lraw), canonical.decode(rraw)  # only a differing pair's values are read
         deltas = {name: _delta(lout.get(name), rout.get(name), tolerance, name) for name in output_names}
         beyond = any(not ok for ok, _ in deltas.values())
         flip = decision is not None and decision.decide(lout[decision.output]) != decision.decide(

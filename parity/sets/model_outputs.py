@@ -4,13 +4,14 @@ model (key text, canonical bytes of its outputs, their fingerprint), written bes
 They live in files of their own, not in the set's stage columns, so that a set replayed without a `model:` is
 byte for byte what it was before the stage existed (fingerprint sets and reports stay comparable across
 releases), and `compare/model_stage.py` reads them only when a model is configured. Outputs are a few numbers per
-record: a side's whole table is read at once.
+record: a side's whole table is read at once, and only the outputs of differing records are decoded.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.encoding import canonical
@@ -33,20 +34,37 @@ def has_model_outputs(set_dir: str) -> bool:
     return urls.isdir(urls.child(set_dir, MODEL_DIR))
 
 
-def read_model_outputs(set_dir: str) -> dict[str, tuple[int, dict[str, Any]]]:
-    """Key text -> (fingerprint, outputs) of every record of the set that reached the model. A duplicate key
-    keeps its smallest fingerprint, as pairing keeps duplicates in a deterministic order."""
-    folder = urls.child(set_dir, MODEL_DIR)
-    found: dict[str, tuple[int, dict[str, Any]]] = {}
-    if not urls.isdir(folder):
-        return found
-    for name in sorted(urls.list_names(folder)):
-        if not name.endswith(".parquet"):
-            continue
-        with urls.open_read(urls.child(folder, name)) as handle:
-            table = pq.read_table(handle)
+def read_model_outputs(set_dir: str) -> dict[str, tuple[int, bytes]]:
+    """Key text -> (fingerprint, canonical bytes of the outputs) of every record of the set that reached the
+    model; decode with `canonical.decode` only what is compared (equal fingerprints need no values). A
+    duplicate key keeps its smallest fingerprint, as pairing keeps duplicates in a deterministic order."""
+    found: dict[str, tuple[int, bytes]] = {}
+    for table in _parts(set_dir):
         for key, data, fp in zip(table.column("key").to_pylist(), table.column("outputs").to_pylist(),
                                  table.column("model_fp").to_pylist()):
             if key not in found or fp < found[key][0]:
-                found[key] = (fp, canonical.decode(data))
+                found[key] = (fp, data)
     return found
+
+
+def outputs_of_key(set_dir: str, key: str) -> tuple[int, dict[str, Any]] | None:
+    """(fingerprint, outputs) of the record whose key text is `key` (the smallest fingerprint of a duplicate),
+    or None; each part is filtered by key before anything is decoded (`parity show` asks for one record)."""
+    found: tuple[int, bytes] | None = None
+    for table in _parts(set_dir):
+        rows = table.filter(pc.equal(table.column("key"), key))
+        for data, fp in zip(rows.column("outputs").to_pylist(), rows.column("model_fp").to_pylist()):
+            if found is None or fp < found[0]:
+                found = (fp, data)
+    return None if found is None else (found[0], canonical.decode(found[1]))
+
+
+def _parts(set_dir: str) -> Iterator[pa.Table]:
+    """The set's model parts, in name order (none when the set holds no model outputs)."""
+    folder = urls.child(set_dir, MODEL_DIR)
+    if not urls.isdir(folder):
+        return
+    for name in sorted(urls.list_names(folder)):
+        if name.endswith(".parquet"):
+            with urls.open_read(urls.child(folder, name)) as handle:
+                yield pq.read_table(handle)

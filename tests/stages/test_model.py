@@ -94,9 +94,11 @@ def test_threshold_and_argmax_decisions():
 
 
 def _table(outputs: dict) -> dict:
+    """A side's model outputs as `read_model_outputs` gives them: key -> (fingerprint, canonical bytes)."""
+    from parity.encoding import canonical
     from parity.encoding.fingerprint import fingerprint
 
-    return {key: (fingerprint(value), value) for key, value in outputs.items()}
+    return {key: (fingerprint(value), canonical.encode(value)) for key, value in outputs.items()}
 
 
 def test_outputs_of_equal_features_that_differ_diverge_first_at_the_model():
