@@ -42,6 +42,8 @@ from typing import Any, Callable, Iterable, Iterator
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outcome import write_result  # noqa: E402 (beside this script)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 BATCH_SIZE = 2000
@@ -675,9 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = export_examples(args.parity_out, args.work)
     wall = time.monotonic() - started
     result = {"contender": args.contender, "wall_s": round(wall, 3), **extra}
-    with open(args.result, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    write_result(args.result, result)
     return 0
 
 

@@ -24,6 +24,8 @@ from typing import Any, Iterator
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outcome import count_into, read_counts, write_result  # noqa: E402 (beside this script)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 STAGES = ("input", "window", "shard", "coder", "seed", "transform")
@@ -301,17 +303,8 @@ def run(config_path: str, files: list[str], work: str, production_files: list[st
         joined = ({"ls": outs[left][0], "lt": outs[left][1], "rs": outs[right][0], "rt": outs[right][1]}
                   | "Join" >> beam.CoGroupByKey())
 
-        def write(counts: list) -> None:
-            with open(summary_path, "w", encoding="utf-8") as handle:
-                json.dump(dict(sorted(counts)), handle, indent=2)
-
-        _ = (joined
-             | "Compare" >> beam.FlatMap(_compare)
-             | "Count" >> beam.combiners.Count.PerElement()
-             | "All" >> beam.combiners.ToList()
-             | "Write" >> beam.Map(write))
-    with open(summary_path, encoding="utf-8") as handle:
-        return {"outcome": json.load(handle)}
+        count_into(joined | "Compare" >> beam.FlatMap(_compare), summary_path)
+    return read_counts(summary_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,9 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     with replay_gc():  # the collector setting parity's replays and the floors run under: the same tuning
         extra = run(args.config, args.files, args.work, args.production_files)
     result = {"contender": "naive", "wall_s": round(time.monotonic() - started, 3), **extra}
-    with open(args.result, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    write_result(args.result, result)
     return 0
 
 

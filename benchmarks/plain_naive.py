@@ -27,6 +27,8 @@ from typing import Any, Iterator
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outcome import count_into, read_counts, write_result  # noqa: E402 (beside this script)
 
 STAGES = ("input", "window", "shard", "coder", "seed", "transform")
 
@@ -167,18 +169,10 @@ def run(config_path: str, work: str) -> dict:
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         left, right = (side_branch(pipeline, side, side_files(side), key_field) for side in config.sides)
 
-        def write(counts: list) -> None:  # the counts only: a few bytes
-            with open(summary_path, "w", encoding="utf-8") as handle:
-                json.dump(dict(sorted(counts)), handle, indent=2)
-
-        _ = ({"l": left, "r": right}
-             | "Join" >> beam.CoGroupByKey()
-             | "FirstDifference" >> beam.FlatMap(first_difference)
-             | "Count" >> beam.combiners.Count.PerElement()
-             | "All" >> beam.combiners.ToList()
-             | "Write" >> beam.Map(write))
-    with open(summary_path, encoding="utf-8") as handle:
-        return {"outcome": json.load(handle)}
+        count_into({"l": left, "r": right}
+                   | "Join" >> beam.CoGroupByKey()
+                   | "FirstDifference" >> beam.FlatMap(first_difference), summary_path)
+    return read_counts(summary_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,9 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     with replay_gc():  # the collector setting parity's replays run under: the same tuning
         extra = run(args.config, args.work)
     result = {"contender": "plain_naive", "wall_s": round(time.monotonic() - started, 3), **extra}
-    with open(args.result, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    write_result(args.result, result)
     return 0
 
 
