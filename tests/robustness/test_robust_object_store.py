@@ -26,14 +26,21 @@ def _env(credentials: bool = True) -> dict[str, str]:
     return env
 
 
-def _check(tmp_path, endpoint: str, credentials: bool = True) -> tuple[int, str, float]:
-    project = make_project(tmp_path, capture_spec={"path": "s3://bucket/cap.jsonl"}, schema=None)
+def _run(tmp_path, env: dict[str, str], capture: str | None, out: str | None = None,
+         options: tuple[str, ...] = ()) -> tuple[int, str, float]:
+    """`python -m parity check` of a project whose capture is `capture` (None: the local one) into `out`: its exit
+    code, its `parity: error:` lines and how long it took."""
+    project = make_project(tmp_path, capture_spec={"path": capture} if capture else None, schema=None)
     started = time.monotonic()
-    done = subprocess.run([PYTHON, "-m", "parity", "check", project.config, "--out", str(tmp_path / "out"), "--",
-                           f"--s3_endpoint_url={endpoint}"], env=_env(credentials), capture_output=True, text=True,
+    command = [PYTHON, "-m", "parity", "check", project.config, "--out", out or str(tmp_path / "out")]
+    done = subprocess.run(command + (["--", *options] if options else []), env=env, capture_output=True, text=True,
                           timeout=170)
     errors = [line for line in done.stderr.splitlines() if line.startswith("parity: error:")]
     return done.returncode, "\n".join(errors), time.monotonic() - started
+
+
+def _check(tmp_path, endpoint: str, credentials: bool = True) -> tuple[int, str, float]:
+    return _run(tmp_path, _env(credentials), "s3://bucket/cap.jsonl", options=(f"--s3_endpoint_url={endpoint}",))
 
 
 def test_a_closed_endpoint_fails_fast_naming_the_url_the_endpoint_and_what_to_check(tmp_path):
@@ -78,13 +85,7 @@ def _gcs_env(**extra: str) -> dict[str, str]:
 
 
 def _gs_check(tmp_path, env: dict[str, str], *, out: str | None = None) -> tuple[int, str, float]:
-    capture = {"path": "gs://bucket/caps/*.jsonl"} if out is None else None
-    project = make_project(tmp_path, capture_spec=capture, schema=None)
-    started = time.monotonic()
-    done = subprocess.run([PYTHON, "-m", "parity", "check", project.config, "--out", out or str(tmp_path / "out")],
-                          env=env, capture_output=True, text=True, timeout=170)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("parity: error:")]
-    return done.returncode, "\n".join(errors), time.monotonic() - started
+    return _run(tmp_path, env, "gs://bucket/caps/*.jsonl" if out is None else None, out)
 
 
 def test_a_gs_capture_on_a_closed_endpoint_fails_fast_naming_the_url_the_endpoint_and_what_to_check(tmp_path):
