@@ -162,13 +162,14 @@ def test_a_model_on_s3_gives_the_report_of_the_same_model_on_disk(s3, tmp_path, 
     with open(base, encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
     doc["capture"]["path"] = TRIPS
+    module = os.path.join(os.path.dirname(base), "sc_model_km_fns.py")  # the scenario's own file: one module of
+    for side, function in (("offline", "offline_features"), ("production", "production_features")):  # that name
+        doc["sides"][side]["transform"] = {"python": f"{module}:{function}"}
     reports = []
     for name, saved in (("disk", local), ("s3", url)):
         doc["model"]["saved"] = saved
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-        (tmp_path / "sc_model_km_fns.py").write_bytes(
-            open(os.path.join(os.path.dirname(base), "sc_model_km_fns.py"), "rb").read())
         parity.check(str(path), out_dir=str(tmp_path / f"out-{name}"), pipeline_options=s3.options)
         reports.append((tmp_path / f"out-{name}" / "report.json").read_bytes())
     assert reports[1] == reports[0]
