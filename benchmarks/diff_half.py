@@ -7,12 +7,12 @@ LEFT and RIGHT are replayed sides (`<out>/sides/offline` and `<out>/sides/produc
 with `--out`). Each round runs one fresh interpreter per checkout in `--code` (a folder holding the `parity`
 package, made the first entry of its `sys.path`; "." is this one), in an order that rotates round by round, and
 each of them streams the first half of the key ranges (`DiffStream.of_ranges`, with the stream's input values
-deferred as a check's are) into a report `Tally` under `diff_gc`, as `parity.report.halves` does. Prints every
+deferred as a check's are) into a `Tally` under `diff_gc`, as `parity.compare.halves` does. Prints every
 round's CPU and wall seconds, then one JSON line with every round and each checkout's median and spread
 (max - min). A checkout's counts must equal the others' (the same pairs, causes and tiers), or it fails.
 
 A round is a whole process, so that no checkout inherits another's heap; the import is not timed. The loop is
-`parity.report.halves.child_main`'s, written out here, not called: an older checkout must run it as it is.
+`parity.compare.halves.child_main`'s, written out here, not called: an older checkout must run it as it is.
 """
 from __future__ import annotations
 
@@ -72,7 +72,10 @@ def _stream_half(left_dir: str, right_dir: str) -> dict:
     from parity.compare.causes import CauseContext
     from parity.compare.diff import DiffStream, diff_gc
     from parity.config import ToleranceSpec
-    from parity.report.tally import Tally
+    try:
+        from parity.compare.tally import Tally
+    except ImportError:  # a checkout from before the tally moved to the compare room
+        from parity.report.tally import Tally
     from parity.sets.fingerprint_set import BUCKET_BITS, read_set
 
     stream = DiffStream(read_set(left_dir), read_set(right_dir), ToleranceSpec(), keep_unpaired=10,

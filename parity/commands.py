@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from parity.compare import analyzers
+from parity.compare import analyzers, halves
 from parity.compare.causes import CauseContext
 from parity.compare.diff import DiffStream, diff_gc
 from parity.compare.noise import AnalysisNoise
 from parity.compare.noise import judge as judge_noise
+from parity.compare.tally import Tally
 from parity.config import Config, SideConfig, load_config
 from parity.config.inputs import run_inputs
 from parity.console import progress, signals
@@ -242,27 +243,30 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
     analyzer_entries, analysis_noise = judge_noise(
         analyzers.compare(left_analyzers, right_analyzers), left_analyzers, right_analyzers,
         read_feeds(left.path), read_feeds(right.path))
-    # read once, by build_report, whose tally decodes the whole input records of its examples only; the
-    # tolerance tier takes what analysis noise explains as within (the tally tells it from the user's tolerance)
-    outcome = DiffStream(left, right, analysis_noise.widen(tolerance), keep_unpaired=report_spec.examples,
-                         defer_input=True)
+    # the tolerance tier takes what analysis noise explains as within (the tally tells it from the user's
+    # tolerance); the tally decodes the whole input records of its examples only
+    stream = DiffStream(left, right, analysis_noise.widen(tolerance), keep_unpaired=report_spec.examples,
+                        defer_input=True)
+    model = _model_stage(config, left, right, tolerance, report_spec.examples)
+    tally = Tally(cause_context(config, left, right, analyzer_entries, redact=report_spec.redact,
+                                nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"]),
+                                analysis_noise=analysis_noise),
+                  report_spec.redact, report_spec.examples, analysis_noise, tolerance,
+                  track_upstream=model is not None)
     with diff_gc():
+        summary = halves.summarize(stream, tally)
+        if model is not None:
+            summary = summary.with_model(model[0](summary.tally.upstream or {}))
         report = build_report(
             name=config.name if config else left.manifest.get("config_name", ""),
-            sides=(left.side, right.side), outcome=outcome,
+            sides=(left.side, right.side), summary=summary,
             quarantined=(left.manifest["records"]["quarantined"], right.manifest["records"]["quarantined"]),
             quarantine_reasons=(left.manifest.get("quarantine_reasons", {}),
                                 right.manifest.get("quarantine_reasons", {})),
-            tolerance=tolerance, examples=report_spec.examples, redact=report_spec.redact,
-            cause_context=cause_context(
-                config, left, right, analyzer_entries, redact=report_spec.redact,
-                nondeterministic=frozenset(s for n in (noise or {}).values() for s in n["stages"]),
-                analysis_noise=analysis_noise),
-            noise=noise, analysis_noise=analysis_noise,
-            analyzers=analyzer_entries,
+            tolerance=tolerance, noise=noise, analysis_noise=analysis_noise, analyzers=analyzer_entries,
             environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
             feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])),
-            **_model_stage(config, left, right, tolerance, report_spec.examples))
+            decision=None if model is None else model[1])
     _require_pairs(report, left, right)
     taps = tap_align.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
@@ -273,15 +277,16 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
 
 def _model_stage(config: Config | None, left: FingerprintSet, right: FingerprintSet, tolerance: Any,
-                 examples: int) -> dict[str, Any]:
-    """`build_report`'s model-stage arguments: none unless both sets hold model outputs (a `model:` replayed on
-    both sides), so reports without a model keep their bytes."""
+                 examples: int) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any] | None] | None:
+    """None unless both sets hold model outputs (a `model:` replayed on both sides), so reports without a model
+    keep their bytes; else the model stage's comparison, given each differing pair's judgement (the tally's
+    `upstream`), and the report's `decision`."""
     from parity.compare.model_stage import compare_models
     from parity.sets.model_outputs import has_model_outputs, read_model_outputs
     from parity.stages.model import model_identity
 
     if not (has_model_outputs(left.path) and has_model_outputs(right.path)):
-        return {}
+        return None
     left_outputs, right_outputs = read_model_outputs(left.path), read_model_outputs(right.path)
     # a model gives every record the same outputs: the first record of each side names them
     names = sorted({name for table in (left_outputs, right_outputs) for _, data in list(table.values())[:1]
@@ -293,13 +298,12 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
         same = (model_identity(specs[0].saved), specs[0].signature, specs[0].inputs) == \
             (model_identity(specs[1].saved), specs[1].signature, specs[1].inputs)
 
-    def stage(upstream: Any) -> Any:
+    def stage(upstream: Mapping[str, Any]) -> Any:
         return compare_models(left_outputs, right_outputs, upstream, tolerance, decision, names, examples, same)
 
-    return {"model_stage": stage,
-            "decision": None if decision is None else
-            {"output": decision.output, "rule": decision.rule,
-             **({"at": decision.at} if decision.rule == "threshold" else {})}}
+    return stage, (None if decision is None else
+                   {"output": decision.output, "rule": decision.rule,
+                    **({"at": decision.at} if decision.rule == "threshold" else {})})
 
 
 _KEYS_NAMED = 3  # example keys per side in the no-pairs message

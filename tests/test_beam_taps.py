@@ -24,7 +24,7 @@ import parity
 from parity import commands as run
 from parity.beam import TapStage, finalize, sampled
 from parity.cli import main
-from parity.compare.diff import compare
+from tests.compare.diffed import compare
 from parity.config import ToleranceSpec, load_config
 from parity.encoding import canonical
 from parity.sets import tap_align, tap_finalize, tap_set

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from parity.cli import main
 from parity.compare import hashdiff
-from parity.compare.diff import compare
+from tests.compare.diffed import compare
 from parity.config import ToleranceSpec
 from parity.sets import buckets
 from parity.sets.fingerprint_set import (BUCKET_FILES_DIR, BUCKETS_FILE, FINGERPRINTS, FP_SCHEMA, MANIFEST, finalize,

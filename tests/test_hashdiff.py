@@ -21,6 +21,7 @@ from parity.sets import fingerprint_set
 from parity.config import ToleranceSpec
 from parity.stages import STAGES
 from parity.encoding.fingerprint import fingerprint, key_fingerprint
+from tests.compare.diffed import compare
 from parity.sets.fingerprint_set import FP_SCHEMA, PartRows, finalize, read_set, write_part
 
 MANIFEST = {"side": "s", "key": ["id"], "config_name": "t", "environment": {}, "runner": "DirectRunner"}
@@ -174,7 +175,7 @@ def test_the_streamed_diff_counts_like_a_plain_pairing_with_duplicates_and_one_s
     _write_set(tmp_path / "l", left, seed=1)
     _write_set(tmp_path / "r", right, seed=2)
     lset, rset = read_set(str(tmp_path / "l")), read_set(str(tmp_path / "r"))
-    outcome = diff.compare(lset, rset, ToleranceSpec())
+    outcome = compare(lset, rset, ToleranceSpec())
     expected = _reference(lset.table.to_pylist(), rset.table.to_pylist())
     for name, value in expected.items():
         assert getattr(outcome, name) == value, name

@@ -7,55 +7,20 @@ to apply tolerance and classify the cause. Memory is bounded: nothing holds all 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Iterator
 
 import numpy as np
 
 from parity.compare import hashdiff, pair_values
+from parity.compare.outcomes import PairOutcome
+from parity.compare.summary import DiffCounts
 from parity.config import ToleranceSpec
 from parity.console.collector import collecting_less
 from parity.errors import FingerprintSetError
 from parity.sets.fingerprint_set import BUCKET_BITS, FingerprintSet
 from parity.stages import STAGES
-
-
-@dataclass(slots=True)
-class PairOutcome:
-    """One paired record whose fingerprints differ somewhere."""
-
-    key: str
-    key_fp: bytes
-    differing: tuple[str, ...]          # stages whose fingerprints differ
-    within: tuple[str, ...]             # of those, the stages whose differences are within tolerance
-    first_stage: str
-    diverged: bool
-    left: dict[str, Any]                # decoded values: the first differing stage's, whole; the transform's when
-    right: dict[str, Any]               # it differs (only its differing features unless it is the first)
-    feature_deltas: dict[str, tuple[bool, float | None]] = field(default_factory=dict)
-    # feature -> (within tolerance, |delta| when numeric)
-    fps: dict[str, tuple[int, int]] = field(default_factory=dict)  # differing stage -> (left, right) fingerprints
-    first_fields: tuple[str, ...] | None = None  # the first differing stage's top-level fields whose canonical
-    # bytes differ, when both values are dicts of the same str names (the classifier need not compare them again)
-    first_split: dict[str, tuple[Any, Any]] | None = None  # a stream that defers whole input values
-    # (`DiffStream(defer_input=True)`): where `left`/`right` hold the input stage's whole values `Undecoded`
-    # (parity.compare.pair_values.resolved decodes them), its differing fields, decoded: {field: (left, right)}
-
-
-@dataclass
-class DiffOutcome:
-    left_rows: int
-    right_rows: int
-    paired: int
-    matched: int
-    left_only: int
-    right_only: int
-    duplicate_keys: int
-    stage_diverged: dict[str, int]
-    stage_within: dict[str, int]
-    mismatches: list[PairOutcome]        # sorted by key fingerprint
-    left_only_keys: list[str]
-    right_only_keys: list[str]
 
 
 def check_compatible(left: FingerprintSet, right: FingerprintSet) -> None:
@@ -91,32 +56,16 @@ def diff_gc() -> contextlib.AbstractContextManager[None]:
     return collecting_less(DIFF_GC_THRESHOLDS)
 
 
-FETCH_PAIRS = 200_000     # differing pairs whose stage values are fetched together (one read per values file)
-# (each values file is opened and read once a round, in each of the diff's processes. At 1M taxi records, one
-# diff command each, alternated: 25% diverged (one round per process instead of two), 10.0-10.5 s against
-# 10.6-11.4 s at 100,000, peak RSS 1.43-1.44 GB against 1.56-1.63 GB; 100% diverged, 38.8 s against 39.7 s, and
-# 2.08 GB against 1.67 GB.)
+FETCH_PAIRS = 200_000     # differing pairs whose stage values are fetched together (one read per values file and
+# round, in each of the diff's processes: larger rounds read each file fewer times and hold more values at once;
+# benchmarks/RESULTS.md has the sizes tried)
 SLICE_PAIRS = 10_000      # of those, pairs decoded and compared at once (their decoded values held together)
-
-
-def compare(left: FingerprintSet, right: FingerprintSet, tolerance: ToleranceSpec) -> DiffOutcome:
-    """Pairs the two sets by key (duplicates in input-fingerprint order) and compares them stage by stage.
-
-    Keeps every differing pair, with its values, in memory (small sets, tests); `DiffStream` yields them.
-    """
-    stream = DiffStream(left, right, tolerance)
-    mismatches = list(stream)
-    return DiffOutcome(
-        left_rows=stream.left_rows, right_rows=stream.right_rows, paired=stream.paired, matched=stream.matched,
-        left_only=stream.left_only, right_only=stream.right_only, duplicate_keys=stream.duplicate_keys,
-        stage_diverged=stream.stage_diverged, stage_within=stream.stage_within, mismatches=mismatches,
-        left_only_keys=stream.left_only_keys, right_only_keys=stream.right_only_keys)
 
 
 class DiffStream:
     """The differing pairs of two fingerprint sets, in key order, one by one, in bounded memory.
 
-    Iterate it once; the counts (the fields of `DiffOutcome` but `mismatches`) are complete afterwards.
+    Iterate it once; its `counts()` are complete afterwards (parity.compare.halves.summarize does both).
     Fingerprints are compared bucket by bucket, digests first (parity.compare.hashdiff); the pairs whose fingerprints
     differ are compared FETCH_PAIRS at a time, stage by stage over all of them (parity.compare.pair_values: one
     read per values file, each distinct (stage, left fingerprint, right fingerprint) fetched, split and compared
@@ -136,16 +85,11 @@ class DiffStream:
         self.defer_input = defer_input
         self.left_rows = self.right_rows = self.paired = self.matched = 0
         self.left_only = self.right_only = self.duplicate_keys = 0
-        self.buckets_whole = self.buckets_drilled = 0
+        self.buckets_whole = self.buckets_drilled = 0  # digest buckets matched whole, drilled into pairs
         self.stage_diverged = {s: 0 for s in STAGES}
         self.stage_within = {s: 0 for s in STAGES}
         self.left_only_keys: list[str] = []
         self.right_only_keys: list[str] = []
-
-    @property
-    def mismatches(self) -> DiffStream:
-        """The stream itself (what `DiffOutcome.mismatches` holds), for `build_report`."""
-        return self
 
     @property
     def sets(self) -> tuple[FingerprintSet, FingerprintSet]:
@@ -165,25 +109,12 @@ class DiffStream:
             raise ValueError("key ranges are the buckets of bucketed sets (parity.sets.buckets)")
         return DiffStream(self._left, self._right, self._tolerance, self._keep, key_ranges, self.defer_input)
 
-    _SUMS = ("left_rows", "right_rows", "paired", "matched", "left_only", "right_only", "duplicate_keys",
-             "buckets_whole", "buckets_drilled")
-
-    def counts(self) -> dict[str, Any]:
-        """The counts of an iterated stream, as plain values (`add_counts` of another stream takes them)."""
-        return {**{name: getattr(self, name) for name in self._SUMS}, "stage_diverged": dict(self.stage_diverged),
-                "stage_within": dict(self.stage_within), "left_only_keys": list(self.left_only_keys),
-                "right_only_keys": list(self.right_only_keys)}
-
-    def add_counts(self, later: dict[str, Any]) -> None:
-        """Adds the `counts` of a stream over the key ranges after the ones counted so far."""
-        for name in self._SUMS:
-            setattr(self, name, getattr(self, name) + later[name])
-        for stage in STAGES:
-            self.stage_diverged[stage] += later["stage_diverged"][stage]
-            self.stage_within[stage] += later["stage_within"][stage]
-        for mine, theirs in ((self.left_only_keys, later["left_only_keys"]),
-                             (self.right_only_keys, later["right_only_keys"])):
-            mine.extend(theirs[:None if self._keep is None else max(0, self._keep - len(mine))])
+    def counts(self) -> DiffCounts:
+        """The counts of an iterated stream."""
+        return DiffCounts(self.left_rows, self.right_rows, self.paired, self.matched, self.left_only,
+                          self.right_only, self.duplicate_keys, MappingProxyType(dict(self.stage_diverged)),
+                          MappingProxyType(dict(self.stage_within)), tuple(self.left_only_keys),
+                          tuple(self.right_only_keys), self._keep)
 
     def __iter__(self) -> Iterator[PairOutcome]:
         pending: list[_Pending] = []

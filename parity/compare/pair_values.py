@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from parity.compare.outcomes import Undecoded
 from parity.compare.tolerance import feature_deltas, max_abs_delta, values_within
 from parity.config import Tolerance, ToleranceSpec
 from parity.encoding import canonical, fields
@@ -113,25 +114,6 @@ class _Values:
             pair = int(self._rep[u])
             part = self._rnd.parts[side][int(self._rnd.codes[side][pair])]
             return self._sets[side].decode_value(part, int(self._rnd.rows[side][pair]), STAGES[self._stage], data)
-
-
-class Undecoded:
-    """A first divergent input stage's whole value, not decoded (a stream that defers them: `compare_slice`'s
-    `defer_input`): the report needs the two whole records of such a pair for its examples only, and each one
-    decoded cost about as much as the rest of the pair's comparison. `resolved` decodes it."""
-
-    __slots__ = ("_values", "_side", "_u", "data")
-
-    def __init__(self, values: _Values, side: int, u: int, data: bytes | None) -> None:
-        self._values, self._side, self._u, self.data = values, side, u, data
-
-    def value(self) -> Any:
-        return self._values.decode(self._side, self._u, self.data)
-
-
-def resolved(value: Any) -> Any:
-    """`value`, or the value an `Undecoded` stands for."""
-    return value.value() if type(value) is Undecoded else value
 
 
 @dataclass

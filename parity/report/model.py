@@ -1,4 +1,7 @@
-"""The report model: report.json as an ordered dict, built from a diff outcome (pure, deterministic).
+"""The report model: report.json as an ordered dict, built from a diff's summary (pure, deterministic).
+
+The diff is computed in parity.compare (`parity.compare.summary.DiffSummary`); nothing here reads a fingerprint set
+or starts a process.
 
 Keys are inserted in the order of docs/contract.md, section 5; additions come after the required fields.
 Nothing here depends on the runner, the wall clock or absolute paths, so the same inputs give byte-identical reports.
@@ -12,50 +15,43 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from parity.compare.causes import CauseContext, explain
-from parity.compare.diff import DiffOutcome
-from parity.compare.model_stage import ModelStage, Upstream
+from parity.compare.causes import explain
 from parity.compare.noise import CAUSE as NOISE_CAUSE
 from parity.compare.noise import AnalysisNoise, NoiseCount
+from parity.compare.summary import DiffSummary
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
-from parity.report import halves
 from parity.report.prediction_impact import add_model_stage
-from parity.report.tally import Tally
 from parity.stages import STAGES
 
 FORMAT = "parity.report/1"
 
 
-def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
+def build_report(*, name: str, sides: tuple[str, str], summary: DiffSummary,
                  quarantined: tuple[int, int], quarantine_reasons: tuple[Mapping[str, int], Mapping[str, int]],
-                 tolerance: ToleranceSpec, examples: int, redact: bool, cause_context: CauseContext,
+                 tolerance: ToleranceSpec,
                  environments: tuple[Mapping[str, Any], Mapping[str, Any]],
                  feature_names: tuple[list[str], list[str]] = ([], []),
                  analyzers: list[dict] | None = None,
                  noise: Mapping[str, Mapping[str, list[str]]] | None = None,
                  analysis_noise: AnalysisNoise = AnalysisNoise(),
-                 model_stage: Callable[[Mapping[str, Upstream]], ModelStage] | None = None,
                  decision: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Assembles report.json (a plain dict in contract order).
+    """Assembles report.json (a plain dict in contract order) from `summary`.
 
-    Tallies `outcome.mismatches` once, in key order (it may be a `parity.compare.diff.DiffStream`, whose pairs
-    `parity.report.halves` tallies in two processes where that pays), and reads `outcome`'s counts after that.
-    Records whose first divergent stage has the same pair of fingerprints are classified once (per process).
-    `model_stage`, with a model configured: the model stage compared given each differing pair's judgement
-    (parity.compare.model_stage), added by parity.report.prediction_impact; without it the report has no trace
-    of a model stage.
+    Examples and redaction are as the summary's tally was made (parity.compare.tally). With a model stage in the summary
+    (a model configured on both sides), parity.report.prediction_impact adds it; without one the report has no
+    trace of a model stage.
     """
     stage_order = {s: i for i, s in enumerate(STAGES)}
-    tally = Tally(cause_context, redact, examples, analysis_noise, tolerance, track_upstream=model_stage is not None)
-    halves.tally_pairs(outcome, tally)
+    tally, counts = summary.tally, summary.counts
+    examples, redact = tally.examples, tally.redact
     first_counts, cause_counts, example_list = tally.first_counts, tally.cause_counts, tally.example_list
     within, feature_stats = tally.within, tally.feature_stats
     diverged = sum(first_counts.values())
-    stages = [{"name": s, "diverged": outcome.stage_diverged[s], "first_diverged": first_counts.get(s, 0),
-               "within_tolerance": outcome.stage_within[s]} for s in STAGES]
+    stages = [{"name": s, "diverged": counts.stage_diverged[s], "first_diverged": first_counts.get(s, 0),
+               "within_tolerance": counts.stage_within[s]} for s in STAGES]
     causes = [{"stage": stage, "cause": cause, "records": count, "explanation": explain(cause, count)}
               for (stage, cause), count in sorted(cause_counts.items(),
                                                   key=lambda kv: (stage_order[kv[0][0]], -kv[1], kv[0][1]))]
@@ -68,12 +64,12 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
                      "explanation": top["explanation"]}
             break
     # No capture locations here: a reordered capture must give the same bytes (`parity show` has them).
-    example_list.sort(key=lambda e: (stage_order[e["stage"]], e["cause"]))
-    left_total = outcome.left_rows + quarantined[0]
-    right_total = outcome.right_rows + quarantined[1]
-    records = {"left": left_total, "right": right_total, "paired": outcome.paired, "matched": outcome.matched,
-               "within_tolerance": within, "diverged": diverged, "left_only": outcome.left_only,
-               "right_only": outcome.right_only, "duplicate_keys": outcome.duplicate_keys,
+    example_list = sorted(example_list, key=lambda e: (stage_order[e["stage"]], e["cause"]))
+    left_total = counts.left_rows + quarantined[0]
+    right_total = counts.right_rows + quarantined[1]
+    records = {"left": left_total, "right": right_total, "paired": counts.paired, "matched": counts.matched,
+               "within_tolerance": within, "diverged": diverged, "left_only": counts.left_only,
+               "right_only": counts.right_only, "duplicate_keys": counts.duplicate_keys,
                "quarantined": {"left": quarantined[0], "right": quarantined[1]},
                "quarantine_reasons": {"left": dict(sorted(quarantine_reasons[0].items())),
                                       "right": dict(sorted(quarantine_reasons[1].items()))}}
@@ -81,7 +77,7 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
     env_left, env_right = environments
     differences = [{"name": k, "left": env_left.get(k), "right": env_right.get(k)}
                    for k in sorted(set(env_left) | set(env_right)) if env_left.get(k) != env_right.get(k)]
-    unpaired = outcome.left_only + outcome.right_only
+    unpaired = counts.left_only + counts.right_only
     report = {
         "format": FORMAT,
         "verdict": "parity" if diverged <= tolerance.max_diverged and unpaired <= tolerance.max_unpaired
@@ -103,13 +99,13 @@ def build_report(*, name: str, sides: tuple[str, str], outcome: DiffOutcome,
         "redacted": redact,
         "noise": ({side: {"stages": list(v["stages"]), "features": list(v["features"])}
                    for side, v in noise.items()} if noise is not None else None),
-        "unpaired_examples": {"left_only": [_unpaired(k, redact) for k in outcome.left_only_keys[:examples]],
-                              "right_only": [_unpaired(k, redact) for k in outcome.right_only_keys[:examples]]},
+        "unpaired_examples": {"left_only": [_unpaired(k, redact) for k in counts.left_only_keys[:examples]],
+                              "right_only": [_unpaired(k, redact) for k in counts.right_only_keys[:examples]]},
     }
     if analysis_noise:  # only where analyzer outputs differ by rounding: other reports keep their bytes
         report["analysis_noise"] = _analysis_noise(analysis_noise, tally.noise_count, redact)
-    if model_stage is not None:
-        add_model_stage(report, model_stage(tally.upstream or {}), tolerance, redact, decision)
+    if summary.model is not None:
+        add_model_stage(report, summary.model, tolerance, redact, decision)
     return report
 
 

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from sample_reports import HOSTILE, diverged_report
 
 from parity.report import render_html, render_json
-from parity.report.histograms import HISTOGRAM_BINS, histograms
+from parity.compare.histograms import HISTOGRAM_BINS, histograms
 
 
 def test_fewer_than_two_numeric_pairs_give_no_histograms() -> None:

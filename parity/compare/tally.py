@@ -3,7 +3,7 @@
 `Tally.add` takes a `PairOutcome` at a time: counts per first stage and cause, the first examples of each
 (stage, cause), per-feature statistics and the numbers behind their histograms. Two tallies of consecutive key
 ranges merge (`Tally.merge`) into exactly the tally of both ranges read in order, so the pairs of one diff can be
-tallied in parts (parity.report.halves) and give the same report byte for byte.
+tallied in parts (parity.compare.halves) and give the same report byte for byte.
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from parity.compare.causes import CauseContext, classify
-from parity.compare.diff import PairOutcome
+from parity.compare.outcomes import PairOutcome
 from parity.compare.model_stage import Upstream
 from parity.compare.noise import AnalysisNoise, NoiseCount
-from parity.compare.pair_values import resolved
+from parity.compare.outcomes import resolved
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
-from parity.report.histograms import histograms_of
+from parity.compare.histograms import histograms_of
 
 
 class Tally:

@@ -1,4 +1,4 @@
-"""A large diff tallied in two processes (parity.report.halves) gives the report of one process, byte for byte.
+"""A large diff summarized in two processes (parity.compare.halves) gives the report of one process, byte for byte.
 
 Real replays on the DirectRunner write bucketed sets with pairs of every kind: diverged at the input and at the
 transform, within tolerance, one-sided keys on both sides; the examples kept per cause are fewer than each half
@@ -13,9 +13,11 @@ import textwrap
 import pytest
 
 from parity.cli import main
+from parity.compare.causes import CauseContext
 from parity.compare.diff import DiffStream
+from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
-from parity.report import halves
+from parity.compare import halves
 from parity.sets.fingerprint_set import read_set
 
 from tests.set_files import bucket_paths
@@ -89,6 +91,25 @@ def test_two_processes_give_the_report_of_one_byte_for_byte(sides, tmp_path, mon
     assert records["left_only"] > 0 and records["right_only"] > 0 and records["within_tolerance"] > 0
     assert {c["cause"] for c in report["causes"]} >= {"input.content", "transform.numeric"}
     assert all(c["records"] > 2 * 3 for c in report["causes"])  # more than the examples kept, in each half
+
+
+def test_the_summaries_of_two_key_ranges_merge_into_the_summary_of_the_whole_diff_leaving_both_as_they_were(sides):
+    left, right = (read_set(path) for path in sides[:2])
+    tally = Tally(CauseContext(left_name="offline", right_name="production"), False, 3)
+    whole = halves._summarized(DiffStream(left, right, ToleranceSpec(), keep_unpaired=3), tally)
+    stream = DiffStream(left, right, ToleranceSpec(), keep_unpaired=3)
+    first = halves._summarized(stream.of_ranges(frozenset(range(8))), tally.fresh())
+    second = halves._summarized(stream.of_ranges(frozenset(range(8, 16))), tally.fresh())
+    before = (first.counts, list(first.tally.example_list), second.counts, list(second.tally.example_list))
+    merged = first.merged(second)
+    assert merged.counts == whole.counts
+    assert len(merged.counts.left_only_keys) == 3 and merged.counts.left_only > 3
+    for name in ("first_counts", "cause_counts", "example_list", "within"):
+        assert getattr(merged.tally, name) == getattr(whole.tally, name), name
+    names = (["y"], ["y"])
+    assert merged.tally.feature_stats.features(names) == whole.tally.feature_stats.features(names)
+    assert (first.counts, first.tally.example_list, second.counts, second.tally.example_list) == before
+    assert 0 < first.counts.paired < whole.counts.paired
 
 
 def test_the_split_gives_each_process_about_half_of_the_rows_to_pair(sides, monkeypatch):
