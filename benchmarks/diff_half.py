@@ -76,12 +76,16 @@ def _stream_half(left_dir: str, right_dir: str) -> dict:
         from parity.compare.tally import Tally
     except ImportError:  # a checkout from before the tally moved to the compare room
         from parity.report.tally import Tally
-    from parity.sets.fingerprint_set import BUCKET_BITS, read_set
+    from parity.sets import fingerprint_set
+    from parity.sets.fingerprint_set import read_set
+
+    # named BUCKET_BITS in checkouts from before the three kinds of key_fp split had names of their own
+    key_range_bits = getattr(fingerprint_set, "KEY_RANGE_BITS", None) or getattr(fingerprint_set, "BUCKET_BITS")
 
     stream = DiffStream(read_set(left_dir), read_set(right_dir), ToleranceSpec(), keep_unpaired=10,
                         defer_input=True)
     tally = Tally(CauseContext(left_name="offline", right_name="production"), False, 10)
-    half = stream.of_ranges(frozenset(range((1 << BUCKET_BITS) // 2)))
+    half = stream.of_ranges(frozenset(range((1 << key_range_bits) // 2)))
     wall, cpu = time.perf_counter(), time.process_time()
     with diff_gc():
         for outcome in half:

@@ -276,7 +276,7 @@ def test_the_diff_half_benchmark_streams_and_tallies_half_the_key_ranges_of_two_
     from parity.commands import replay
     from parity.compare.diff import DiffStream
     from parity.config import ToleranceSpec, load_config
-    from parity.sets.fingerprint_set import BUCKET_BITS, read_set
+    from parity.sets.fingerprint_set import KEY_RANGE_BITS, read_set
 
     config = load_config(os.path.join(REPO, "pipelines", "taxi", "parity.yaml"))
     for side in ("offline", "production"):
@@ -287,7 +287,7 @@ def test_the_diff_half_benchmark_streams_and_tallies_half_the_key_ranges_of_two_
     found = json.loads(done.stdout.splitlines()[-1])
     assert list(found) == [REPO] and len(found[REPO]["cpu_s"]) == 2
     half = DiffStream(read_set(str(tmp_path / "offline")), read_set(str(tmp_path / "production")), ToleranceSpec()
-                      ).of_ranges(frozenset(range((1 << BUCKET_BITS) // 2)))
+                      ).of_ranges(frozenset(range((1 << KEY_RANGE_BITS) // 2)))
     differing = sum(1 for _ in half)
     assert differing > 0 and f"{differing} pairs" in done.stdout.splitlines()[0]
 

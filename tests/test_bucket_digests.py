@@ -141,7 +141,7 @@ def test_bucketed_sets_give_the_report_of_the_one_file_layout_byte_for_byte(tmp_
 
 
 def test_a_bucket_summary_does_not_depend_on_how_its_rows_were_batched():
-    keys = [bytes([7 << (8 - buckets.BUCKET_BITS)]) + i.to_bytes(15, "big") for i in range(50)]
+    keys = [bytes([7 << (8 - buckets.KEY_RANGE_BITS)]) + i.to_bytes(15, "big") for i in range(50)]
     table = pa.table({"key_fp": keys, "key": [str(i) for i in range(50)],
                       **{f"{stage}_fp": [i * 31 + n for i in range(50)] for n, stage in enumerate(
                           ("input", "window", "shard", "coder", "seed", "transform"))},

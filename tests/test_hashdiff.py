@@ -67,10 +67,10 @@ def _values(i, drift=None):
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(hashdiff, "CHUNK_ROWS", 97)
-    monkeypatch.setattr(hashdiff, "BUCKET_BITS", 6)
-    monkeypatch.setattr(hashdiff, "_ALL_BUCKETS", 1 << 6)
+    monkeypatch.setattr(hashdiff, "DIGEST_BITS", 6)
+    monkeypatch.setattr(hashdiff, "_ALL_DIGEST_BUCKETS", 1 << 6)
     monkeypatch.setattr(diff, "FETCH_PAIRS", 50)
-    monkeypatch.setattr(fingerprint_set, "BUCKET_ROWS", 300)
+    monkeypatch.setattr(fingerprint_set, "SORT_ROWS", 300)
     monkeypatch.setattr(fingerprint_set, "SPILL_ROWS", 250)
 
 
@@ -96,7 +96,7 @@ def test_finalize_sorts_through_key_range_buckets_like_one_in_memory_sort(tmp_pa
     records = [(i, _values(i)) for i in range(2000)]
     manifest = _write_set(tmp_path / "a", records)
     table = pq.read_table(tmp_path / "a" / "fingerprints.parquet", schema=FP_SCHEMA)
-    assert fingerprint_set.bucket_bits(2000) > 2
+    assert fingerprint_set.spill_bits(2000) > 2
     assert table.num_rows == 2000 and manifest["records"]["fingerprinted"] == 2000
     assert table.equals(table.sort_by(fingerprint_set.SORT_KEYS))
     assert manifest["features"] == ["f", "g"]

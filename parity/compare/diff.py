@@ -19,7 +19,7 @@ from parity.compare.summary import DiffCounts
 from parity.config import ToleranceSpec
 from parity.console.collector import collecting_less
 from parity.errors import FingerprintSetError
-from parity.sets.fingerprint_set import BUCKET_BITS, FingerprintSet
+from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.stages import STAGES
 
 
@@ -237,7 +237,7 @@ class DiffStream:
             at = after
 
 
-_ALL_RANGES = frozenset(range(1 << BUCKET_BITS))  # every key range (bucket number) of a bucketed set
+_ALL_RANGES = frozenset(range(1 << KEY_RANGE_BITS))  # every key range (bucket number) of a bucketed set
 _STAGE_INDICES = [tuple(s for s in range(len(STAGES)) if mask >> s & 1) for mask in range(1 << len(STAGES))]
 _STAGE_SETS = [tuple(STAGES[s] for s in indices) for indices in _STAGE_INDICES]  # stage names by bit mask
 

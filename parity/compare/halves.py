@@ -31,7 +31,7 @@ from parity.compare.tally import Tally
 from parity.console import signals
 from parity.console.cores import usable_cores
 from parity.errors import RunnerError, portable
-from parity.sets.fingerprint_set import BUCKET_BITS, FingerprintSet
+from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
 
 MIN_ROWS = 200_000  # rows of both sides to pair, outside the buckets matched by their summaries
@@ -71,7 +71,7 @@ def _split(stream: DiffStream) -> tuple[frozenset[int], frozenset[int]] | None:
     from parity.compare import hashdiff
 
     whole = hashdiff.whole_buckets(left, right).buckets
-    rows = [0] * (1 << BUCKET_BITS)
+    rows = [0] * (1 << KEY_RANGE_BITS)
     for fset in (left, right):
         for bucket in fset.buckets:
             if bucket["bucket"] not in whole:

@@ -1,7 +1,7 @@
 """Hash-first pairing of two fingerprint sets, bucket by bucket (pure, vectorised, bounded memory).
 
 Both sets are sorted by key_fp, so they are read side by side, CHUNK_ROWS rows at a time, and compared in
-buckets: a bucket is a key_fp range (its leading BUCKET_BITS bits), the same on both sides. Per bucket each
+digest buckets: a digest bucket is a key_fp range (its leading DIGEST_BITS bits), the same on both sides. Per bucket each
 side gets its row count and one digest per stage: the sum (mod 2^64) of a 64-bit mix of the key and the stage
 fingerprint, so a digest does not depend on row order. A bucket whose counts and digests agree at every stage
 and that holds no duplicate key is matched as a whole (data-diff's checksums, applied per stage); the other
@@ -31,9 +31,9 @@ from parity.sets.buckets import uint64_column as _uint64
 from parity.sets.fingerprint_set import FP_SCHEMA, FingerprintSet
 from parity.stages import STAGES
 
-BUCKET_BITS = 16          # 65,536 key ranges: ~150 records per bucket at 10M records
+DIGEST_BITS = 16          # 65,536 key ranges: ~150 records per bucket at 10M records
 CHUNK_ROWS = 65_536       # fingerprint rows read per side before the complete buckets among them are compared
-_ALL_BUCKETS = 1 << BUCKET_BITS
+_ALL_DIGEST_BUCKETS = 1 << DIGEST_BITS
 
 
 @dataclass
@@ -81,7 +81,7 @@ class WholeBuckets:
 
     buckets: frozenset[int]     # the key ranges (bucket numbers) matched
     rows: int                   # rows on each side (equal)
-    prefixes: int               # the hashdiff buckets (BUCKET_BITS) their rows fall in
+    prefixes: int               # the hashdiff buckets (DIGEST_BITS) their rows fall in
 
 
 def whole_buckets(left: FingerprintSet, right: FingerprintSet, among: frozenset[int] | None = None) -> WholeBuckets:
@@ -177,7 +177,7 @@ class _Stream:
     def bound(self) -> int:
         """Buckets below this one are complete in the buffer."""
         if self._done or not self._table.num_rows:
-            return _ALL_BUCKETS
+            return _ALL_DIGEST_BUCKETS
         return int(self._buckets[-1])
 
     def take(self, bound: int) -> Chunk:
@@ -189,7 +189,7 @@ class _Stream:
 
 
 def _bucket_of(hi: np.ndarray) -> np.ndarray:
-    return (hi >> np.uint64(64 - BUCKET_BITS)).astype(np.int64)
+    return (hi >> np.uint64(64 - DIGEST_BITS)).astype(np.int64)
 
 
 

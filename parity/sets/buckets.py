@@ -1,6 +1,6 @@
 """A replayed set's fingerprint rows as key-range bucket files, each with its summary, written by the workers.
 
-A side's job routes its fingerprint rows by the leading BUCKET_BITS bits of `key_fp` (16 buckets, the same on
+A side's job routes its fingerprint rows by the leading KEY_RANGE_BITS bits of `key_fp` (16 buckets, the same on
 every side whatever its size), so that each bucket is sorted and written by a worker as
 `fingerprints/<bb>.parquet` (two hex digits), and summarized: its rows, its duplicate rows, one digest of its
 keys and one per stage, its feature names. The job then writes every summary, with the quarantine's counts, as
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from parity.errors import FingerprintSetError
-from parity.sets.fingerprint_set import (BUCKET_BITS, BUCKET_FILES_DIR, BUCKETS_FILE, FP_PARQUET_OPTIONS, FP_SCHEMA,
+from parity.sets.fingerprint_set import (KEY_RANGE_BITS, BUCKET_FILES_DIR, BUCKETS_FILE, FP_PARQUET_OPTIONS, FP_SCHEMA,
                                          QUARANTINE, bucket_file, sort_rows)
 from parity.stages import STAGES
 from parity.storage import urls
@@ -77,7 +77,7 @@ def split_rows(table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
     if not table.num_rows:
         return
     hi, _ = key_words(table.column("key_fp"))
-    buckets = (hi >> np.uint64(64 - BUCKET_BITS)).astype(np.int64)
+    buckets = (hi >> np.uint64(64 - KEY_RANGE_BITS)).astype(np.int64)
     order = np.argsort(buckets, kind="stable")
     table, buckets = table.take(pa.array(order, pa.int64())), buckets[order]
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
@@ -143,7 +143,7 @@ def write_summaries(out_dir: str, summaries: Iterable[dict[str, Any]], quarantin
     reasons: dict[str, int] = {}
     for entry in entries:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
-    document = {"bucket_bits": BUCKET_BITS, "folder": BUCKET_FILES_DIR,
+    document = {"bucket_bits": KEY_RANGE_BITS, "folder": BUCKET_FILES_DIR,
                 "buckets": sorted(summaries, key=lambda s: s["bucket"]),
                 "quarantined": len(entries), "quarantine_reasons": dict(sorted(reasons.items()))}
     urls.write_bytes(urls.join(out_dir, BUCKETS_FILE),

@@ -49,7 +49,7 @@ BUCKETS_FILE = "buckets.json"
 # replay into S3 slow. 16 keep a bucket at about 625,000 rows at 10M records (one worker sorts it in memory) and
 # still let a diff skip the buckets a handful of diverged records leave clean; where most buckets differ, finer
 # ones would not be skipped either.
-BUCKET_BITS = 4
+KEY_RANGE_BITS = 4
 ROUTED_DIR = "_routed"  # under PARTS_DIR: the job's rows by bucket on their way to the bucket files
 
 FP_SCHEMA = pa.schema(
@@ -235,25 +235,28 @@ def _write_value_part(table: pa.Table, path: str, compression: str | None = None
 FP_PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "use_dictionary": ["part", "features.key_value.key"],
                                       "write_statistics": ["key_fp", "key"]}
 SORT_KEYS = [("key_fp", "ascending"), ("input_fp", "ascending"), ("part", "ascending"), ("row", "ascending")]
-# Rows sorted in memory at once by `finalize`: a set of more rows is first split by key range into buckets of
-# about this size (spilled as Arrow IPC files), each then sorted alone, so memory does not grow with the set.
-BUCKET_ROWS = 200_000
-MAX_BUCKET_BITS = 8        # at most 256 buckets (the first byte of key_fp), so at most 256 spill files per flush
-SPILL_ROWS = 100_000       # rows buffered across all buckets before they are spilled
-BUCKETS_DIR = "_buckets"
+# Rows sorted in memory at once by `finalize`: a set of more rows is first split by key_fp prefix into spill
+# ranges of about this size (spilled as Arrow IPC files), each then sorted alone, so memory does not grow with the
+# set. Three things split key_fp by its leading bits, each with its own name: these spill ranges (up to
+# MAX_SPILL_BITS), a replay's key ranges (KEY_RANGE_BITS, its bucket files) and the diff's digest buckets
+# (parity.compare.hashdiff.DIGEST_BITS).
+SORT_ROWS = 200_000
+MAX_SPILL_BITS = 8        # at most 256 spill ranges (the first byte of key_fp), so at most 256 spill files per flush
+SPILL_ROWS = 100_000       # rows buffered across all spill ranges before they are spilled
+SPILL_DIR = "_spill"
 
 
-def bucket_bits(rows: int, bucket_rows: int | None = None) -> int:
-    """How many leading bits of key_fp split `rows` rows into buckets of about `bucket_rows` (0: one bucket)."""
-    bucket_rows = bucket_rows or BUCKET_ROWS
+def spill_bits(rows: int, range_rows: int | None = None) -> int:
+    """How many leading bits of key_fp split `rows` rows into spill ranges of about `range_rows` (0: one)."""
+    range_rows = range_rows or SORT_ROWS
     bits = 0
-    while (rows >> bits) > bucket_rows and bits < MAX_BUCKET_BITS:
+    while (rows >> bits) > range_rows and bits < MAX_SPILL_BITS:
         bits += 1
     return bits
 
 
 def key_prefix(key_fps: pa.Array | pa.ChunkedArray, bits: int) -> np.ndarray:
-    """The leading `bits` bits of each 16-byte key fingerprint (a key-range bucket; key order is kept)."""
+    """The leading `bits` bits of each 16-byte key fingerprint (a spill range; key order is kept)."""
     if isinstance(key_fps, pa.ChunkedArray):
         key_fps = key_fps.combine_chunks() if key_fps.num_chunks != 1 else key_fps.chunk(0)
     if bits == 0 or len(key_fps) == 0:
@@ -266,18 +269,18 @@ def key_prefix(key_fps: pa.Array | pa.ChunkedArray, bits: int) -> np.ndarray:
 def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> tuple[int, set[str]]:
     """Writes the rows of all parts to `out_path` sorted by SORT_KEYS; returns (rows, feature names).
 
-    Up to BUCKET_ROWS rows are concatenated and sorted in memory. Larger sets take one pass over the parts that
-    spills each part's rows into key-range buckets (the leading bits of key_fp), then sort and write bucket by
-    bucket: bucket order is key order, so the output is the same sorted rows, with at most a bucket (plus the
-    spill buffer) in memory.
+    Up to SORT_ROWS rows are concatenated and sorted in memory. Larger sets take one pass over the parts that
+    spills each part's rows into spill ranges (the leading bits of key_fp), then sort and write range by range:
+    range order is key order, so the output is the same sorted rows, with at most a range (plus the spill buffer)
+    in memory.
 
-    Each part is removed once read, so that the pages it held in the page cache go to the bucket files and the
+    Each part is removed once read, so that the pages it held in the page cache go to the spill files and the
     output written next (the kernel fills pages it has not handed out lately several times slower:
     parity.replay.spill).
     """
     rows = sum(map(_fp_part_rows, fp_parts))
     features: set[str] = set()
-    bits = bucket_bits(rows)
+    bits = spill_bits(rows)
     if bits == 0:
         tables = [_read_and_remove(p) for p in fp_parts]
         table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
@@ -292,21 +295,21 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
     count = 0
 
     def spill() -> None:
-        for bucket, tables in buffered.items():
-            path = os.path.join(spill_dir, f"b{bucket:03d}-{len(spills.get(bucket, [])):06d}.arrow")
+        for prefix, tables in buffered.items():
+            path = os.path.join(spill_dir, f"b{prefix:03d}-{len(spills.get(prefix, [])):06d}.arrow")
             with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, FP_SCHEMA) as writer:
                 writer.write_table(pa.concat_tables(tables))
-            spills.setdefault(bucket, []).append(path)
+            spills.setdefault(prefix, []).append(path)
         buffered.clear()
 
     for path in fp_parts:
         table = _read_and_remove(path)
-        buckets = key_prefix(table.column("key_fp"), bits)
-        order = np.argsort(buckets, kind="stable")
-        table, buckets = take_rows(table, order), buckets[order]
-        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]]) if len(buckets) else np.zeros(0, int)
-        for start, end in zip(starts, np.r_[starts[1:], len(buckets)]):
-            buffered.setdefault(int(buckets[start]), []).append(table.slice(int(start), int(end - start)))
+        prefixes = key_prefix(table.column("key_fp"), bits)
+        order = np.argsort(prefixes, kind="stable")
+        table, prefixes = take_rows(table, order), prefixes[order]
+        starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]]) if len(prefixes) else np.zeros(0, int)
+        for start, end in zip(starts, np.r_[starts[1:], len(prefixes)]):
+            buffered.setdefault(int(prefixes[start]), []).append(table.slice(int(start), int(end - start)))
         count += table.num_rows
         if count >= SPILL_ROWS:
             spill()
@@ -314,9 +317,9 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
     spill()
     written = 0
     with urls.open_write(out_path) as target, pq.ParquetWriter(target, FP_SCHEMA, **FP_PARQUET_OPTIONS) as writer:
-        for bucket in sorted(spills):
+        for prefix in sorted(spills):
             tables = []
-            for path in spills[bucket]:
+            for path in spills[prefix]:
                 with pa.OSFile(path, "rb") as source:
                     tables.append(pa.ipc.open_stream(source).read_all())
                 os.remove(path)
@@ -396,10 +399,10 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     listed = urls.list_folder(parts_dir)  # the parts workers wrote: local files, or objects under the set's URL
     fp_parts = [path for path in listed if path.endswith((FP_PART_SUFFIX, ".parquet"))]
     quarantine_parts = [path for path in listed if path.endswith(".quarantine.jsonl")]
-    # the sort's bucket files are the client's own: beside the parts locally, in a local temporary folder when
+    # the sort's spill files are the client's own: beside the parts locally, in a local temporary folder when
     # the set is on a URL
-    spill_dir = urls.child(parts_dir, BUCKETS_DIR) if not urls.is_url(out_dir) else \
-        os.path.join(tempfile.mkdtemp(prefix="parity-finalize-"), BUCKETS_DIR)
+    spill_dir = urls.child(parts_dir, SPILL_DIR) if not urls.is_url(out_dir) else \
+        os.path.join(tempfile.mkdtemp(prefix="parity-finalize-"), SPILL_DIR)
     try:
         fingerprinted, features = _sorted_fingerprints(fp_parts, urls.child(out_dir, FINGERPRINTS), spill_dir)
     finally:
@@ -479,12 +482,12 @@ def _read_buckets(set_dir: str) -> dict[str, Any]:
     if not isinstance(buckets, list) or not all(
             isinstance(b, dict) and all(isinstance(b.get(f), t) for f, t in fields)
             and len(b["digests"]) == 1 + len(STAGES) and 0 <= b["bucket"] < 256 for b in buckets) \
-            or summary.get("bucket_bits") != BUCKET_BITS \
+            or summary.get("bucket_bits") != KEY_RANGE_BITS \
             or [b["bucket"] for b in buckets] != sorted({b["bucket"] for b in buckets}) \
             or not isinstance(summary.get("quarantined"), int) \
             or not isinstance(summary.get("quarantine_reasons"), dict):
         raise FingerprintSetError(f"{path}: malformed bucket summaries, or buckets of another parity version (this "
-                                  f"one writes bucket_bits {BUCKET_BITS}); replay the side again")
+                                  f"one writes bucket_bits {KEY_RANGE_BITS}); replay the side again")
     return summary
 
 

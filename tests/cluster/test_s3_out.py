@@ -81,7 +81,7 @@ def test_sides_replayed_into_s3_diff_from_s3_into_s3_to_the_report_of_the_local_
 
     # buckets of 16 rows: finalize sorts the parts read back from S3 through its bucket files (a local temporary
     # folder when the set is on a URL), as a large set does
-    monkeypatch.setattr(fingerprint_set, "BUCKET_ROWS", 16)
+    monkeypatch.setattr(fingerprint_set, "SORT_ROWS", 16)
     monkeypatch.setattr(fingerprint_set, "SPILL_ROWS", 40)
     config_path = scenario_config(tmp_path / "config", _capture_on_s3())
     config = load_config(config_path)
