@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from parity.capture.schema import parse_schema, parse_type
 from parity.config.document import read_document
-from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, SEED_OPS, CaptureSpec, Config, ReportSpec, SideConfig,
-                                 Tolerance, ToleranceSpec, TransformSpec)
+from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, CaptureSpec, Config, ReportSpec, SideConfig, Tolerance,
+                                 ToleranceSpec, TransformSpec)
 from parity.config.validate import Ctx, _show
 from parity.errors import ConfigError
 from parity.stages.model import DECISION_RULES, DecisionSpec, ModelSpec
 from parity.storage import urls
-from parity.stages.seed import SEED_HASHES, FunctionOp, SampleOp, SeedOp, SeedSpec, SplitOp
-from parity.stages.specs import (AGGREGATE_COMBINES, AGGREGATE_OPS, MAX_WINDOWS_PER_RECORD, SHARD_HASHES, TIME_UNITS,
-                                 WINDOW_TYPES, AggregateSpec, LatenessSpec, ShardSpec, TimestampSpec, WindowSpec)
+from parity.stages.seed import SEED_HASHES, SEED_OPS, FunctionOp, SampleOp, SeedOp, SeedSpec, SplitOp
+from parity.stages.shard import AGGREGATE_COMBINES, AGGREGATE_OPS, SHARD_HASHES, AggregateSpec, ShardSpec
+from parity.stages.timestamp import TIME_UNITS, TimestampSpec
+from parity.stages.window import MAX_WINDOWS_PER_RECORD, WINDOW_TYPES, LatenessSpec, WindowSpec
 
 if TYPE_CHECKING:
     from parity.stages.coder import CoderSpec

@@ -1,4 +1,5 @@
-"""The `shard` stage: grouping key, shard id, and exact per-(window, key) aggregates.
+"""The `shard` stage: what a config says of it (`ShardSpec`, `AggregateSpec`), grouping key, shard id, and exact
+per-(window, key) aggregates.
 
 Aggregates are computed exactly and independently of the order records arrive in, so a report never depends
 on bundle boundaries: integer sums are Python ints, float sums are kept as exact integers scaled by 2**1074
@@ -11,13 +12,53 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from parity.capture.schema import FieldType, parse_type
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
-from parity.stages.specs import AggregateSpec, ShardSpec
+from parity.stages.reference import Reference
+
+SHARD_HASHES = ("xxh3", "crc32", "md5", "python")
+AGGREGATE_OPS = ("count", "sum", "mean", "min", "max", "distinct_count")
+AGGREGATE_COMBINES = ("exact", "sequential")
 
 _SCALE = 1074
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """One of `shard.aggregates`: the aggregate's name (the field it adds to each record), op and field."""
+
+    name: str
+    op: str
+    field: str | None
+    combine: str = "exact"  # exact | sequential (float sum/mean in event-time order, like a streaming combiner)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """A side's `shard:`: the grouping key (fields, or a user key function), the shard count and hash, and the
+    aggregates computed per (window, key)."""
+
+    key_fields: tuple[str, ...] | None
+    key_function: Reference | None
+    count: int
+    hash: str
+    aggregates: tuple[AggregateSpec, ...]
+
+
+def aggregate_type(agg: AggregateSpec, schema: Mapping[str, FieldType] | None) -> FieldType:
+    """The type of an aggregate's value: counts are int64, means float64, others follow the field."""
+    if agg.op in ("count", "distinct_count"):
+        return parse_type("int64")
+    if agg.op == "mean":
+        return parse_type("float64")
+    source = (schema or {}).get(agg.field or "")
+    if source is not None and source.name in ("int64", "int32", "bool"):
+        return parse_type("int64")
+    return parse_type("float64")
 
 
 def grouping_key(spec: ShardSpec | None, record: dict, key_fn: Callable | None) -> Any:
