@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from parity.errors import UserCodeError
 from parity.stages.reference import Reference
@@ -200,6 +200,40 @@ def merge_windows(windowfn: beam_window.WindowFn, windows: Iterable[Window]) -> 
     context = _merge_context()(beam_windows)
     windowfn.merge(context)
     return {to_window(w): to_window(context.merged.get(w, w)) for w in beam_windows}
+
+
+def windows_per_group(rids: Sequence[Any], windows: Sequence[list[Window]], group_bytes: Sequence[bytes],
+                      late: Mapping[Any, list[Window]]) -> dict[bytes, set[Window]]:
+    """The proto-windows of each grouping key in a batch (its records' windows but those each record is late
+    for): what a merging WindowFn merges, per key (`merge_windows`, once every batch's are together)."""
+    groups: dict[bytes, set[Window]] = {}
+    for rid, record_windows, group in zip(rids, windows, group_bytes):
+        expired = late.get(rid, ()) if late else ()
+        groups.setdefault(group, set()).update(w for w in record_windows if w not in expired)
+    return groups
+
+
+def final_windows(windows: list[Window], expired: Iterable[Window] | None, group_bytes: bytes,
+                  merges: Mapping[bytes, Mapping[Window, Window]]) -> list[Window]:
+    """The windows a record is in after lateness (`expired`: the windows it was late for) and merging
+    (`merges`: each grouping key's proto-windows mapped to the windows they merged into)."""
+    kept = [w for w in windows if w not in expired] if expired else windows
+    if merges and kept:
+        mapping = merges.get(group_bytes, {})
+        kept = sorted({mapping.get(w, w) for w in kept})
+    return kept
+
+
+def window_value(timestamp_us: int | None, window_lists: list[list], expired: Sequence[Window] | None,
+                 dropped: bool) -> dict[str, Any]:
+    """The window stage's value of a record: its event time and windows, and `late` when its side dropped it
+    (late for each of its windows) or the windows it was late for (`late_windows`) when it kept some."""
+    value: dict[str, Any] = {"timestamp_us": timestamp_us, "windows": window_lists}
+    if dropped:
+        value["late"] = True
+    elif expired:
+        value["late_windows"] = [list(w) for w in expired]
+    return value
 
 
 def max_timestamp_us(win: Window) -> int:
