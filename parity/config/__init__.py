@@ -8,11 +8,12 @@ config holds are re-exported here, where users import them.
 from parity.config.document import MAX_CONFIG_BYTES, MAX_CONFIG_NODES
 from parity.config.load import load_config
 from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, CaptureSpec, Config, Ref, ReportSpec, SideConfig,
-                                 Tolerance, ToleranceSpec, TransformSpec, capture_field_types)
+                                 Tolerance, ToleranceSpec, capture_field_types)
 from parity.stages.seed import SEED_OPS
 from parity.stages.shard import (AGGREGATE_COMBINES, AGGREGATE_OPS, SHARD_HASHES, AggregateSpec, ShardSpec,
                                  aggregate_type)
 from parity.stages.timestamp import TIME_UNITS, TimestampSpec
+from parity.stages.transform import TransformSpec
 from parity.stages.window import MAX_WINDOWS_PER_RECORD, WINDOW_TYPES, LatenessSpec, WindowSpec
 
 __all__ = [

@@ -1,7 +1,7 @@
 """What a parity config says, as frozen dataclasses: the values `load_config` returns.
 
 A side's stages are described by the stages' own specs (`TimestampSpec`, `WindowSpec`, `ShardSpec`, `CoderSpec`,
-`SeedSpec`, `ModelSpec`, each in its `parity.stages` module): the config assembles them. A user function, WindowFn
+`SeedSpec`, `TransformSpec`, `ModelSpec`, each in its `parity.stages` module): the config assembles them. A user function, WindowFn
 or coder factory in them is a `Ref` (`module:attr`), which the replay imports when it builds the stage.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from parity.stages.model import ModelSpec
 from parity.stages.seed import SeedSpec
 from parity.stages.shard import ShardSpec, aggregate_type
 from parity.stages.timestamp import TimestampSpec
+from parity.stages.transform import TransformSpec
 from parity.stages.window import WindowSpec
 
 if TYPE_CHECKING:  # the coder stage imports Beam: a config loads without it unless it has a coder
@@ -140,15 +141,6 @@ class CaptureSpec:
     @property
     def schema_dict(self) -> dict[str, FieldType] | None:
         return dict(self.schema) if self.schema is not None else None
-
-
-@dataclass(frozen=True)
-class TransformSpec:
-    kind: str  # tft | saved | python
-    ref: Ref | None = None
-    path: str | None = None
-    from_side: str | None = None
-    custom_config: str | None = None  # tft: the JSON text of TFX Transform's `custom_config` (a frozen mapping)
 
 
 @dataclass(frozen=True)
