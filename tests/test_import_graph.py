@@ -1,6 +1,7 @@
 """The package's modules import each other without a cycle, read from the source (not from what one run
 happens to import): an import inside a function counts too, since a lazy import only hides a cycle in the
-design. Only `if TYPE_CHECKING:` imports are left out: they never run."""
+design, and so does an `if TYPE_CHECKING:` import: it never runs, but a type hint that names a module is a
+dependency on it all the same."""
 from __future__ import annotations
 
 import ast
@@ -20,20 +21,11 @@ def _modules() -> dict[str, Path]:
     return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     found: list[ast.Import | ast.ImportFrom] = []
     todo = [tree]
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            todo.extend(node.orelse)
-            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
         todo.extend(ast.iter_child_nodes(node))

@@ -1,15 +1,20 @@
 """A parity config: YAML loaded once (`load_config`) into frozen dataclasses (`Config`, `SideConfig`, ...).
 
 `model` holds the types, `document` reads the YAML file, `validate` checks one value at a time and `load`
-builds the config from the document. The stage names, coder types and seed hashes a config names are the
-stages' own (`parity.stages.STAGES`, `parity.stages.coder.CODER_TYPES`, `parity.stages.seed.SEED_HASHES`).
+builds the config from the document. A side's stage specs, and the stage names, coder types, seed hashes, window
+types and the other choices a config names, are the stages' own (`parity.stages` and its modules); the specs a
+config holds are re-exported here, where users import them.
 """
 from parity.config.document import MAX_CONFIG_BYTES, MAX_CONFIG_NODES
 from parity.config.load import load_config
-from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, SEED_OPS, CaptureSpec, Config, Ref, ReportSpec, SideConfig,
-                                 Tolerance, ToleranceSpec, TransformSpec, aggregate_type, capture_field_types)
-from parity.stages.specs import (AGGREGATE_COMBINES, AGGREGATE_OPS, MAX_WINDOWS_PER_RECORD, SHARD_HASHES, TIME_UNITS,
-                                 WINDOW_TYPES, AggregateSpec, LatenessSpec, ShardSpec, TimestampSpec, WindowSpec)
+from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, CaptureSpec, Config, Ref, ReportSpec, SideConfig,
+                                 Tolerance, ToleranceSpec, capture_field_types)
+from parity.stages.seed import SEED_OPS
+from parity.stages.shard import (AGGREGATE_COMBINES, AGGREGATE_OPS, SHARD_HASHES, AggregateSpec, ShardSpec,
+                                 aggregate_type)
+from parity.stages.timestamp import TIME_UNITS, TimestampSpec
+from parity.stages.transform import TransformSpec
+from parity.stages.window import MAX_WINDOWS_PER_RECORD, WINDOW_TYPES, LatenessSpec, WindowSpec
 
 __all__ = [
     "AGGREGATE_COMBINES", "AGGREGATE_OPS", "FORMATS", "MAX_CONFIG_BYTES", "MAX_CONFIG_NODES", "MAX_SCHEMA_FIELDS",

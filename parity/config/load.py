@@ -11,15 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from parity.capture.schema import parse_schema, parse_type
 from parity.config.document import read_document
-from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, SEED_OPS, CaptureSpec, Config, ReportSpec, SideConfig,
-                                 Tolerance, ToleranceSpec, TransformSpec)
+from parity.config.model import (FORMATS, MAX_SCHEMA_FIELDS, CaptureSpec, Config, ReportSpec, SideConfig, Tolerance,
+                                 ToleranceSpec)
 from parity.config.validate import Ctx, _show
 from parity.errors import ConfigError
 from parity.stages.model import DECISION_RULES, DecisionSpec, ModelSpec
 from parity.storage import urls
-from parity.stages.seed import SEED_HASHES, FunctionOp, SampleOp, SeedOp, SeedSpec, SplitOp
-from parity.stages.specs import (AGGREGATE_COMBINES, AGGREGATE_OPS, MAX_WINDOWS_PER_RECORD, SHARD_HASHES, TIME_UNITS,
-                                 WINDOW_TYPES, AggregateSpec, LatenessSpec, ShardSpec, TimestampSpec, WindowSpec)
+from parity.stages.seed import SEED_HASHES, SEED_OPS, FunctionOp, SampleOp, SeedOp, SeedSpec, SplitOp
+from parity.stages.shard import AGGREGATE_COMBINES, AGGREGATE_OPS, SHARD_HASHES, AggregateSpec, ShardSpec
+from parity.stages.timestamp import TIME_UNITS, TimestampSpec
+from parity.stages.transform import TransformSpec, find_graph_dir
+from parity.stages.window import MAX_WINDOWS_PER_RECORD, WINDOW_TYPES, LatenessSpec, WindowSpec
 
 if TYPE_CHECKING:
     from parity.stages.coder import CoderSpec
@@ -364,8 +366,6 @@ def _transform(ctx: Ctx, body: Any, path: str) -> TransformSpec | None:
     if not os.path.isdir(full):
         raise ctx.fail(f"{path}.saved", f"{_show(saved)} is not a directory (resolved to {full}); "
                                         f"expected an exported TFT output dir with transform_fn/")
-    from parity.stages.transform import find_graph_dir
-
     try:
         return TransformSpec("saved", path=find_graph_dir(full))
     except ConfigError as exc:

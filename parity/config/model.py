@@ -1,8 +1,8 @@
 """What a parity config says, as frozen dataclasses: the values `load_config` returns.
 
-The seed and coder stages' own types (`SeedSpec`, `CoderSpec`) are a side's `seed` and `coder`: the config
-holds a user function or coder factory as a `Ref` (`module:attr`), which the replay imports when it builds the
-stage.
+A side's stages are described by the stages' own specs (`TimestampSpec`, `WindowSpec`, `ShardSpec`, `CoderSpec`,
+`SeedSpec`, `TransformSpec`, `ModelSpec`, each in its `parity.stages` module): the config assembles them. A user function, WindowFn
+or coder factory in them is a `Ref` (`module:attr`), which the replay imports when it builds the stage.
 """
 from __future__ import annotations
 
@@ -11,21 +11,22 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from parity.capture.schema import FieldType, parse_type
+from parity.capture.schema import FieldType
 from parity.choices import FORMATS
 from parity.config import origin as origins
 from parity.console.collector import loading
 from parity.errors import ConfigError, UserCodeError
 from parity.stages.model import ModelSpec
 from parity.stages.seed import SeedSpec
-from parity.stages.specs import AggregateSpec, ShardSpec, TimestampSpec, WindowSpec
+from parity.stages.shard import ShardSpec, aggregate_type
+from parity.stages.timestamp import TimestampSpec
+from parity.stages.transform import TransformSpec
+from parity.stages.window import WindowSpec
 
 if TYPE_CHECKING:  # the coder stage imports Beam: a config loads without it unless it has a coder
     from parity.stages.coder import CoderSpec
-
-SEED_OPS = ("sample", "split")
 
 REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 # a module file by path, as TFX's `module_file` names one: `path/to/taxi_utils.py:preprocessing_fn`
@@ -37,7 +38,8 @@ MAX_SCHEMA_FIELDS = 10_000            # fields of an inline capture.schema
 
 @dataclass(frozen=True)
 class Ref:
-    """A `module:attr` reference, imported with the config's folder first on sys.path."""
+    """A `module:attr` reference, imported with the config's folder first on sys.path: what the stages hold as a
+    `parity.stages.reference.Reference`."""
 
     text: str
     base_dir: str
@@ -142,15 +144,6 @@ class CaptureSpec:
 
 
 @dataclass(frozen=True)
-class TransformSpec:
-    kind: str  # tft | saved | python
-    ref: Ref | None = None
-    path: str | None = None
-    from_side: str | None = None
-    custom_config: str | None = None  # tft: the JSON text of TFX Transform's `custom_config` (a frozen mapping)
-
-
-@dataclass(frozen=True)
 class SideConfig:
     name: str
     capture: CaptureSpec
@@ -216,15 +209,3 @@ def capture_field_types(side: SideConfig) -> dict[str, FieldType] | None:
         for agg in side.shard.aggregates:
             types[agg.name] = aggregate_type(agg, schema)
     return types
-
-
-def aggregate_type(agg: AggregateSpec, schema: Mapping[str, FieldType] | None) -> FieldType:
-    """The type of an aggregate's value: counts are int64, means float64, others follow the field."""
-    if agg.op in ("count", "distinct_count"):
-        return parse_type("int64")
-    if agg.op == "mean":
-        return parse_type("float64")
-    source = (schema or {}).get(agg.field or "")
-    if source is not None and source.name in ("int64", "int32", "bool"):
-        return parse_type("int64")
-    return parse_type("float64")

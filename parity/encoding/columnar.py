@@ -25,14 +25,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 
 from parity.encoding import canonical
-
-if TYPE_CHECKING:  # for hints only: the encoding imports nothing of the readers above it
-    from parity.capture.schema import FieldType
 
 __all__ = ["covered", "identity_schema", "row_encodings"]
 
@@ -60,6 +57,20 @@ def covered(arrow_type: pa.DataType) -> bool:
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         return covered(arrow_type.value_type)
     return arrow_type in _FLAT
+
+
+class FieldType(Protocol):
+    """What the encoding reads of a capture field type (`parity.capture.schema.FieldType`, which it does not
+    import: the encoding imports nothing of the readers above it, hints included)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def element(self) -> FieldType | None: ...
+
+    @property
+    def is_list(self) -> bool: ...
 
 
 def _identical(arrow_type: pa.DataType, wanted: FieldType) -> bool:

@@ -225,13 +225,13 @@ class ReadBatchesFn(beam.DoFn):
         shard, key_fn = self._side.shard, self._key_fn
         try:
             windows = window_stage.assign_many(self._windowfn, batch.timestamps, batch.records)
-            groups = [shard_stage.grouping_key(shard, record, key_fn) for record in batch.records]
+            groups = shard_stage.grouping_keys(shard, batch.records, key_fn)
         except window_stage.TooManyWindowsError as exc:
             raise type(exc)(f"side '{self._side.name}': window: {exc}") from exc
         except (Exception, SystemExit):
             def alone(index: int) -> None:
                 window_stage.assign_many(self._windowfn, [batch.timestamps[index]], [batch.records[index]])
-                shard_stage.grouping_key(shard, batch.records[index], key_fn)
+                shard_stage.grouping_keys(shard, [batch.records[index]], key_fn)
 
             found = first_failing(range(len(batch)), alone, (Exception, SystemExit))
             if found is None:

@@ -17,10 +17,10 @@ from parity.missing import MISSING
 from parity.replay import counters, spill
 from parity.replay.batch import READ, RecBatch, side_field_types
 from parity.replay.culprit import first_failing, raised
-from parity.replay.side_inputs import _attached, final_windows
 from parity.replay.write_step import check_value_sizes, stage_arrays
 from parity.stages import STAGES
 from parity.stages import shard as shard_stage
+from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
 from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs_many
 from parity.stages.window import DROPPED_LATE
@@ -89,13 +89,10 @@ class ApplyStagesFn(beam.DoFn):
             expired = late.get(rid) if late else None
             window_lists, attached, shard_value = self._record_values(
                 shared, expired, windows, group, group_bytes, merges, aggregates, names, shard_ids)
-            window_value: dict[str, Any] = {"timestamp_us": timestamp, "windows": window_lists}
-            window_values[i] = window_value
-            if expired:
-                if shard_value is None:  # late for each of its windows: dropped
-                    window_value["late"] = True
-                    continue
-                window_value["late_windows"] = [list(w) for w in expired]
+            dropped = shard_value is None  # late for each of its windows
+            window_values[i] = window_stage.window_value(timestamp, window_lists, expired, dropped)
+            if dropped:
+                continue
             record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
             shard_values[i] = shard_value
             live.append(i)
@@ -142,32 +139,25 @@ class ApplyStagesFn(beam.DoFn):
                                                     shard_ids)
             if common is not None:
                 return common
-        kept = final_windows(windows, expired, group_bytes, merges)
+        kept = window_stage.final_windows(windows, expired, group_bytes, merges)
         window_lists = [list(w) for w in (kept or windows)]
         if expired and not kept:
             return window_lists, {}, None
-        attached = _attached(kept, group_bytes, aggregates, names)
-        return window_lists, attached, self._shard_value(group, group_bytes, attached, shard_ids)
+        attached = shard_stage.attached_aggregates(kept, group_bytes, aggregates, names)
+        return window_lists, attached, shard_stage.shard_value(self._side.shard, group, group_bytes, attached,
+                                                               shard_ids)
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
         """The window lists, attached aggregates and shard value of every on-time record in these windows of this
         group, or None when an aggregate is a mutable value (a list per sliding window), which each record must
         get as its own object (`_record_values` then computes the same for the record alone)."""
-        kept = final_windows(windows, None, group_bytes, merges)
-        attached = _attached(kept, group_bytes, aggregates, names)
+        kept = window_stage.final_windows(windows, None, group_bytes, merges)
+        attached = shard_stage.attached_aggregates(kept, group_bytes, aggregates, names)
         if not all(type(value) in _IMMUTABLE for value in attached.values()):
             return None
-        return [list(w) for w in (kept or windows)], attached, self._shard_value(group, group_bytes, attached,
-                                                                              shard_ids)
-
-    def _shard_value(self, group: Any, group_bytes: bytes, attached: dict[str, Any],
-                     shard_ids: dict[bytes, int]) -> dict[str, Any]:
-        """The shard stage's value of a record of this group carrying `attached` (shard ids cached per batch)."""
-        shard_id = shard_ids.get(group_bytes)
-        if shard_id is None:
-            shard_id = shard_ids[group_bytes] = shard_stage.shard_id(self._side.shard, group, group_bytes)
-        return {"key": group, "shard": shard_id, "aggregates": attached}
+        return [list(w) for w in (kept or windows)], attached, shard_stage.shard_value(
+            self._side.shard, group, group_bytes, attached, shard_ids)
 
     def _seeds(self, batch: RecBatch, passed: list[int], inputs: list, seed_values: list) -> None:
         spec = self._seed

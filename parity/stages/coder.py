@@ -28,7 +28,7 @@ import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import fastavro
 import numpy as np
@@ -37,9 +37,7 @@ from apache_beam.coders import Coder
 
 from parity.capture.schema import SCALAR_TYPES, FieldType, parse_type
 from parity.encoding import canonical
-
-if TYPE_CHECKING:
-    from parity.config.model import Ref
+from parity.stages.reference import Reference
 
 CODER_TYPES: tuple[str, ...] = ("json", "tfexample", "avro", "pickle", "arrow")
 
@@ -52,15 +50,15 @@ _Type = tuple[str, bool]
 @dataclass(frozen=True)
 class CoderSpec:
     """Which coder a side uses (`coder:` in a config): a built-in `type` with its `options`, or a `factory`
-    returning a Beam Coder. A loaded config holds the factory's `Ref` (`module:attr`); the replay imports it
-    when it builds the stage.
+    returning a Beam Coder. A loaded config holds the factory's reference (`module:attr`, a `Reference`); the
+    replay imports it when it builds the stage.
 
     Raises:
         ValueError: neither or both of `type` and `factory`, an unknown type, or an option the type lacks.
     """
 
     type: str | None = None
-    factory: Callable[[], Coder] | Ref | None = None
+    factory: Callable[[], Coder] | Reference | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

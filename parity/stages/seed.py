@@ -42,14 +42,13 @@ import random
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from parity.encoding.fingerprint import fingerprint_bytes
-
-if TYPE_CHECKING:
-    from parity.config.model import Ref
+from parity.stages.reference import Reference
 
 SEED_HASHES: tuple[str, ...] = ("xxh3", "md5", "crc32", "python")
+SEED_OPS: tuple[str, ...] = ("sample", "split")  # the ops a config names by `op:` (a function is `function:`)
 
 _MASK64 = (1 << 64) - 1
 
@@ -99,10 +98,11 @@ class SplitOp:
 class FunctionOp:
     """A user function `fn(record, rng) -> value`, `rng` a `random.Random` seeded per record.
 
-    A loaded config holds the function's `Ref` (`module:attr`); the replay imports it when it builds the stage.
+    A loaded config holds the function's reference (`module:attr`, a `Reference`); the replay imports it when it
+    builds the stage.
     """
 
-    fn: Callable[[dict[str, Any], random.Random], Any] | Ref
+    fn: Callable[[dict[str, Any], random.Random], Any] | Reference
 
     @property
     def hash(self) -> str:

@@ -1,4 +1,5 @@
-"""The `shard` stage: grouping key, shard id, and exact per-(window, key) aggregates.
+"""The `shard` stage: what a config says of it (`ShardSpec`, `AggregateSpec`), grouping key, shard id, and exact
+per-(window, key) aggregates.
 
 Aggregates are computed exactly and independently of the order records arrive in, so a report never depends
 on bundle boundaries: integer sums are Python ints, float sums are kept as exact integers scaled by 2**1074
@@ -11,13 +12,53 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
+from parity.capture.schema import FieldType, parse_type
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
-from parity.stages.specs import AggregateSpec, ShardSpec
+from parity.stages.reference import Reference
+
+SHARD_HASHES = ("xxh3", "crc32", "md5", "python")
+AGGREGATE_OPS = ("count", "sum", "mean", "min", "max", "distinct_count")
+AGGREGATE_COMBINES = ("exact", "sequential")
 
 _SCALE = 1074
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """One of `shard.aggregates`: the aggregate's name (the field it adds to each record), op and field."""
+
+    name: str
+    op: str
+    field: str | None
+    combine: str = "exact"  # exact | sequential (float sum/mean in event-time order, like a streaming combiner)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """A side's `shard:`: the grouping key (fields, or a user key function), the shard count and hash, and the
+    aggregates computed per (window, key)."""
+
+    key_fields: tuple[str, ...] | None
+    key_function: Reference | None
+    count: int
+    hash: str
+    aggregates: tuple[AggregateSpec, ...]
+
+
+def aggregate_type(agg: AggregateSpec, schema: Mapping[str, FieldType] | None) -> FieldType:
+    """The type of an aggregate's value: counts are int64, means float64, others follow the field."""
+    if agg.op in ("count", "distinct_count"):
+        return parse_type("int64")
+    if agg.op == "mean":
+        return parse_type("float64")
+    source = (schema or {}).get(agg.field or "")
+    if source is not None and source.name in ("int64", "int32", "bool"):
+        return parse_type("int64")
+    return parse_type("float64")
 
 
 def grouping_key(spec: ShardSpec | None, record: dict, key_fn: Callable | None) -> Any:
@@ -34,6 +75,16 @@ def grouping_key(spec: ShardSpec | None, record: dict, key_fn: Callable | None) 
     return [record.get(f) for f in fields]
 
 
+def grouping_keys(spec: ShardSpec | None, records: Sequence[dict], key_fn: Callable | None) -> list[Any]:
+    """The grouping key of each record of a batch (`grouping_key`).
+
+    Raises:
+        Exception: whatever a `shard.key.function` raises, unchanged; the caller finds the record (one-record
+            batches) and names it.
+    """
+    return [grouping_key(spec, record, key_fn) for record in records]
+
+
 def shard_id(spec: ShardSpec | None, key: Any, key_bytes: bytes) -> int:
     """The shard of a grouping key under the configured hash (`python` is salted per process)."""
     if spec is None:
@@ -46,6 +97,16 @@ def shard_id(spec: ShardSpec | None, key: Any, key_bytes: bytes) -> int:
     if spec.hash == "md5":
         return int.from_bytes(hashlib.md5(key_bytes).digest()[:8], "big") % count
     return hash(_hashable(key)) % count
+
+
+def shard_value(spec: ShardSpec | None, group: Any, group_bytes: bytes, attached: dict[str, Any],
+                shard_ids: dict[bytes, int]) -> dict[str, Any]:
+    """The shard stage's value of a record of this group carrying the aggregates `attached`: its grouping key,
+    shard and aggregates. `shard_ids` caches each group's shard (a batch's records share few groups)."""
+    shard = shard_ids.get(group_bytes)
+    if shard is None:
+        shard = shard_ids[group_bytes] = shard_id(spec, group, group_bytes)
+    return {"key": group, "shard": shard, "aggregates": attached}
 
 
 def _hashable(value: Any) -> Any:
@@ -210,6 +271,59 @@ class Aggregator:
             states = self.groups[group] = [new_state(a) for a in self.aggregates]
         for agg, state in zip(self.aggregates, states):
             add_values(agg, state, records, orders)
+
+
+class GroupError(Exception):
+    """An aggregate could not take a value of one (window, key) group of a batch (`partial_states`); `indexes`
+    are the group's records in the batch, for the caller to find which one and name it. The aggregate's own
+    exception is the `__cause__`."""
+
+    def __init__(self, indexes: list[int]):
+        super().__init__(f"an aggregate failed on one of the records {indexes}")
+        self.indexes = indexes
+
+
+def partial_states(aggregates: tuple[AggregateSpec, ...], windows: Sequence[list[tuple]],
+                   group_bytes: Sequence[bytes], records: Sequence[dict], timestamps: Sequence[int | None],
+                   input_fps: Sequence[int]) -> dict[tuple, list[list]]:
+    """A batch's partial aggregate states per (window, grouping key): each group's records are added at once
+    (`Aggregator.add_many`), in batch order. `windows[i]` are record i's final windows (after lateness and
+    merging); a record's order is its event time, then its input fingerprint (only a sequential aggregate
+    reads it). The states merge with other batches' (`merge_group_states`).
+
+    Raises:
+        GroupError: an aggregate could not take a value of a group.
+    """
+    members: dict[tuple, list[int]] = {}
+    for i, (kept, group) in enumerate(zip(windows, group_bytes)):
+        for win in kept:
+            indexes = members.get((win, group))
+            if indexes is None:
+                members[(win, group)] = [i]
+            else:
+                indexes.append(i)
+    aggregator = Aggregator(aggregates)
+    ordered = any(spec.combine == "sequential" for spec in aggregates)  # only a sequential sum reads the order
+    for group, indexes in members.items():
+        orders = [(timestamps[i] or 0, input_fps[i]) for i in indexes] if ordered else [(0, 0)] * len(indexes)
+        try:
+            aggregator.add_many(group, [records[i] for i in indexes], orders)
+        except Exception as exc:  # e.g. min of a str and a float
+            raise GroupError(indexes) from exc
+    return aggregator.groups
+
+
+def attached_aggregates(windows: list[tuple], group_bytes: bytes, aggregates: Mapping[tuple, dict[str, Any]],
+                        names: list[str]) -> dict[str, Any]:
+    """The aggregates a record of this group in these (final) windows carries: one value per name, a list of
+    them when it is in several windows (`aggregates`: each (window, group)'s finished values)."""
+    attached: dict[str, Any] = {}
+    if names:
+        per_window = [aggregates.get((w, group_bytes), {}) for w in windows]
+        for name in names:
+            values = [agg.get(name) for agg in per_window]
+            attached[name] = values[0] if len(values) == 1 else values
+    return attached
 
 
 def merge_group_states(aggregates: tuple[AggregateSpec, ...], states: list[list[list]]) -> list[list]:

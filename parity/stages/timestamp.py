@@ -1,4 +1,5 @@
-"""Event time of a record as integer microseconds since the epoch (the `window` stage's clock).
+"""Event time of a record as integer microseconds since the epoch (the `window` stage's clock): what a config says
+of it (`TimestampSpec`) and its one batch function (`EventTime.micros_many`).
 
 Conversions follow Beam: integer values are exact; float seconds are truncated toward zero the way
 `apache_beam.utils.timestamp.Timestamp(seconds)` truncates (`int(seconds * 10**6)`), so a record stamped
@@ -8,13 +9,27 @@ from __future__ import annotations
 
 import datetime as _dt
 import zoneinfo
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from parity.choices import US_PER_UNIT
-from parity.stages.specs import TimestampSpec
+from parity.stages.reference import Reference
+
+TIME_UNITS = ("s", "ms", "us", "ns", "iso8601")
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _FACTOR = US_PER_UNIT
+
+
+@dataclass(frozen=True)
+class TimestampSpec:
+    """A side's `timestamp:`: the field holding the event time and its unit (and zone, for ISO 8601 text
+    without one), or a user `function` of the record returning seconds."""
+
+    field: str | None
+    unit: str
+    tz: str
+    function: Reference | None
 
 
 class TimestampError(ValueError):

@@ -1,4 +1,5 @@
-"""The `transform` stage: `python` functions, TFT `preprocessing_fn`s and exported TFT graphs.
+"""The `transform` stage: what a config says of it (`TransformSpec`), `python` functions, TFT `preprocessing_fn`s
+and exported TFT graphs.
 
 `tft` analyses the side's replayed records with tensorflow-transform (`AnalyzeDataset`), exports the
 transform graph, and then applies it to the records exactly like `saved` does: as a serving system applies
@@ -17,6 +18,7 @@ built once per worker, with placeholders from the graph's raw feature spec fed b
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -24,11 +26,24 @@ import numpy as np
 from parity.capture.schema import FieldType
 from parity.capture.tfmd import newest_execution
 from parity.errors import ConfigError, UserCodeError
+from parity.stages.reference import Reference
 from parity.storage import urls
 
 _TF_DTYPE = {"int64": "int64", "int32": "int64", "bool": "int64", "float64": "float32",
              "float32": "float32", "string": "string", "bytes": "string"}
 _DEFAULT = {"int64": 0, "float32": 0.0, "string": b""}
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """A side's `transform:`: a `python` function or TFT `preprocessing_fn` (`ref`), or a `saved` graph (its
+    `path`, or the side whose graph it applies: `from_side`)."""
+
+    kind: str  # tft | saved | python
+    ref: Reference | None = None
+    path: str | None = None
+    from_side: str | None = None
+    custom_config: str | None = None  # tft: the JSON text of TFX Transform's `custom_config` (a frozen mapping)
 
 
 def feature_spec(field_types: dict[str, FieldType]) -> dict[str, Any]:

@@ -1,18 +1,51 @@
-"""The `window` stage: window assignment with Beam's own WindowFns, merging, and lateness replay.
+"""The `window` stage: what a config says of it (`WindowSpec`, `LatenessSpec`), window assignment with Beam's own
+WindowFns (`assign_many`, its one batch function), merging, and lateness replay.
 
 Windows are plain tuples so they hash, sort and pickle cheaply: `(start_us, end_us)` for an interval
 window and `("global",)` for the global window.
+
+Beam is imported in the functions that use it, not with the module: the config imports the specs from here, and
+loading a config does not import Beam.
 """
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Any, Iterable, Sequence
-
-from apache_beam.transforms import window as beam_window
-from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from parity.errors import UserCodeError
-from parity.stages.specs import MAX_WINDOWS_PER_RECORD, LatenessSpec, WindowSpec
+from parity.stages.reference import Reference
+
+if TYPE_CHECKING:
+    from apache_beam.transforms import window as beam_window
+
+WINDOW_TYPES = ("fixed", "sliding", "session", "global")
+MAX_WINDOWS_PER_RECORD = 10_000       # windows a sliding window puts one record in (size / period)
+
+
+@dataclass(frozen=True)
+class LatenessSpec:
+    """A side's `window.lateness:`: the field holding each record's arrival time, how far the watermark trails
+    the largest event time seen (`out_of_orderness`) and how late a record may still be (`allowed`)."""
+
+    arrival: str
+    out_of_orderness_us: int
+    allowed_us: int
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A side's `window:`: a built-in window's type and durations, or a user `windowfn` factory."""
+
+    type: str  # fixed | sliding | session | global | windowfn
+    size_us: int = 0
+    period_us: int = 0
+    offset_us: int = 0
+    gap_us: int = 0
+    windowfn: Reference | None = None
+    lateness: LatenessSpec | None = None
+
 
 # The value of each stage after the window of a record its side dropped as late (the replay and the taps alike)
 DROPPED_LATE = {"dropped": "late"}
@@ -35,6 +68,9 @@ def _too_many(count: int | None) -> TooManyWindowsError:
 
 def build_windowfn(spec: WindowSpec | None) -> beam_window.WindowFn:
     """The Beam WindowFn a side's window config denotes (global when the side has none)."""
+    from apache_beam.transforms import window as beam_window
+    from apache_beam.utils.timestamp import Duration, Timestamp
+
     if spec is None or spec.type == "global":
         return beam_window.GlobalWindows()
     if spec.type == "fixed":
@@ -58,12 +94,17 @@ def build_windowfn(spec: WindowSpec | None) -> beam_window.WindowFn:
 
 def to_window(beam_win: Any) -> Window:
     """A Beam window as a plain tuple."""
+    from apache_beam.transforms import window as beam_window
+
     if isinstance(beam_win, beam_window.GlobalWindow):
         return GLOBAL
     return (beam_win.start.micros, beam_win.end.micros)
 
 
 def to_beam_window(win: Window) -> Any:
+    from apache_beam.transforms import window as beam_window
+    from apache_beam.utils.timestamp import Timestamp
+
     if win == GLOBAL:
         return beam_window.GlobalWindow()
     return beam_window.IntervalWindow(Timestamp(micros=win[0]), Timestamp(micros=win[1]))
@@ -79,6 +120,9 @@ def assign_many(windowfn: beam_window.WindowFn, timestamps: Sequence[int | None]
         Exception: whatever a user WindowFn raises, unchanged; the caller finds the record (one-record
             batches) and names it.
     """
+    from apache_beam.transforms import window as beam_window
+    from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+
     if isinstance(windowfn, beam_window.SlidingWindows):  # Beam's assign builds the whole list: check first
         _check_sliding(windowfn)
     arithmetic = _built_in_windows(windowfn, timestamps)
@@ -100,6 +144,8 @@ def _built_in_windows(windowfn: beam_window.WindowFn,
     """`assign_many` for Beam's built-in global, fixed and sliding WindowFns (every record stamped for the last
     two): their `assign` in integer arithmetic on µs, without a Timestamp object per record. None for any
     other WindowFn, which `assign_many` calls."""
+    from apache_beam.transforms import window as beam_window
+
     kind = type(windowfn)
     if kind is beam_window.GlobalWindows:
         return [[GLOBAL] for _ in timestamps]
@@ -130,22 +176,64 @@ def is_merging(windowfn: beam_window.WindowFn) -> bool:
     return bool(windowfn.is_merging())
 
 
-class _MergeContext(beam_window.WindowFn.MergeContext):
-    def __init__(self, windows: Iterable[Any]):
-        super().__init__(windows)
-        self.merged: dict[Any, Any] = {}
+@functools.cache
+def _merge_context() -> type:
+    """The MergeContext that records which window each proto-window merges into (a class made once, on first
+    use, since its base is Beam's)."""
+    from apache_beam.transforms import window as beam_window
 
-    def merge(self, to_be_merged: Iterable[Any], merge_result: Any) -> None:
-        for win in to_be_merged:
-            self.merged[win] = merge_result
+    class _MergeContext(beam_window.WindowFn.MergeContext):
+        def __init__(self, windows: Iterable[Any]):
+            super().__init__(windows)
+            self.merged: dict[Any, Any] = {}
+
+        def merge(self, to_be_merged: Iterable[Any], merge_result: Any) -> None:
+            for win in to_be_merged:
+                self.merged[win] = merge_result
+
+    return _MergeContext
 
 
 def merge_windows(windowfn: beam_window.WindowFn, windows: Iterable[Window]) -> dict[Window, Window]:
     """Maps each proto-window of one grouping key to the window Beam's `windowfn.merge` makes of it."""
     beam_windows = [to_beam_window(w) for w in sorted(set(windows))]
-    context = _MergeContext(beam_windows)
+    context = _merge_context()(beam_windows)
     windowfn.merge(context)
     return {to_window(w): to_window(context.merged.get(w, w)) for w in beam_windows}
+
+
+def windows_per_group(rids: Sequence[Any], windows: Sequence[list[Window]], group_bytes: Sequence[bytes],
+                      late: Mapping[Any, list[Window]]) -> dict[bytes, set[Window]]:
+    """The proto-windows of each grouping key in a batch (its records' windows but those each record is late
+    for): what a merging WindowFn merges, per key (`merge_windows`, once every batch's are together)."""
+    groups: dict[bytes, set[Window]] = {}
+    for rid, record_windows, group in zip(rids, windows, group_bytes):
+        expired = late.get(rid, ()) if late else ()
+        groups.setdefault(group, set()).update(w for w in record_windows if w not in expired)
+    return groups
+
+
+def final_windows(windows: list[Window], expired: Iterable[Window] | None, group_bytes: bytes,
+                  merges: Mapping[bytes, Mapping[Window, Window]]) -> list[Window]:
+    """The windows a record is in after lateness (`expired`: the windows it was late for) and merging
+    (`merges`: each grouping key's proto-windows mapped to the windows they merged into)."""
+    kept = [w for w in windows if w not in expired] if expired else windows
+    if merges and kept:
+        mapping = merges.get(group_bytes, {})
+        kept = sorted({mapping.get(w, w) for w in kept})
+    return kept
+
+
+def window_value(timestamp_us: int | None, window_lists: list[list], expired: Sequence[Window] | None,
+                 dropped: bool) -> dict[str, Any]:
+    """The window stage's value of a record: its event time and windows, and `late` when its side dropped it
+    (late for each of its windows) or the windows it was late for (`late_windows`) when it kept some."""
+    value: dict[str, Any] = {"timestamp_us": timestamp_us, "windows": window_lists}
+    if dropped:
+        value["late"] = True
+    elif expired:
+        value["late_windows"] = [list(w) for w in expired]
+    return value
 
 
 def max_timestamp_us(win: Window) -> int:
