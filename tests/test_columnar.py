@@ -21,7 +21,7 @@ from parity.encoding.fingerprint import encode_fingerprints
 from parity.sets.fingerprint_set import read_set
 from parity.capture.schema import coerce_record, parse_type
 
-from tests.set_files import fingerprint_table
+from tests.set_files import fingerprint_table, stage_bytes
 
 pytestmark = pytest.mark.skipif(canonical._native is None, reason="the C encoder is not built")
 
@@ -266,6 +266,6 @@ def test_a_replay_of_a_parquet_capture_writes_the_same_set_with_or_without_the_c
         # each input fingerprint is the hash of the input bytes the set keeps for the record
         written = read_set(os.path.join(tmp_path, "columns", "sides", side))
         rows = written.table.select(["part", "row", "input_fp"]).to_pylist()
-        kept = written.stage_bytes({(r["part"], r["row"]): ["input"] for r in rows})
+        kept = stage_bytes(written, {(r["part"], r["row"]): ["input"] for r in rows})
         assert len(rows) == 250
         assert all(xxhash.xxh3_64_intdigest(kept[(r["part"], r["row"])]["input"]) == r["input_fp"] for r in rows)

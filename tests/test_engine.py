@@ -343,6 +343,7 @@ def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_
 
     from parity.config import load_config
     from parity.sets.fingerprint_set import STAGE_VALUES_DIR, read_set
+    from tests.set_files import stage_bytes
     from parity.replay.transform_step import WriteStageValuesFn
     from parity.commands import replay
 
@@ -367,7 +368,7 @@ def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_
     assert len(refs) == 3000
     assert apart.values(refs) == together.values(refs)
     wanted = {ref: ["coder", "transform"] for ref in refs[::7]}
-    assert apart.stage_bytes(wanted) == together.stage_bytes(wanted)
+    assert stage_bytes(apart, wanted) == stage_bytes(together, wanted)
 
 
 def test_value_parts_are_written_with_lz4_and_parts_written_with_zstd_read_the_same(tmp_path):
@@ -396,7 +397,8 @@ def test_stage_values_that_do_not_match_their_part_are_refused_naming_the_file(t
     import pyarrow.parquet as pq
 
     from parity.errors import FingerprintSetError
-    from parity.sets.fingerprint_set import read_values, write_part_columns, write_stage_values
+    from parity.sets.fingerprint_set import read_values, write_stage_values
+    from tests.set_files import write_part_columns
 
     one = [b"\x00"]
     write_stage_values(str(tmp_path), "p", {"location": ["a:1"], "input": one, "window": one, "shard": one,

@@ -1,6 +1,6 @@
 """The bounded-memory diff and finalize: bucketed, digest-first, streaming; same answers as a plain reference.
 
-Sets are written with the real `write_part` + `finalize`; the chunk and bucket sizes are shrunk so that a few
+Sets are written with `tests.set_files.write_part` + the real `finalize`; the chunk and bucket sizes are shrunk so that a few
 thousand records cross many chunk boundaries, spill buckets and fetch rounds.
 """
 import json
@@ -22,7 +22,8 @@ from parity.config import ToleranceSpec
 from parity.stages import STAGES
 from parity.encoding.fingerprint import fingerprint, key_fingerprint
 from tests.compare.diffed import compare
-from parity.sets.fingerprint_set import FP_SCHEMA, PartRows, finalize, read_set, write_part
+from parity.sets.fingerprint_set import FP_SCHEMA, finalize, read_set
+from tests.set_files import PartRows, write_part
 
 MANIFEST = {"side": "s", "key": ["id"], "config_name": "t", "environment": {}, "runner": "DirectRunner"}
 

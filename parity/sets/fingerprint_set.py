@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -68,31 +67,6 @@ STAGE_VALUE_SCHEMA = pa.schema([VALUE_SCHEMA.field(name) for name in STAGE_VALUE
 LATE_VALUE_SCHEMA = pa.schema([field for field in VALUE_SCHEMA if field.name not in STAGE_VALUE_COLUMNS])
 
 
-@dataclass
-class PartRows:
-    """The rows one batch contributes: fingerprints, values, quarantined entries."""
-
-    fingerprints: list[dict]
-    values: list[dict]
-
-
-def write_part(out_dir: str, part: str, rows: PartRows) -> None:
-    """Writes one batch's rows; the name is derived from the batch, so a retried bundle overwrites it."""
-    for row_index, row in enumerate(rows.fingerprints):
-        row["part"] = part
-        row["row"] = row_index
-    _write_part_tables(out_dir, part, pa.Table.from_pylist(rows.fingerprints, schema=FP_SCHEMA),
-                       pa.Table.from_pylist(rows.values, schema=VALUE_SCHEMA))
-
-
-def write_part_columns(out_dir: str, part: str, fingerprints: dict[str, list | pa.Array],
-                       values: dict[str, list | pa.Array]) -> None:
-    """`write_part` of one batch given column by column (FP_SCHEMA's columns but part and row, and
-    VALUE_SCHEMA's; lists, or Arrow arrays of the schema's types): the same files, built without a dict per
-    row (Arrow converts lists far faster)."""
-    _write_part_tables(out_dir, part, part_fingerprints(part, fingerprints), _values_table(values))
-
-
 def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa.Table:
     """One batch's fingerprint rows as a table of FP_SCHEMA, from its columns (all but part and row)."""
     count = len(fingerprints["key_fp"])
@@ -122,7 +96,7 @@ def _write_values_table(out_dir: str, part: str, values: pa.Table) -> None:
 def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
     """A batch's location and stage bytes before the transform (STAGE_VALUE_COLUMNS), written before the batch
     is spilled to wait for its transform: `stage_values/<part>.parquet`. Its `values/<part>.parquet` then holds
-    only the other columns (`write_part_columns` given them alone)."""
+    only the other columns (`write_values` given them alone)."""
     folder = urls.child(out_dir, STAGE_VALUES_DIR)
     urls.makedirs(folder)
     _write_value_part(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"))
@@ -169,32 +143,11 @@ def _read_parquet(path: str, columns: list[str], schema: pa.Schema) -> pa.Table:
         raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: {exc}") from exc
 
 
-def _write_part_tables(out_dir: str, part: str, fingerprints: pa.Table, values: pa.Table) -> None:
-    """A batch's fingerprint part (`_parts/<part>.arrow`) and value part (`values/<part>.parquet`)."""
-    parts = urls.child(out_dir, PARTS_DIR)
-    urls.makedirs(parts)
-    _write_fp_part(fingerprints, parts, part)
-    _write_values_table(out_dir, part, values)
-
-
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
     parts = urls.child(out_dir, PARTS_DIR)
     urls.makedirs(parts)
     path = urls.child(parts, f"{part}.quarantine.jsonl")
     urls.write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
-
-
-def _write_fp_part(table: pa.Table, parts_dir: str, part: str) -> None:
-    """Writes a batch's fingerprint rows as `_parts/<part>.arrow`, an uncompressed Arrow IPC file: `finalize`
-    reads it once and removes it, and IPC costs a fraction of Parquet's encoding and zstd."""
-    path = urls.child(parts_dir, f"{part}{FP_PART_SUFFIX}")
-    with urls.open_write(path) as target:
-        if not isinstance(target, str):  # a URL's upload, completed by open_write when the block ends
-            with pa.ipc.new_file(target, FP_SCHEMA) as writer:
-                writer.write_table(table)
-            return
-        with pa.OSFile(target, "wb") as sink, pa.ipc.new_file(sink, FP_SCHEMA) as writer:
-            writer.write_table(table)
 
 
 def _read_fp_part(path: str) -> pa.Table:
@@ -570,31 +523,14 @@ class FingerprintSet:
             return []
         return [json.loads(line) for line in urls.read_text(path).split("\n") if line.strip()]
 
-    def stage_bytes(self, wanted: dict[tuple[str, int], list[str]]) -> dict[tuple[str, int], dict[str, bytes | None]]:
-        """The canonical bytes of some stages of some records: {(part, row): [stage, ...]} -> {(part, row):
-        {stage: bytes}}; reads each values file once, and of it only the columns of the stages asked for.
-        Decode them with `decode_value`."""
-        by_part: dict[str, dict[int, list[str]]] = {}
-        for (part, row), stages in wanted.items():
-            by_part.setdefault(part, {}).setdefault(row, []).extend(stages)
-        result: dict[tuple[str, int], dict[str, bytes | None]] = {}
-        for part, rows in sorted(by_part.items()):
-            path = self._values_path(part)  # refuses a part that is not a file name
-            columns = [s for s in STAGES if any(s in stages for stages in rows.values())]
-            order = sorted(rows)
-            table = _take(read_values(self.path, part, columns), order, path)
-            data = {stage: table.column(stage).to_pylist() for stage in columns}
-            for n, row in enumerate(order):
-                result[(part, row)] = {stage: data[stage][n] for stage in rows[row]}
-        return result
-
     def stage_columns(self, parts: list[str],
                       wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[list, np.ndarray]]:
-        """`stage_bytes` by column: {stage: (part codes, rows)} -> {stage: (canonical bytes, order)}, where a part
-        code indexes `parts` and the value asked j-th is `values[order[j]]` (bytes, or None). Each values file is
-        read once, with the columns of the stages asked of it, and each stage's rows taken once from it and made
-        Python bytes there: the requests of a fetch round are grouped by part with numpy. The values stay in file
-        order (the caller picks the ones it wants through `order`).
+        """The canonical bytes of some stages of some records, by column: {stage: (part codes, rows)} ->
+        {stage: (canonical bytes, order)}, where a part code indexes `parts` and the value asked j-th is
+        `values[order[j]]` (bytes, or None). Each values file is read once, with the columns of the stages asked of
+        it, and each stage's rows taken once from it and made Python bytes there: the requests of a fetch round are
+        grouped by part with numpy. The values stay in file order (the caller picks the ones it wants through
+        `order`).
 
         Python bytes, not an Arrow array: a value of a few hundred bytes costs about as much memory either way, and
         the comparison needs Python bytes in the end, so the round's values are copied once, not three times (an
@@ -627,7 +563,7 @@ class FingerprintSet:
                 for i, stage in enumerate(stages)}
 
     def decode_value(self, part: str, row: int, stage: str, data: bytes | None) -> Any:
-        """A stage value (or a part of one) from its canonical bytes, as `stage_bytes` gave them; refuses
+        """A stage value (or a part of one) from its canonical bytes, as `stage_columns` gave them; refuses
         anything else, naming the values file, row and stage."""
         try:
             return canonical.decode(data) if data is not None else None

@@ -156,7 +156,7 @@ def write_worker_environment(folder: str, environment: dict[str, Any]) -> None:
 def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps: list[int],
                    features: tuple[list[int], list[str], list[int]] | None, key_bytes: list[bytes] | None,
                    values: list[bytes | None]) -> None:
-    """Writes one batch of one tap as a part of the standard layout (`write_part`'s schemas, both as Parquet:
+    """Writes one batch of one tap as a part of the standard layout (FP_SCHEMA and VALUE_SCHEMA, both as Parquet:
     `_parts/<part>.parquet` and `values/<part>.parquet`; `finalize` reads these as it reads a replay's
     `.arrow` fingerprint parts), column by column. Only the tap's stage is filled;
     `key` is left null (finalize writes it once per record), and a value is null when it is not kept.

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from parity.compare.diff import PairOutcome
+from parity.compare.outcomes import PairOutcome
 from parity.compare.tolerance import _is_integer, _is_number, feature_deltas, max_abs_delta, numeric_within
 from parity.config import Tolerance, ToleranceSpec
 from parity.encoding.canonical import decode, encode
 from parity.encoding.fields import differing_fields
 from parity.sets.fingerprint_set import SORT_KEYS, FingerprintSet
 from parity.stages import STAGES
+from tests.set_files import stage_bytes
 
 
 def values_within(a: Any, b: Any, tol_for: Callable[[str | None], Tolerance], name: str | None = None) -> bool:
@@ -63,8 +64,8 @@ def pair_outcomes(left: FingerprintSet, right: FingerprintSet, tolerance: Tolera
         if not differing:
             continue
         refs = [(lrow["part"], lrow["row"]), (rrow["part"], rrow["row"])]
-        lbytes = left.stage_bytes({refs[0]: list(differing)})[refs[0]]
-        rbytes = right.stage_bytes({refs[1]: list(differing)})[refs[1]]
+        lbytes = stage_bytes(left, {refs[0]: list(differing)})[refs[0]]
+        rbytes = stage_bytes(right, {refs[1]: list(differing)})[refs[1]]
         lv, rv, within, deltas, first_fields = {}, {}, [], {}, None
         for stage in differing:
             first = stage == differing[0]

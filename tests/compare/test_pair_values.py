@@ -1,6 +1,6 @@
 """The diff's stage-by-stage comparison of a fetch round (parity.compare.pair_values) gives, pair for pair, what the
 per-record reference gives (tests/compare/oracles.py: `pair_outcomes`), on sets of diverse stage values written
-with the real `write_part` + `finalize` and read back with the small fetch rounds and chunks of
+with `tests.set_files.write_part` + the real `finalize` and read back with the small fetch rounds and chunks of
 tests/test_hashdiff.py."""
 from __future__ import annotations
 

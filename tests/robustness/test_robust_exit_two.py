@@ -172,7 +172,8 @@ def test_values_of_a_part_passing_2_gib_in_all_are_read_back(tmp_path):
 
     from parity.encoding import canonical
     from parity.stages import STAGES
-    from parity.sets.fingerprint_set import FingerprintSet, write_part_columns
+    from parity.sets.fingerprint_set import FingerprintSet
+    from tests.set_files import stage_bytes, write_part_columns
 
     count, blob = 103, canonical.encode({"blob": "x" * (21 << 20)})
     small = canonical.encode(None)
@@ -185,5 +186,5 @@ def test_values_of_a_part_passing_2_gib_in_all_are_read_back(tmp_path):
     write_part_columns(str(tmp_path), "p0", fingerprints, values)
     del values
     fset = FingerprintSet(str(tmp_path), {})
-    assert len(fset.stage_bytes({("p0", 100): ["transform"]})[("p0", 100)]["transform"]) == len(blob)
+    assert len(stage_bytes(fset, {("p0", 100): ["transform"]})[("p0", 100)]["transform"]) == len(blob)
     assert len(fset.values([("p0", 101)])[("p0", 101)]["transform"]["blob"]) == 21 << 20
