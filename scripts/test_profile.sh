@@ -47,5 +47,5 @@ mkdir -p test-results
 # pytest.ini puts the repository first on sys.path: the tests run this checkout's parity on the profile's libraries
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::FutureWarning \
   --junitxml="test-results/junit-$PROFILE.xml" \
-  tests/test_canonical_vectors.py tests/report/test_golden.py tests/test_scenarios.py tests/test_tfmd.py \
-  tests/test_beam_taps.py tests/test_tap_compat.py tests/test_compat.py
+  tests/encoding/test_canonical_vectors.py tests/report/test_golden.py tests/test_scenarios.py \
+  tests/capture/test_tfmd.py tests/test_beam_taps.py tests/sets/test_tap_compat.py tests/test_compat.py

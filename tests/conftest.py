@@ -45,7 +45,7 @@ settings.load_profile("parity")
 
 # The slow tiers, marked `slow`: real Flink (a job server per session), the cluster test bed, the benchmarks'
 # harness tests. `make test-fast` runs everything else; `make test` (CI) runs all of it.
-SLOW_PATHS = ("tests/flink/", "tests/cluster/", "tests/test_benchmarks.py")
+SLOW_PATHS = ("tests/flink/", "tests/cluster/", "tests/benchmarks/")
 
 
 def pytest_collection_modifyitems(config, items):

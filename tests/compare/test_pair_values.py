@@ -1,7 +1,7 @@
 """The diff's stage-by-stage comparison of a fetch round (parity.compare.pair_values) gives, pair for pair, what the
 per-record reference gives (tests/compare/oracles.py: `pair_outcomes`), on sets of diverse stage values written
 with `tests.set_files.write_part` + the real `finalize` and read back with the small fetch rounds and chunks of
-tests/test_hashdiff.py."""
+tests/compare/test_hashdiff.py."""
 from __future__ import annotations
 
 import math
@@ -17,7 +17,7 @@ from parity.sets.fingerprint_set import read_set
 from parity.stages import STAGES
 
 from tests.compare import oracles
-from tests.test_hashdiff import _write_set, small_chunks  # noqa: F401  (a fixture)
+from tests.compare.test_hashdiff import _write_set, small_chunks  # noqa: F401  (a fixture)
 
 _NAMES = ["a", "b", "f", "g", "dropped", "error"]
 _SCALARS = st.one_of(

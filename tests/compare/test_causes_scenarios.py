@@ -16,7 +16,7 @@ import pytest
 import parity
 from scenario_records import raw_records
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIOS_DIR = os.path.join(ROOT, "fixtures", "scenarios")
 TAXI_FIXED = os.path.join(ROOT, "pipelines", "taxi", "parity-fixed.yaml")
 

@@ -19,7 +19,7 @@ from parity.encoding.fingerprint import (
     key_fingerprint,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRIP = {"trip_id": 1_000_123, "event_time": 1_700_000_000, "zone": "JFK Airport", "fare": 52.5,
         "tags": ["airport", "night"], "rate_code": None, "paid": True}
 

@@ -6,7 +6,7 @@ import pty
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIO = os.path.join(REPO, "fixtures", "scenarios", "window_unit_ms_vs_s", "parity.yaml")
 
 

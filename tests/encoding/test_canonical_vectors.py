@@ -16,7 +16,7 @@ import pytest
 from parity.encoding.canonical import ENCODING_VERSION, decode, encode, to_json
 from parity.encoding.fingerprint import fingerprint, fingerprint_bytes
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "canonical"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "canonical"
 TAGS = "NTFifgsbldetDm"
 
 

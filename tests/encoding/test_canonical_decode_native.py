@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from parity.encoding import canonical
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=2000)
 VECTORS = json.loads((ROOT / "fixtures" / "canonical" / "vectors.json").read_text(encoding="ascii"))
 

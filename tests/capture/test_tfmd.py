@@ -11,7 +11,7 @@ from parity.config import load_config
 from parity.errors import ConfigError
 from parity.capture.schema import FieldType, parse_type
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA_GEN = os.path.join(ROOT, "fixtures", "tfx", "pipeline", "SchemaGen", "schema")
 
 FEATURES = """

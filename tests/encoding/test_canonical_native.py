@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from parity.encoding import canonical, fingerprint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=2000)
 FIXTURES = ROOT / "fixtures" / "canonical"
 REF = fingerprint._REFERENCE

@@ -37,7 +37,7 @@ def test_each_feature_is_traced_to_the_constants_it_is_computed_from_in_tf1_and_
 
     from parity.sets import analyzers as graph_analyzers
 
-    root = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tfx", "pipeline")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "tfx", "pipeline")
     expected = {"constant:bucketize_apply_buckets": ["fare_bucket_xf"],
                 "constant:scale_to_z_score_sqrt_x": ["fare_xf"], "constant:scale_to_z_score_sub_y": ["fare_xf"],
                 "constant:scale_to_z_score_1_sqrt_x": ["trip_miles_xf"],

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from parity.encoding.canonical import decode, encode, encode_many, to_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=2000)
 
 

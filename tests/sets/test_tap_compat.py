@@ -23,7 +23,7 @@ from parity.errors import FingerprintSetError
 from parity.sets import tap_align
 from parity.sets.fingerprint_set import read_set
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 V0_SET = REPO / "fixtures" / "fingerprint_sets" / "v0"
 
 

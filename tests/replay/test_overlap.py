@@ -23,7 +23,7 @@ from parity.sets.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR, read_value
 
 from tests.set_files import fingerprint_files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TAXI = REPO / "pipelines" / "taxi"
 REPORTS = ("report.json", "report.md", "junit.xml")  # report.md names its folder in `parity show` commands
 
