@@ -12,8 +12,10 @@ parity reaches past Beam's public API where Beam gives no public way to do what 
   `_use_process`, `_container_executable`, `_state_cache_size`, `_data_buffer_time_limit_ms`,
   `_worker_processes`.
 - `s3io_module`, `boto3_client_module`: Beam's S3 file system builds a client per call; parity wraps the
-  constructor of `S3IO` and the `boto3` its client module uses (`parity.storage.s3_clients`). Public modules,
-  but their constructor's signature and module attribute are not a promised API.
+  constructor of `S3IO` so that, given one of parity's own options objects, it takes the thread's client, and sets
+  the boto3 client of a Beam `boto3_client.Client` it built (its `client` attribute) to one with parity's time
+  limits (`parity.storage.s3_clients`). Public modules, but their constructor's signature and that attribute are
+  not a promised API.
 
 `PRIVATE_NAMES` lists them; `tests/test_compat.py` checks each on the installed Beam (the oldest and the newest
 supported, through `scripts/test_profile.sh`), and that no other module of parity names one.
@@ -81,7 +83,7 @@ def s3io_module() -> Any:
 
 
 def boto3_client_module() -> Any:
-    """Beam's `apache_beam.io.aws.clients.s3.boto3_client` (whose `boto3` attribute builds its sessions), or
+    """Beam's `apache_beam.io.aws.clients.s3.boto3_client` (whose `Client` keeps its boto3 client as `client`), or
     None without it."""
     try:
         from apache_beam.io.aws.clients.s3 import boto3_client

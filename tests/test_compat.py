@@ -79,14 +79,17 @@ def test_the_worker_pool_servicer_keeps_its_settings_and_harnesses_where_compat_
     assert compat.take_harness(servicer, "worker-1") is None
 
 
-def test_beams_s3_modules_have_the_constructor_and_module_attribute_parity_wraps():
+def test_beams_s3_modules_have_the_constructor_parity_wraps_and_the_client_attribute_it_sets():
     s3io, boto3_client = compat.s3io_module(), compat.boto3_client_module()
     if s3io is None:
         pytest.skip("this Beam has no [aws] extra: parity's S3 wrapping is never installed")
     parameters = list(inspect.signature(s3io.S3IO.__init__).parameters)
     assert parameters[:3] == ["self", "client", "options"], parameters
-    assert hasattr(boto3_client, "boto3") and hasattr(boto3_client.boto3, "session")
     assert "options" in inspect.signature(boto3_client.Client.__init__).parameters
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    built = boto3_client.Client(options=PipelineOptions(["--s3_region_name=us-east-1"]))  # builds, asks nothing
+    assert hasattr(built.client, "get_object") and hasattr(built.client, "put_object")
 
 
 def _private_names_outside_compat() -> list[str]:

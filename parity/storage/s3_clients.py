@@ -1,15 +1,18 @@
-"""One Beam S3 client per thread and set of S3 options, where Beam makes one per call.
+"""One Beam S3 client per thread and set of S3 options for parity's own file access, where Beam makes one per call.
 
 Beam's S3 file system builds `S3IO(options=...)` in every call (open, create, exists, match, delete), and each
 S3IO builds a new boto3 session and client, which costs far more CPU than the request itself (boto3 loads and
 parses the S3 service model for every session). A replay into `s3://` opens several objects per batch, so a
 large side would spend most of its CPU building clients.
 
-`reuse_clients` has S3IO take, when it is given options and no client, the client this thread built before for
-the same S3 options: still Beam's own `boto3_client.Client`, on Beam's own S3IO, with Beam's options; nothing
-about the store is parity's. Per thread, because Beam's client keeps its current download stream (a ranged
-read continues it when the position follows on, and reopens otherwise), which threads must not share; an SDK
-harness runs its bundles on a pool of threads that it reuses, so a thread's client is built once.
+parity builds its own S3 file system with an options object of its own (`storage_options`), and Beam's S3IO,
+given that very object and no client, takes the client this thread built before for it: still Beam's own
+`boto3_client.Client`, on Beam's own S3IO, its boto3 client built with parity's time limits. Any other caller's
+S3IO, a user's pipeline in the same process included, is built exactly as Beam builds it: the reuse and the
+limits apply to parity's options objects only, and boto3 is left as it is. Per thread, because Beam's client
+keeps its current download stream (a ranged read continues it when the position follows on, and reopens
+otherwise), which threads must not share; an SDK harness runs its bundles on a pool of threads that it reuses,
+so a thread's client is built once.
 """
 from __future__ import annotations
 
@@ -28,9 +31,28 @@ _FIELDS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token", "s3_e
            "s3_region_name", "s3_api_version", "s3_verify")
 
 
-def reuse_clients() -> None:
-    """Has Beam's S3IO reuse its thread's client for the same S3 options. Idempotent; nothing when Beam's S3
-    support (`apache-beam[aws]`) is not installed."""
+_made: dict[tuple[str, ...], Any] = {}   # parity's options objects, one per tuple of pipeline options
+_ours: dict[int, Any] = {}                # the same objects by id: the ones whose S3IO reuses a client
+
+
+def storage_options(options: tuple[str, ...]) -> Any:
+    """The `PipelineOptions` parity's own file systems are built with (`parity.storage.urls`), one object per
+    tuple of options: Beam's S3IO reuses this thread's client for this object, and for no other."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    with _lock:
+        made = _made.get(options)
+        if made is None:
+            made = _made[options] = PipelineOptions(list(options))
+            _ours[id(made)] = made
+    _reuse_clients()
+    return made
+
+
+def _reuse_clients() -> None:
+    """Has Beam's S3IO reuse its thread's client when it is given one of parity's options objects and no client;
+    given anything else it does what Beam does. Idempotent; nothing when Beam's S3 support (`apache-beam[aws]`)
+    is not installed."""
     global _installed
     if _installed:
         return
@@ -41,10 +63,9 @@ def reuse_clients() -> None:
         if s3io is None or boto3_client is None:  # no [aws] extra or no boto3: no s3:// at all
             return
         built = s3io.S3IO.__init__
-        boto3_client.boto3 = _BoundedBoto3(boto3_client.boto3)  # Beam's S3 clients, bounded in time
 
         def __init__(self: Any, client: Any = None, options: Any = None) -> None:
-            if client is None and options is not None:
+            if client is None and options is not None and _ours.get(id(options)) is options:
                 client = _thread_client(boto3_client.Client, options)
             built(self, client=client, options=options)
 
@@ -70,35 +91,28 @@ def client_limits(options: Any) -> dict[str, float]:
     return limits.option_limits(options, TIMEOUT_OPTIONS)
 
 
-class _BoundedBoto3:
-    """Stands for the `boto3` module in Beam's S3 client module: its sessions make clients with bounded connect
-    and read timeouts and attempts (botocore `Config`), unless the caller gave a config of its own. Only
-    Beam's S3 client module sees it; boto3 itself is unchanged for everyone else."""
+def _limits_config(options: Any) -> Any:
+    """botocore's `Config` with the S3 time limits among `options` (else the defaults)."""
+    from botocore.config import Config
 
-    def __init__(self, module: Any) -> None:
-        self._module = module
-        outer = self
+    bounds = client_limits(options)
+    return Config(connect_timeout=bounds["s3_connect_timeout"], read_timeout=bounds["s3_read_timeout"],
+                  retries={"max_attempts": int(bounds["s3_max_attempts"]), "mode": "standard"})
 
-        class _Session(module.session.Session):
-            def client(self, *args: Any, **kwargs: Any) -> Any:
-                kwargs.setdefault("config", outer.config())
-                return super().client(*args, **kwargs)
 
-        class _SessionModule:
-            Session = _Session
+def _bounded_client(options: Any) -> Any:
+    """A boto3 S3 client as Beam's `boto3_client.Client` builds one from `options` (a `PipelineOptions`), with
+    the run's time limits: botocore's defaults (60 s to connect, 60 s per read, 5 attempts in legacy mode) left an
+    unreachable endpoint hanging a run for minutes."""
+    import boto3
+    from apache_beam.options.pipeline_options import S3Options
 
-        self.session = _SessionModule
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
-
-    @staticmethod
-    def config() -> Any:
-        from botocore.config import Config
-
-        bounds = client_limits(_run_options)
-        return Config(connect_timeout=bounds["s3_connect_timeout"], read_timeout=bounds["s3_read_timeout"],
-                      retries={"max_attempts": int(bounds["s3_max_attempts"]), "mode": "standard"})
+    s3 = options.view_as(S3Options)
+    return boto3.session.Session().client(
+        "s3", region_name=s3.s3_region_name, api_version=s3.s3_api_version, use_ssl=not s3.s3_disable_ssl,
+        verify=s3.s3_verify, endpoint_url=s3.s3_endpoint_url, aws_access_key_id=s3.s3_access_key_id,
+        aws_secret_access_key=s3.s3_secret_access_key, aws_session_token=s3.s3_session_token,
+        config=_limits_config(_run_options))
 
 
 def _thread_client(make: Any, options: Any) -> Any:
@@ -108,19 +122,19 @@ def _thread_client(make: Any, options: Any) -> Any:
         clients = _local.clients = {}
     client = clients.get(key)
     if client is None:
-        client = clients[key] = make(options=options)
+        client = make(options=options)
+        client.client = _bounded_client(options)  # the boto3 client every method of Beam's Client calls
+        clients[key] = client
     return client
 
 
 def _key(options: Any) -> tuple:
-    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+    from apache_beam.options.pipeline_options import S3Options
 
     bounds = tuple(client_limits(_run_options).values())  # a client is built with the limits of its time
 
-    if isinstance(options, PipelineOptions):
-        view = options.view_as(S3Options)
-        return bounds + tuple(getattr(view, name, None) for name in _FIELDS)
-    return bounds + tuple(options.get(name) for name in _FIELDS)
+    view = options.view_as(S3Options)
+    return bounds + tuple(getattr(view, name, None) for name in _FIELDS)
 
 
 _probed: dict[tuple, Exception | None] = {}  # the outcome per bucket and options: a store is asked once
@@ -155,12 +169,7 @@ def probe(url: str, options: Any) -> None:
     s3 = PipelineOptions(list(options or ())).view_as(S3Options)
     endpoint = s3.s3_endpoint_url or f"the AWS S3 endpoint of region {s3.s3_region_name or 'us-east-1 (default)'}"
     within = limits.describe(client_limits(options), "s3")
-    boto3 = boto3_client.boto3  # bounded already once reuse_clients ran; bounded here either way
-    bounded = boto3 if isinstance(boto3, _BoundedBoto3) else _BoundedBoto3(boto3)
-    client = bounded.session.Session().client(
-        "s3", region_name=s3.s3_region_name, endpoint_url=s3.s3_endpoint_url, use_ssl=not s3.s3_disable_ssl,
-        verify=s3.s3_verify, aws_access_key_id=s3.s3_access_key_id, aws_secret_access_key=s3.s3_secret_access_key,
-        aws_session_token=s3.s3_session_token)
+    client = _bounded_client(PipelineOptions(list(options or ())))
     try:
         _probed[key] = _ask(client, bucket, url, endpoint, within, errors)
     except InputError as exc:

@@ -7,10 +7,11 @@ pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_acces
 no code of its own for any store. Which schemes work is what the installed Beam extras provide (`[aws]`,
 `[gcp]`).
 
-Beam reads those options from a process-wide setting. The client sets it from the run's pipeline options
-(`configure`); a DoFn that touches URLs on a worker calls `configure` with the same options in its `setup`,
-because a harness started by an SDK worker pool does not hand the job's options to FileSystems (the
-harness's `sdk_worker_main` would; the pool's does not).
+Beam's `FileSystems` reads those options from a process-wide setting, which a user's own pipeline in the same
+process relies on; parity leaves it alone. It builds Beam's file system for a scheme itself, with the options the
+run gave `configure` (`_filesystem`), so that nothing parity does changes what a user's code in the same process
+reads or writes with. A DoFn that touches URLs on a worker calls `configure` with the run's options in its
+`setup`, because a harness started by an SDK worker pool has not got them.
 """
 from __future__ import annotations
 
@@ -62,34 +63,22 @@ def resolved(path: str, what: str) -> str:
         return unquote(rest)
     if not is_url(path):
         return path
-    from apache_beam.io.filesystem import FileSystem
-    from apache_beam.io.filesystems import FileSystems
-
-    try:
-        FileSystems.get_filesystem(path)
-    except ValueError as exc:
-        known = sorted(f"{fs.scheme()}://" for fs in FileSystem.get_all_subclasses() if fs.scheme())
+    if _filesystem_class(scheme(path)) is None:
+        known = sorted(f"{fs.scheme()}://" for fs in _filesystem_classes() if fs.scheme())
         raise InputError(f"{what} {path}: no file system serves the scheme {scheme(path)}://; the installed Beam "
                          f"serves {', '.join(known)} and local paths (or file:///...): check the URL, or install "
-                         f"the Beam extra for that store (e.g. apache-beam[gcp] for gs://)") from exc
-    except Exception:  # a known scheme whose client fails to start (hdfs without a host): the run says so
-        pass
+                         f"the Beam extra for that store (e.g. apache-beam[gcp] for gs://)")
     return path
 
 
 def configure(options: Sequence[str] | None) -> None:
-    """Hands the run's pipeline options (a list of `--name=value` strings) to Beam's FileSystems, so that
-    URLs use the run's credentials and endpoints. Unknown options are ignored. No options, when none were
-    given before either, change nothing (a worker keeps what its harness set); given options are set again
-    each time, since a `beam.Pipeline` built since then (a user's, with taps) set its own."""
+    """The run's pipeline options (a list of `--name=value` strings), with which parity's own file access builds
+    Beam's file systems, so that URLs use the run's credentials and endpoints. Unknown options are ignored. No
+    options, when none were given before either, change nothing (a worker keeps what its DoFns set)."""
     global _options
     options = tuple(options or ())
     if not options and not _options:
         return
-    from apache_beam.io.filesystems import FileSystems
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    FileSystems.set_options(PipelineOptions(list(options)))
     _options = options
     s3_clients.use_options(options)  # its S3 time limits (--s3_read_timeout=...)
 
@@ -146,17 +135,40 @@ def _regular(path: str) -> None:
                       f"where one is asked for)")
 
 
-def _filesystems(path: str | None = None):
-    """Beam's FileSystems, after a bounded check that the store `path` is on answers (`s3_clients.probe`,
-    `gcs_probe.probe`, once per bucket and options): Beam retries an unreachable store for minutes."""
-    from apache_beam.io.filesystems import FileSystems
+def _filesystem_classes() -> list[Any]:
+    from apache_beam.io import filesystems  # noqa: F401  (imports the file systems the installed extras provide)
+    from apache_beam.io.filesystem import FileSystem
 
-    s3_clients.reuse_clients()  # once per process: Beam's S3 file system would build a client per call
-    if path is not None and scheme(path) == "s3":
+    return FileSystem.get_all_subclasses()
+
+
+def _filesystem_class(name: str) -> Any:
+    """Beam's file system class for the scheme `name` (`s3`), or None when no installed one serves it."""
+    found = [fs for fs in _filesystem_classes() if fs.scheme() == name]
+    return found[0] if len(found) == 1 else None
+
+
+_built: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def _filesystem(path: str) -> Any:
+    """Beam's file system for `path`'s scheme, built with the run's options (`configure`), after a bounded check
+    that the store `path` is on answers (`s3_clients.probe`, `gcs_probe.probe`, once per bucket and options):
+    Beam retries an unreachable store for minutes. One per scheme and options: Beam's S3 file system is given
+    the options object its client reuse knows (`s3_clients.storage_options`)."""
+    name = scheme(path)
+    if name == "s3":
         s3_clients.probe(path, _options)
-    elif path is not None and scheme(path) == "gs":
+    elif name == "gs":
         gcs_probe.probe(path, _options)
-    return FileSystems
+    key = (name, _options)
+    found = _built.get(key)
+    if found is None:
+        cls = _filesystem_class(name)
+        if cls is None:
+            raise ValueError(f"no installed Beam file system serves {name}://")
+        found = _built[key] = cls(pipeline_options=s3_clients.storage_options(_options))
+    return found
 
 
 def open_read(path: str) -> IO[bytes]:
@@ -167,7 +179,7 @@ def open_read(path: str) -> IO[bytes]:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return _filesystem(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
         raise _os_error(path, exc) from exc
 
@@ -195,7 +207,7 @@ def write_bytes(path: str, data: bytes) -> None:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        with _filesystems(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        with _filesystem(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             handle.write(data)
     except Exception as exc:
         raise _os_error(path, exc) from exc
@@ -237,7 +249,7 @@ def open_write(path: str) -> Iterator[Any]:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        handle = _filesystems(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        handle = _filesystem(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception as exc:
         raise _os_error(path, exc) from exc
     try:
@@ -276,7 +288,7 @@ def exists(path: str) -> bool:
     if not is_url(path):
         return os.path.exists(path)
     try:
-        return bool(_filesystems(path).exists(path)) or bool(list_folder(path))
+        return bool(_filesystem(path).exists(path)) or bool(list_folder(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
 
@@ -288,7 +300,7 @@ def isfile(path: str) -> bool:
     if path.endswith("/"):
         return False
     try:
-        return bool(_filesystems(path).exists(path))
+        return bool(_filesystem(path).exists(path))
     except Exception as exc:
         raise _os_error(path, exc) from exc
 
@@ -359,7 +371,7 @@ def _glob_regex(pattern: str) -> re.Pattern:
 def _match_prefix(prefix: str) -> list[str]:
     """Every object whose name starts with `prefix` (Beam's match of `prefix**`; its `*` stops at a `/`)."""
     try:
-        results = _filesystems(prefix).match([prefix + "**"])
+        results = _filesystem(prefix).match([prefix + "**"])
     except Exception as exc:
         raise _os_error(prefix, exc) from exc
     return [meta.path for result in results for meta in result.metadata_list]
@@ -375,9 +387,10 @@ def delete(paths: Sequence[str]) -> None:
             pass
     remote = [p for p in paths if is_url(p)]
     if remote:
-        remote = [p for p in remote if _filesystems(p).exists(p)]
-        if remote:
-            _filesystems().delete(remote)
+        present = [p for p in remote if _filesystem(p).exists(p)]
+        for name in sorted({scheme(p) for p in present}):
+            same = [p for p in present if scheme(p) == name]
+            _filesystem(same[0]).delete(same)
 
 
 def delete_tree(path: str) -> None:
@@ -387,11 +400,11 @@ def delete_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
         return
     found = _match_prefix(path.rstrip("/") + "/")
-    if _filesystems(path).exists(path.rstrip("/")):
+    if _filesystem(path).exists(path.rstrip("/")):
         found.append(path.rstrip("/"))
     for start in range(0, len(found), 1000):  # S3 deletes at most 1000 objects a request
         try:
-            _filesystems().delete(found[start:start + 1000])
+            _filesystem(path).delete(found[start:start + 1000])
         except Exception as exc:
             raise _os_error(path, exc) from exc
 
