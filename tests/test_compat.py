@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,16 @@ def test_beams_s3_modules_have_the_constructor_and_module_attribute_parity_wraps
     assert parameters[:3] == ["self", "client", "options"], parameters
     assert hasattr(boto3_client, "boto3") and hasattr(boto3_client.boto3, "session")
     assert "options" in inspect.signature(boto3_client.Client.__init__).parameters
+
+
+def test_beams_flink_launcher_gives_the_job_server_arguments_and_the_port_parity_launches_it_with():
+    assert compat.flink_job_server_arguments("[local]", 8099, 0, -1, "/tmp/artifacts") == [
+        "--flink-master", "[local]", "--artifacts-dir", "/tmp/artifacts", "--job-port", "8099",
+        "--artifact-port", "0", "--expansion-port", "-1"]
+    port = compat.free_port()
+    assert 0 < port < 65536
+    with socket.socket() as sock:
+        sock.bind(("localhost", port))  # free, as Beam picked it
 
 
 def _private_names_outside_compat() -> list[str]:
