@@ -14,7 +14,6 @@ parity reaches past Beam's public API where Beam gives no public way to do what 
 - `s3io_module`, `boto3_client_module`: Beam's S3 file system builds a client per call; parity wraps the
   constructor of `S3IO` and the `boto3` its client module uses (`parity.storage.s3_clients`). Public modules,
   but their constructor's signature and module attribute are not a promised API.
-
 - `flink_job_server_arguments`, `free_port`: parity launches Beam's Flink job server itself
   (`parity.replay.flink.JobServer` says why) with the arguments and the port Beam's own launcher would give it.
   Public names, but `FlinkJarJobServer` and `subprocess_server.pick_port` are not a promised API.
