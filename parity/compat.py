@@ -16,6 +16,9 @@ parity reaches past Beam's public API where Beam gives no public way to do what 
   the boto3 client of a Beam `boto3_client.Client` it built (its `client` attribute) to one with parity's time
   limits (`parity.storage.s3_clients`). Public modules, but their constructor's signature and that attribute are
   not a promised API.
+- `flink_job_server_arguments`, `free_port`: parity launches Beam's Flink job server itself
+  (`parity.replay.flink.JobServer` says why) with the arguments and the port Beam's own launcher would give it.
+  Public names, but `FlinkJarJobServer` and `subprocess_server.pick_port` are not a promised API.
 
 `PRIVATE_NAMES` lists them; `tests/test_compat.py` checks each on the installed Beam (the oldest and the newest
 supported, through `scripts/test_profile.sh`), and that no other module of parity names one.
@@ -90,3 +93,23 @@ def boto3_client_module() -> Any:
     except ImportError:
         return None
     return boto3_client
+
+
+def flink_job_server_arguments(flink_master: str, job_port: int, artifact_port: int, expansion_port: int,
+                               artifacts_dir: str) -> list[str]:
+    """The Flink job server's own arguments (`--flink-master ... --expansion-port ...`) as Beam's launcher
+    writes them: `FlinkJarJobServer.java_arguments` (apache_beam/runners/portability/flink_runner.py)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.flink_runner import FlinkJarJobServer
+
+    # Only its java_arguments is asked: nothing is started, no jar resolved (its local_jar would download one).
+    beam = FlinkJarJobServer(PipelineOptions([f"--flink_master={flink_master}"]))
+    return [str(arg) for arg in beam.java_arguments(job_port, artifact_port, expansion_port, artifacts_dir)]
+
+
+def free_port() -> int:
+    """A free local port as Beam's launcher picks a job port (`subprocess_server.pick_port`; IPv6 on an
+    IPv6-only host)."""
+    from apache_beam.utils.subprocess_server import pick_port
+
+    return int(pick_port(None)[0])

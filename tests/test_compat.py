@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,16 @@ def test_beams_s3_modules_have_the_constructor_parity_wraps_and_the_client_attri
 
     built = boto3_client.Client(options=PipelineOptions(["--s3_region_name=us-east-1"]))  # builds, asks nothing
     assert hasattr(built.client, "get_object") and hasattr(built.client, "put_object")
+
+
+def test_beams_flink_launcher_gives_the_job_server_arguments_and_the_port_parity_launches_it_with():
+    assert compat.flink_job_server_arguments("[local]", 8099, 0, -1, "/tmp/artifacts") == [
+        "--flink-master", "[local]", "--artifacts-dir", "/tmp/artifacts", "--job-port", "8099",
+        "--artifact-port", "0", "--expansion-port", "-1"]
+    port = compat.free_port()
+    assert 0 < port < 65536
+    with socket.socket() as sock:
+        sock.bind(("localhost", port))  # free, as Beam picked it
 
 
 def _private_names_outside_compat() -> list[str]:

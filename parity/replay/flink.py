@@ -2,7 +2,8 @@
 
 Unless the user names a job server (`--job_endpoint`), parity starts the Beam Flink job server itself, once per
 parity process and Flink master, waits for it with an upper bound (`PARITY_FLINK_START_TIMEOUT`, default 300 s;
-Beam's own wait has none), passes `--job_endpoint=localhost:<port>` to Beam, and stops the JVM at exit.
+Beam's own wait has none), passes `--job_endpoint=localhost:<port>` to Beam, and stops the JVM at exit. The job server's arguments and
+port are Beam's launcher's (`parity.compat`); why parity starts, waits for and stops the JVM itself: `JobServer`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+from parity import compat
 from parity.errors import RunnerError
 
 FLINK_VERSION = "1.19"  # the Flink minor of the job server scripts/fetch_flink_jar.sh assembles
@@ -143,14 +144,11 @@ def bounded(result: Any, timeout: float | None) -> Any:
     return result
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("localhost", 0))
-        return int(sock.getsockname()[1])
-
-
 def _answers(endpoint: str, timeout: float) -> bool:
-    """True once a Beam job service answers at `endpoint` (anything but UNAVAILABLE), as Beam's tests probe."""
+    """True once a Beam job service answers at `endpoint` (anything but UNAVAILABLE), as Beam's tests probe.
+
+    Not Beam's `ExternalJobServer.start` (runners/portability/job_server.py): it waits for the channel to be
+    ready until its timeout, so a dead `--job_endpoint` would take the whole 30 s; GetState fails at once."""
     import grpc
     from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
@@ -184,13 +182,26 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 class JobServer:
-    """A Beam Flink job server JVM (`java -jar JAR --flink-master ... --job-port P`) that parity runs."""
+    """A Beam Flink job server JVM (`java -jar JAR --flink-master ... --job-port P`) that parity runs.
+
+    Of Beam's launcher it reuses the Flink job server's arguments and the port pick
+    (`compat.flink_job_server_arguments`, `compat.free_port`). It launches, waits for and stops the JVM itself,
+    because Beam's `SubprocessServer` (apache_beam/utils/subprocess_server.py; lines of Beam 2.77, then of
+    2.59) cannot do it as parity needs:
+    - its `_really_start_process` (:262-269; :198-205) pipes the JVM's output into a Python logger (2.59: its
+      module's, shared with every Beam subprocess) and sets no parent-death signal: no log file for the start
+      errors' tail, the port-taken check and Flink's REST address (`rest_after`);
+    - its `start` waits `while True` (:226; :172), with no upper bound for PARITY_FLINK_START_TIMEOUT, and
+      tries the same command on the same port 3 times, 1 s apart, on 2.77 (:204, :250), once on 2.59: no new
+      port when another process took it, and a different start on each Beam;
+    - its stop (`_really_stop_process`, :318; :238) is private and reaches only the processes of its `_cache`.
+    """
 
     def __init__(self, jar: str, flink_master: str = LOCAL_MASTER, *, port: int | None = None,
                  java: str | None = None, jvm_options: Sequence[str] = JVM_OPTIONS) -> None:
         self.jar = jar
         self.flink_master = flink_master
-        self.port = port or _free_port()
+        self.port = port or compat.free_port()
         self.java = java or os.environ.get("PARITY_JAVA") or "java"
         self.jvm_options = list(jvm_options)
         self.start_seconds: float | None = None
@@ -203,11 +214,14 @@ class JobServer:
         return f"localhost:{self.port}"
 
     def command(self, artifacts_dir: str) -> list[str]:
-        return [self.java, *self.jvm_options, "-jar", self.jar, "--flink-master", self.flink_master,
-                "--artifacts-dir", artifacts_dir, "--job-port", str(self.port),
-                # -1: no expansion service (parity runs no cross-language transform): one port fewer listening on
-                # every interface, as the job and artifact ports do whatever --job-host says (docs/flink.md)
-                "--artifact-port", "0", "--expansion-port", "-1"]
+        """`java JVM_OPTIONS -jar JAR` and then Beam's Flink job-server arguments with `--artifact-port 0` (any
+        free port) and `--expansion-port -1` (no expansion service: parity runs no cross-language transform, and
+        it is one port fewer listening on every interface, as the job and artifact ports do whatever --job-host
+        says; docs/flink.md). The first part is parity's: Beam's `JavaJarJobServer.subprocess_cmd_and_endpoint`
+        puts the JVM options after `-jar` on Beam 2.59 (runners/portability/job_server.py:153) and before it on
+        2.77 (:178), and it resolves the jar through `local_jar`, which downloads one it does not find."""
+        return [self.java, *self.jvm_options, "-jar", self.jar,
+                *compat.flink_job_server_arguments(self.flink_master, self.port, 0, -1, artifacts_dir)]
 
     def _log_tail(self, lines: int = 8) -> str:
         if not self.log_path or not os.path.exists(self.log_path):
@@ -247,7 +261,7 @@ class JobServer:
                 self._process = None
                 if self._port_taken() and retry_port:  # another process took the free port we picked
                     self.stop()
-                    self.port = _free_port()
+                    self.port = compat.free_port()
                     return self.start(timeout=max(timeout - (time.monotonic() - started), 1.0), retry_port=False)
                 self._dir = None  # keep the log the message names
                 raise RunnerError(f"the Flink job server exited with code {code} while starting "
@@ -351,6 +365,8 @@ def shared_job_endpoint(jar: str, flink_master: str = LOCAL_MASTER) -> str:
                 return inherited
             server = JobServer(jar, flink_master)
             _SERVERS[(jar, flink_master)] = server
+            # atexit only: Beam's StopOnExitJobServer also replaces the process's SIGINT handler
+            # (runners/portability/job_server.py; on 2.59 with its `stop`, :82, which takes no (signal, frame))
             atexit.register(server.stop)
         fresh = server.start_seconds is None
         endpoint = server.start()

@@ -148,6 +148,27 @@ def test_a_job_server_that_exits_while_starting_shows_its_log(monkeypatch, tmp_p
     shutil.rmtree(os.path.dirname(server.log_path))
 
 
+def test_a_job_port_another_process_took_is_tried_once_more_on_a_new_port(tmp_path):
+    jar = tmp_path / "job-server.jar"
+    jar.write_bytes(b"x")
+    server = flink.JobServer(str(jar), java=str(tmp_path / "java"))
+    first = server.port
+    _fake_java(tmp_path, 'while [ $# -gt 0 ]; do [ "$1" = --job-port ] && port=$2; shift; done\n'
+                         f'if [ "$port" = {first} ]; then echo "java.net.BindException: Address already in use"\n'
+                         '  exit 1\nfi\necho "started again on $port"; exit 3')
+    with pytest.raises(RunnerError, match=r"(?s)exited with code 3 while starting.*started again on") as error:
+        server.start(timeout=20)
+    assert server.port != first and f"started again on {server.port}" in str(error.value)
+    shutil.rmtree(os.path.dirname(server.log_path))
+
+
+def test_the_job_server_runs_parity_java_options_then_beams_flink_arguments():
+    server = flink.JobServer("/x/job-server.jar", "localhost:8081", port=8099, java="/opt/java")
+    assert server.command("/tmp/artifacts") == [
+        "/opt/java", *flink.JVM_OPTIONS, "-jar", "/x/job-server.jar", "--flink-master", "localhost:8081",
+        "--artifacts-dir", "/tmp/artifacts", "--job-port", "8099", "--artifact-port", "0", "--expansion-port", "-1"]
+
+
 def test_no_java_on_path_is_a_clear_error(tmp_path):
     jar = tmp_path / "job-server.jar"
     jar.write_bytes(b"x")
