@@ -12,7 +12,7 @@ round's CPU and wall seconds, then one JSON line with every round and each check
 (max - min). A checkout's counts must equal the others' (the same pairs, causes and tiers), or it fails.
 
 A round is a whole process, so that no checkout inherits another's heap; the import is not timed. The loop is
-`parity.compare.halves.child_main`'s, written out here, not called: an older checkout must run it as it is.
+`parity.compare.halves._summarize_half`'s, written out here, not called: an older checkout must run it as it is.
 """
 from __future__ import annotations
 

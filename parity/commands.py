@@ -14,7 +14,7 @@ from parity.compare.noise import judge as judge_noise
 from parity.compare.tally import Tally
 from parity.config import Config, SideConfig, load_config
 from parity.config.inputs import run_inputs
-from parity.console import progress, signals
+from parity.console import children, progress
 from parity.encoding import canonical
 from parity.errors import FingerprintSetError, RunnerError
 from parity.replay import flink, job
@@ -194,10 +194,10 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
             command += ["--transform-from", urls.child(out_dir, SIDES_DIR, side.transform.from_side)]
         if beam_args:
             command += ["--", *beam_args]
-        env = signals.child_env()  # the replay ends with this process, even one killed with SIGKILL
-        env.update(flink.child_environment())  # it reuses this process's Flink job server
         seed = os.environ.get("PYTHONHASHSEED")
-        env["PYTHONHASHSEED"] = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
+        salt = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
+        # it ends with this process, imports what it can and reuses its Flink job server; another hash salt
+        env = children.environment({**flink.child_environment(), "PYTHONHASHSEED": salt})
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {done.returncode}): "

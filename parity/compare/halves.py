@@ -17,20 +17,14 @@ touch: a few thousand differing pairs are faster in one process.
 """
 from __future__ import annotations
 
-import os
-import pickle
-import shutil
-import subprocess
 import sys
-import tempfile
-from typing import Any, Sequence
+from typing import Any
 
 from parity.compare.diff import DiffStream, diff_gc
 from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
-from parity.console import signals
+from parity.console import children
 from parity.console.cores import usable_cores
-from parity.errors import RunnerError, portable
 from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
 
@@ -45,10 +39,10 @@ def summarize(stream: DiffStream, tally: Tally) -> DiffSummary:
     if ranges is None:
         return _summarized(stream, tally)
     first, second = ranges
-    child = _Child.start(stream, second, tally.fresh())
+    child = _start(stream, second, tally.fresh())
     try:
         mine = _summarized(stream.of_ranges(first), tally)
-        theirs = child.result()
+        theirs: DiffSummary = child.result()
     finally:
         child.close()
     return mine.merged(theirs)
@@ -99,66 +93,24 @@ def _plain_set(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str
     return fset.path, fset.manifest, fset.buckets
 
 
-class _Child:
-    """The child process tallying the second key ranges, and its result file."""
-
-    def __init__(self, proc: subprocess.Popen, scratch: str) -> None:
-        self._proc, self._scratch = proc, scratch
-
-    @classmethod
-    def start(cls, stream: DiffStream, ranges: frozenset[int], tally: Tally) -> _Child:
-        scratch = tempfile.mkdtemp(prefix="parity-diff-")
-        left, right = stream.sets
-        request = {"left": _plain_set(left), "right": _plain_set(right), "tolerance": stream.tolerance,
-                   "keep": stream.keep_unpaired, "ranges": ranges, "defer": stream.defer_input, "tally": tally,
-                   "options": urls.options(),
-                   "result": os.path.join(scratch, "result.pickle")}
-        with open(os.path.join(scratch, "request.pickle"), "wb") as handle:
-            pickle.dump(request, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        env = signals.child_env()  # the child ends with this process, even one killed with SIGKILL
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
-        proc = subprocess.Popen([sys.executable, "-m", "parity.compare.halves", scratch], env=env,
-                                stdin=subprocess.DEVNULL)
-        return cls(proc, scratch)
-
-    def result(self) -> DiffSummary:
-        """The child's summary, or the error it raised."""
-        code = self._proc.wait()
-        try:
-            with open(os.path.join(self._scratch, "result.pickle"), "rb") as handle:
-                status, value = pickle.load(handle)
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
-            raise RunnerError(f"the diff's second half (a child process) ended with exit code {code} and no "
-                              f"result ({type(exc).__name__}); its output is above") from exc
-        if status == "ok":
-            return value
-        raise value
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        shutil.rmtree(self._scratch, ignore_errors=True)
+def _start(stream: DiffStream, ranges: frozenset[int], tally: Tally) -> children.Child:
+    """The child process tallying the key ranges `ranges` into `tally` (`_summarize_half`)."""
+    left, right = stream.sets
+    request = {"left": _plain_set(left), "right": _plain_set(right), "tolerance": stream.tolerance,
+               "keep": stream.keep_unpaired, "ranges": ranges, "defer": stream.defer_input, "tally": tally,
+               "options": urls.options()}
+    return children.Child.start("the diff's second half (a child process)", "parity.compare.halves", request)
 
 
-def child_main(argv: Sequence[str]) -> int:
-    signals.follow_parent_from_env()
-    scratch = argv[0]
-    with open(os.path.join(scratch, "request.pickle"), "rb") as handle:
-        request = pickle.load(handle)
-    try:
-        urls.configure(request["options"])
-        left, right = (FingerprintSet(path, manifest, buckets=buckets)
-                       for path, manifest, buckets in (request["left"], request["right"]))
-        stream = DiffStream(left, right, request["tolerance"], request["keep"], request["ranges"], request["defer"])
-        with diff_gc():
-            outcome: tuple[str, Any] = ("ok", _summarized(stream, request["tally"]))
-    except BaseException as exc:  # every error goes back to the parent, which raises it
-        outcome = ("error", portable(exc))
-    with open(request["result"], "wb") as handle:
-        pickle.dump(outcome, handle, protocol=pickle.HIGHEST_PROTOCOL)
-    return 0
+def _summarize_half(request: dict[str, Any]) -> DiffSummary:
+    """The child's work: the summary of its key ranges."""
+    urls.configure(request["options"])
+    left, right = (FingerprintSet(path, manifest, buckets=buckets)
+                   for path, manifest, buckets in (request["left"], request["right"]))
+    stream = DiffStream(left, right, request["tolerance"], request["keep"], request["ranges"], request["defer"])
+    with diff_gc():
+        return _summarized(stream, request["tally"])
 
 
 if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))
+    sys.exit(children.serve(sys.argv[1:], _summarize_half))

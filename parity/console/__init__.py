@@ -1,1 +1,1 @@
-"""The process around a command: the terminal, progress lines, signals."""
+"""The process around a command: the terminal, progress lines, signals, child processes."""

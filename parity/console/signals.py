@@ -7,7 +7,8 @@ stop child processes and release the output folder; the CLI prints one line and 
 `RuntimeError: KeyboardInterrupt [while running ...]`; `raise_if_interrupted` turns it back, so an interrupted
 replay is never reported as a failed one (exit 2).
 
-A child process (the second side of `--sides-at-once`, a noise replay) calls `follow_parent_from_env` first:
+A child process (the second side of `--sides-at-once`, the diff's second half, a noise replay; started with
+`parity.console.children.environment`) calls `follow_parent_from_env` first:
 it then ends as soon as its parent does, even when the parent is killed with SIGKILL and runs no cleanup
 (on Linux the kernel kills it, PR_SET_PDEATHSIG; everywhere a thread watches the parent's pid), so that it
 never goes on writing into an output folder that a new run may be using.

@@ -10,8 +10,8 @@ for this process to say that the graph is written, then applies the graph. A `Se
 end of that gate: a TFT first side's pipeline says `ready` through it as soon as it has published the graph,
 while it still transforms its own batches; `finish` says it for any other first side, once its replay has
 ended. The child replays through `parity.replay.job`, as `parity replay` does. Its output is the same
-fingerprint set, byte for byte; its error comes back as the same exception (pickled), so `parity check` fails
-the same way.
+fingerprint set, byte for byte; its error comes back as the same exception (pickled, `parity.console.children`),
+so `parity check` fails the same way.
 
     child = SecondSide.start(config, side, out_dir, first_dir, runner)
     ... replay the first side with gate=child ...
@@ -21,24 +21,19 @@ the same way.
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import pickle
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from typing import Any, Sequence
 
 from parity.config import Config, SideConfig
-from parity.console import signals
+from parity.console import children
 from parity.console.cores import usable_cores
-from parity.errors import ConfigError, ParityError, RunnerError, portable
+from parity.errors import ConfigError, ParityError, RunnerError
 from parity.replay import flink
 from parity.replay.gate import TransformGate
-from parity.storage import files
 
 # Below this many capture bytes on the second side, starting a second interpreter costs more than it saves.
 MIN_CAPTURE_BYTES = 16 << 20
@@ -73,13 +68,13 @@ def _capture_bytes(config: Config, side: SideConfig) -> int:
 
 
 class SecondSide(TransformGate):
-    """A child process replaying one side (`python -m parity.replay.sides_at_once REQUEST`), with its result;
+    """A child process replaying one side (`python -m parity.replay.sides_at_once SCRATCH`), with its result;
     the first side's end of the child's gate (`ready`, `never`)."""
 
-    def __init__(self, side: SideConfig, proc: subprocess.Popen, scratch: str):
+    def __init__(self, side: SideConfig, child: children.Child):
         self.side = side
-        self._proc = proc
-        self._scratch = scratch
+        self._child = child
+        self._proc = child.process  # its standard input is the gate
         self.started = time.monotonic()
         self.ended: float | None = None  # when the child's replay ended (CLOCK_MONOTONIC: one clock per machine)
         self._gate_open = False
@@ -95,22 +90,19 @@ class SecondSide(TransformGate):
               lock_fd: int | None = None) -> "SecondSide":
         """Starts the child. `lock_fd`, the output folder's lock (`parity.storage.outdir`), is inherited by the child:
         the folder stays locked until both processes have ended, however they end."""
-        scratch = tempfile.mkdtemp(prefix="parity-side-")
         request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
-                   "runner": runner, "result": os.path.join(scratch, "result.pickle")}
-        env = signals.child_env()  # the child ends with this process, even one killed with SIGKILL
-        env.update(flink.child_environment())  # it reuses this process's Flink job server
-        # the child imports what this process can: parity and the config's modules
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+                   "runner": runner}
+        env = flink.child_environment()  # the child reuses this process's Flink job server
         from parity.console import terminal
 
         fd = terminal.terminal_fd()  # the child's libraries log where ours do; its own lines reach the terminal
         if fd is not None:
             env[terminal.TERMINAL_FD_ENV] = str(fd)
-        proc = subprocess.Popen([sys.executable, "-m", "parity.replay.sides_at_once", json.dumps(request)],
-                                stdin=subprocess.PIPE, env=env, text=True,
-                                pass_fds=tuple(one for one in (lock_fd, fd) if one is not None))
-        return cls(side, proc, scratch)
+        child = children.Child.start(
+            f"the replay of side '{side.name}' in its own process", "parity.replay.sides_at_once", request,
+            extra_env=env, fix="Run `parity check --sides-at-once off` to replay the sides one after the other",
+            stdin=subprocess.PIPE, pass_fds=[one for one in (lock_fd, fd) if one is not None])
+        return cls(side, child)
 
     def wait(self) -> bool:
         raise TypeError("the child waits at its gate; this process only opens it")
@@ -137,27 +129,14 @@ class SecondSide(TransformGate):
     def finish(self) -> dict[str, Any]:
         """Waits for the child; returns its side's manifest or raises the error its replay raised."""
         self.ready()
-        code = self._proc.wait()
-        path = os.path.join(self._scratch, "result.pickle")
-        try:
-            with open(path, "rb") as handle:
-                status, value, self.ended = pickle.load(handle)
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
-            raise RunnerError(f"the replay of side '{self.side.name}' in its own process ended with exit code "
-                              f"{code} and no result ({type(exc).__name__}); its output is above. Run "
-                              f"`parity check --sides-at-once off` to replay the sides one after the other") from exc
-        if status == "ok":
-            return value
-        raise value
+        manifest, self.ended = self._child.result()
+        return manifest
 
     def close(self) -> None:
         """Stops the child if it still runs (the first side failed, or this process is interrupted)."""
         _STARTED.pop(self._token, None)
         self.never()
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        self._child.close()
 
 
 def _started(token: str) -> SecondSide:
@@ -183,8 +162,8 @@ class ParentsWord(TransformGate):
         raise TypeError("the parent opens the child's gate; the child only waits at it")
 
 
-def child_main(argv: Sequence[str]) -> int:
-    signals.follow_parent_from_env()  # first: the imports below take seconds
+def _replay(request: dict[str, str]) -> tuple[dict[str, Any], float]:
+    """The child's work: the side's manifest, and when its replay ended (CLOCK_MONOTONIC)."""
     from parity.console.collector import loading
 
     with loading():
@@ -195,25 +174,19 @@ def child_main(argv: Sequence[str]) -> int:
 
     terminal.quiet_libraries()
     terminal.adopt_terminal_from_env()  # progress to the parent's terminal; libraries to its log (fd 2)
-    request = json.loads(argv[0])
-    try:
-        # references unimported: the parent imports and checks them all (and stops this process if one is
-        # bad); this side imports its own when its steps start
-        config = load_config(request["config"], check_refs=False)
-        side = config.side(request["side"])
-        graph = FromSideGraph.of(config, side, request["out"], request["transform_from"])
-        # a gate for a side that waits for the first side's graph only: a TFT side would say `ready` through it
-        manifest = replay_side(config, side, request["out"], runner=request["runner"], graph=graph,
-                               gate=ParentsWord() if graph is not None else None)
-        outcome: tuple[str, Any] = ("ok", manifest)
-    except BaseException as exc:  # every error goes back to the parent, which raises it
-        outcome = ("error", portable(exc))
-    files.write_bytes(request["result"], pickle.dumps((*outcome, time.monotonic())))
-    return 0
+    # references unimported: the parent imports and checks them all (and stops this process if one is bad);
+    # this side imports its own when its steps start
+    config = load_config(request["config"], check_refs=False)
+    side = config.side(request["side"])
+    graph = FromSideGraph.of(config, side, request["out"], request["transform_from"])
+    # a gate for a side that waits for the first side's graph only: a TFT side would say `ready` through it
+    manifest = replay_side(config, side, request["out"], runner=request["runner"], graph=graph,
+                           gate=ParentsWord() if graph is not None else None)
+    return manifest, time.monotonic()
 
 
 if __name__ == "__main__":
-    code = child_main(sys.argv[1:])
+    code = children.serve(sys.argv[1:], _replay)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # the result is on disk; tearing down Beam's and TensorFlow's threads took seconds

@@ -71,13 +71,13 @@ def sides(tmp_path):
 def test_two_processes_give_the_report_of_one_byte_for_byte(sides, tmp_path, monkeypatch):
     left, right, config = sides
     started = []
-    start = halves._Child.start
+    start = halves._start
 
     def spy(*args, **kwargs):
         started.append(args[1])
         return start(*args, **kwargs)
 
-    monkeypatch.setattr(halves._Child, "start", spy)
+    monkeypatch.setattr(halves, "_start", spy)
     monkeypatch.setattr(halves, "MIN_ROWS", 10**12)
     assert main(["diff", left, right, "--out", str(tmp_path / "one"), "--config", config]) == 1
     assert started == []
