@@ -87,7 +87,7 @@ _VALUES = st.recursive(_SCALARS, lambda c: st.lists(c, max_size=3) | st.dictiona
 _RECORDS = st.dictionaries(_TEXT | _HASHABLE, _VALUES, max_size=6)
 
 
-# The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
+# The slow tier (`make test`, not `make test-fast`): the heaviest of the 1,500-example properties.
 @pytest.mark.slow
 @PROPERTY
 @given(_RECORDS, _RECORDS, st.data())
