@@ -3,7 +3,8 @@
 #   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
 #                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_profile.sh oldest,
 #                .venv-oldest/) and on a TFX 1.21 environment's pins (scripts/test_profile.sh tfx, .venv-tfx/)
-#   make test-fast  set up, then the suite without its slow tiers (Flink, cluster, benchmarks) nor the profiles
+#   make test-fast  set up, then the suite without its `slow` tests (Flink, cluster, benchmarks, the scenario suites,
+#                the robustness modules that run whole checks) nor the profiles: the developer's loop, under 5 min
 #   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
 #   make soak    set up, then the SDK harness soak on the cluster test bed (scripts/soak_harness.py, docs/flink.md):
 #                one undisturbed check and 10 with a harness SIGKILLed at a drawn moment; ~15 min, not in `make test`
@@ -31,8 +32,9 @@ test: setup
 	bash scripts/test_profile.sh oldest
 	bash scripts/test_profile.sh tfx
 
-# Everything but the slow tiers (pytest marker `slow`: Flink, the cluster test bed, the benchmarks' harness) and the
-# oldest/TFX profiles: the developer's loop. CI runs `make test`.
+# Everything but the tests marked `slow` (by path in tests/conftest.py: Flink, the cluster test bed, the benchmarks'
+# harness; by a mark in their module: the scenario suites, the robustness modules that run whole checks, a few single
+# heavy tests) and the oldest/TFX profiles: the developer's loop. CI runs `make test`, which runs every test.
 test-fast: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not slow" tests
 

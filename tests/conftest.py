@@ -43,8 +43,10 @@ settings.register_profile("ci-engine", max_examples=25,
 settings.load_profile("parity")
 
 
-# The slow tiers, marked `slow`: real Flink (a job server per session), the cluster test bed, the benchmarks'
-# harness tests. `make test-fast` runs everything else; `make test` (CI) runs all of it.
+# The slow tiers, marked `slow` here by path: real Flink (a job server per session), the cluster test bed, the
+# benchmarks' harness tests. The heaviest end-to-end tests elsewhere mark themselves (`pytestmark = pytest.mark.slow`
+# in a module, `@pytest.mark.slow` on a test, each with the reason). `make test-fast` runs everything else;
+# `make test` (CI) runs all of it.
 SLOW_PATHS = ("tests/flink/", "tests/cluster/", "tests/benchmarks/")
 
 

@@ -337,6 +337,8 @@ def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_a
     assert fingerprint_table(tmp_path / "arrow").num_rows == 3000
 
 
+# The slow tier (`make test`, not `make test-fast`): TFT replays of both sides, spilled and not.
+@pytest.mark.slow
 def test_a_spilled_side_writes_its_stage_values_before_the_spill_and_reads_back_the_same_values(tmp_path,
                                                                                                  monkeypatch):
     import pyarrow.parquet as pq

@@ -249,6 +249,8 @@ def test_fields_without_a_parity_type_are_shown_commented_and_read_as_they_are(t
     assert main(["check", "parity.yaml", "--out", "out"]) == 0
 
 
+# The slow tier (`make test`, not `make test-fast`): a real TFX pipeline's module traced by TFT, then checked.
+@pytest.mark.slow
 def test_init_on_a_real_tfx_pipeline_writes_the_modules_custom_config_keys_and_names_the_run_after_the_pipeline(
         tmp_path):
     """Issue 43: `parity init` on TFX's own artifacts writes a config that runs as written up to the one thing it

@@ -10,6 +10,8 @@ import sysconfig
 import tarfile
 import zipfile
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -19,6 +21,9 @@ def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+# The slow tier (`make test`, not `make test-fast`): builds an sdist and a wheel and installs it into a fresh
+# virtualenv.
+@pytest.mark.slow
 def test_the_wheel_built_from_the_sdist_installs_a_working_parity_into_a_fresh_virtualenv(tmp_path):
     dist = tmp_path / "dist"
     # sdist first, then the wheel from the unpacked sdist: what `python -m build` does, so the sdist is complete

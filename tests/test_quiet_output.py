@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "pipelines", "taxi", "parity.yaml")
 
@@ -18,6 +20,8 @@ def _env() -> dict[str, str]:
     return env
 
 
+# The slow tier (`make test`, not `make test-fast`): the demo's whole TFT check in a process of its own.
+@pytest.mark.slow
 def test_the_demo_prints_only_paritys_own_lines_and_the_libraries_go_to_a_log(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "parity", "check", DEMO, "--out", str(out)], capture_output=True,
@@ -30,6 +34,8 @@ def test_the_demo_prints_only_paritys_own_lines_and_the_libraries_go_to_a_log(tm
     assert (out / "libraries.log").read_text(encoding="utf-8", errors="replace").strip()
 
 
+# The slow tier (`make test`, not `make test-fast`): the demo's whole TFT check in a process of its own.
+@pytest.mark.slow
 def test_verbose_shows_the_libraries_logs_on_the_terminal(tmp_path):
     done = subprocess.run([sys.executable, "-m", "parity", "check", DEMO, "--out", str(tmp_path / "out"), "-v"],
                           capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=900)

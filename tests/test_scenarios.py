@@ -16,6 +16,10 @@ import pytest
 import parity
 from scenario_records import raw_records
 
+# The slow tier (`make test`, not `make test-fast`): every scenario of fixtures/scenarios is a whole `parity check`,
+# TFT and TFX ones among them.
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS_DIR = os.path.join(ROOT, "fixtures", "scenarios")
 STAGES = ("input", "window", "shard", "coder", "seed", "transform")

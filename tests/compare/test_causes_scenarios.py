@@ -14,7 +14,11 @@ import os
 import pytest
 
 import parity
-from scenario_records import raw_records
+from tests.scenario_records import raw_records
+
+# The slow tier (`make test`, not `make test-fast`): the taxi example and every clean scenario, each a whole
+# `parity check`.
+pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIOS_DIR = os.path.join(ROOT, "fixtures", "scenarios")

@@ -178,6 +178,8 @@ def test_c_and_python_decode_every_encodable_value_alike(value):
     _same_as_reference(data)
 
 
+# The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
+@pytest.mark.slow
 @PROPERTY
 @given(st.dictionaries(_TEXT | _HASHABLE, _VALUES, max_size=8), st.data())
 def test_c_and_python_agree_on_damaged_dict_bytes(value, draw):

@@ -292,6 +292,8 @@ def test_c_and_python_encoders_agree_on_nested_values_of_every_supported_type(va
     _same_everywhere(value)
 
 
+# The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
+@pytest.mark.slow
 @PROPERTY
 @given(st.lists(st.tuples(_TEXT | _HASHABLE, _VALUES), max_size=8), st.randoms(use_true_random=False))
 def test_c_encoder_bytes_do_not_depend_on_dict_insertion_order(entries, rnd):
@@ -302,6 +304,8 @@ def test_c_encoder_bytes_do_not_depend_on_dict_insertion_order(entries, rnd):
     assert native.encode(shuffled) == native.encode(value) == py_encode(value)
 
 
+# The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
+@pytest.mark.slow
 @PROPERTY
 @given(st.dictionaries(_TEXT, _VALUES, max_size=8))
 def test_feature_fingerprints_agree_with_the_python_definition(features):

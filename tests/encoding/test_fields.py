@@ -87,6 +87,8 @@ _VALUES = st.recursive(_SCALARS, lambda c: st.lists(c, max_size=3) | st.dictiona
 _RECORDS = st.dictionaries(_TEXT | _HASHABLE, _VALUES, max_size=6)
 
 
+# The slow tier (`make test`, not `make test-fast`): the heaviest of the 1,500-example properties.
+@pytest.mark.slow
 @PROPERTY
 @given(_RECORDS, _RECORDS, st.data())
 def test_c_and_python_split_record_pairs_alike(left, right, data):

@@ -18,6 +18,9 @@ import parity
 from parity.errors import InputError
 from robust_helpers import accounting_holds, make_project
 
+# The slow tier (`make test`, not `make test-fast`): 25 whole `parity check` runs (hypothesis profile `ci-engine`).
+pytestmark = pytest.mark.slow
+
 ENGINE = settings(settings.get_profile("ci-engine"))
 
 # Each planted line must be quarantined exactly once, whatever its neighbours.

@@ -10,6 +10,10 @@ import pytest
 
 from robust_helpers import REPO, check, good_records, jsonl_lines, make_project
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 
 def test_a_quarantined_share_above_the_limit_stops_with_exit_two_naming_reasons_and_the_fix(tmp_path, capsys):
     lines = jsonl_lines(good_records(18)) + [b"{broken", b"[1]"]

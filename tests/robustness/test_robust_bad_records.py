@@ -25,6 +25,10 @@ from parity.capture import TOO_DEEP
 from parity.capture.tfrecord import masked_crc32c
 from robust_helpers import accounting_holds, check, good_records, jsonl_lines, make_project
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 GOOD = 6
 TIMESTAMP = {"timestamp": {"field": "t", "unit": "s"}}
 LATENESS = {"timestamp": {"field": "t", "unit": "s"},

@@ -15,6 +15,10 @@ import time
 
 import pytest
 
+# The slow tier (`make test`, not `make test-fast`): each check runs in a capped child on inputs that decode to
+# gigabytes.
+pytestmark = pytest.mark.slow
+
 CAP_BYTES = 3 << 30
 TIME_BOUND = 180  # seconds: the subprocess is killed past it (a hang fails the test, it does not stall the suite)
 CONFIG = """version: 1

@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from robust_helpers import REPO
@@ -27,6 +28,9 @@ from parity.compare.tolerance import numeric_within, values_within
 from parity.config import Tolerance
 from parity.encoding.canonical import encode, to_json
 from parity.encoding.fingerprint import fingerprint
+
+# The slow tier (`make test`, not `make test-fast`): 2,000 hypothesis examples for each property (profile `ci`).
+pytestmark = pytest.mark.slow
 
 CI = settings(settings.get_profile("ci"))
 

@@ -12,10 +12,15 @@ import json
 import os
 import random
 
+import pytest
 import yaml
 
 import parity
 from robust_helpers import REPO
+
+# The slow tier (`make test`, not `make test-fast`): three whole checks of the same scenario, two of them with
+# worker processes.
+pytestmark = pytest.mark.slow
 
 SCENARIO = os.path.join(REPO, "fixtures", "scenarios", "window_late_shrinks_aggregates")
 MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]

@@ -13,6 +13,10 @@ import pytest
 
 from robust_helpers import PYTHON, REPO, check, good_records, jsonl_lines, make_project, python_env, run_cli
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own; one reads back a part of more than 2 GiB.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def done(tmp_path_factory) -> str:

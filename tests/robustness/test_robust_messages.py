@@ -13,6 +13,10 @@ import pytest
 
 from robust_helpers import PYTHON, REPO, check, good_records, jsonl_lines, make_project, python_env, run_cli
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 
 def _substitute(project) -> None:
     """Puts the project's module name where its config says MODULE."""

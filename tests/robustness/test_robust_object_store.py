@@ -13,6 +13,10 @@ import pytest
 
 from robust_helpers import PYTHON, make_project, python_env
 
+# The slow tier (`make test`, not `make test-fast`): each test waits out an object store that never answers, by
+# design for tens of seconds.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("boto3")
 
 

@@ -14,6 +14,10 @@ import pytest
 from parity.capture.schema import SchemaMismatch, coerce, parse_type
 from robust_helpers import check, good_records, jsonl_lines, make_project
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 TYPES = ["float64", "float32", "int64", "int32", "string", "bool", "bytes", "list<float64>", None]
 
 

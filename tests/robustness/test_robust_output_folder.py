@@ -16,6 +16,10 @@ import pytest
 from robust_helpers import (PYTHON, REPO, check, file_bytes, good_records, jsonl_lines, make_project, python_env,
                            run_cli)
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 REPORTS = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
 
 

@@ -19,6 +19,9 @@ from hypothesis import settings
 
 from robust_helpers import PYTHON, REPO, check, good_records, jsonl_lines, make_project, python_env
 
+# The slow tier (`make test`, not `make test-fast`): its tests run pytest and the conftest in processes of their own.
+pytestmark = pytest.mark.slow
+
 TESTS = os.path.join(REPO, "tests")
 EXPLORING = os.environ.get("PARITY_HYPOTHESIS_PROFILE") == "explore"
 

@@ -16,6 +16,7 @@ import struct
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,10 @@ from parity.capture import Quarantined, ReadBatch, read_file, too_deep
 from parity.capture.tfrecord import masked_crc32c
 from parity.errors import ParityError
 from parity.capture.schema import parse_schema
+
+# The slow tier (`make test`, not `make test-fast`): arbitrary bytes through every capture reader (hypothesis
+# profile `ci-readers`).
+pytestmark = pytest.mark.slow
 
 READERS = settings(settings.get_profile("ci-readers"))
 SCHEMA = parse_schema({"id": "int64", "v": "float32", "s": "string", "ok": "bool", "l": "list<int32>",

@@ -9,6 +9,10 @@ import pytest
 
 from robust_helpers import PYTHON, make_project, python_env
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 PRINTING = '''
 import os, sys
 

@@ -13,6 +13,10 @@ import pytest
 from parity.sets.redaction import key_fingerprint, redact_message, redact_reason
 from robust_helpers import REPO, check, file_bytes, good_records, jsonl_lines, make_project
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own, TFT ones among them.
+pytestmark = pytest.mark.slow
+
 SECRETS = ("4111111111111111", "hunter2", "notanumber", "yesterday")
 TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".xml", ".log", ".txt")
 

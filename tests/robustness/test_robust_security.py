@@ -29,6 +29,10 @@ from parity.sets.fingerprint_set import read_set
 from robust_helpers import REPO, check, good_records, jsonl_lines, make_project, run_cli, unique_module
 from tests.set_files import bucket_paths, rewrite_rows
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 
 class _Planted:
     """Unpickling this creates a marker file: proof that a payload was executed."""

@@ -21,6 +21,10 @@ import yaml
 
 from robust_helpers import PYTHON, REPO, good_records, jsonl_lines, make_project, python_env
 
+# The slow tier (`make test`, not `make test-fast`): each test runs the CLI in a subprocess, often a TFT run, and
+# signals it at a moment of the run.
+pytestmark = pytest.mark.slow
+
 HOOKS = '''
 import os
 import sys

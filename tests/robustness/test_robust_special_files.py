@@ -13,7 +13,9 @@ import pytest
 
 from robust_helpers import PYTHON, make_project, python_env
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="os.mkfifo: POSIX only")
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = [pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="os.mkfifo: POSIX only"), pytest.mark.slow]
 
 
 def _check(config: str, cwd: str) -> tuple[int, str]:

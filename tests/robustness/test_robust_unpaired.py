@@ -15,6 +15,10 @@ import pytest
 
 from robust_helpers import accounting_holds, check, good_records, jsonl_lines, make_project, run_cli
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 
 def _two_captures(tmp_path, left: list[dict], right: list[dict], **kwargs):
     """A project whose offline side reads `left` and production side reads `right`."""

@@ -9,6 +9,10 @@ import pytest
 
 from robust_helpers import check, good_records, jsonl_lines, make_project, unique_module
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own.
+pytestmark = pytest.mark.slow
+
 
 def _project(tmp_path, side: dict, code: str, name: str):
     (tmp_path / f"{name}.py").write_text(code)

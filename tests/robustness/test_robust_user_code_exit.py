@@ -12,6 +12,10 @@ import pytest
 
 from robust_helpers import FEATURES, PYTHON, REPO, good_records, jsonl_lines, make_project, python_env
 
+# The slow tier (`make test`, not `make test-fast`): most of its tests run the real `parity check`
+# end to end, many as a process of their own, TFT ones among them.
+pytestmark = pytest.mark.slow
+
 TFX = os.path.join(REPO, "fixtures", "tfx", "pipeline")
 
 # name: (side entries merged into offline, module code, texts the error line must hold)
