@@ -129,7 +129,7 @@ def _same(a: Any, b: Any) -> bool:
     """Equal as fingerprints see them (canonical bytes), falling back to typed `==`.
 
     Two equal strs, ints, bools, bytes or non-zero floats of one type have equal bytes: they are not encoded
-    (0.0 == -0.0 but their bytes differ); every answer is the reference's (tests/compare_oracles.py).
+    (0.0 == -0.0 but their bytes differ); every answer is the reference's (`same` in tests/compare/oracles.py).
     """
     t = type(a)
     if t is type(b) and t in _EQUAL_IS_SAME and a == b and (t is not float or a != 0.0):

@@ -24,7 +24,7 @@ def feature_columns(values: list, featured: list[bool]) -> tuple[list, list, pa.
 
     The C encoder does it all in one pass over the batch; where a featured value is not a plain dict of str names,
     or without the C encoder, record by record, and pyarrow converts their (name, fp) pairs. The same columns
-    either way (tests/test_feature_columns.py).
+    either way (tests/sets/test_feature_columns.py).
 
     Raises:
         TypeError: a featured value has no canonical encoding, or a name that is not a str.
