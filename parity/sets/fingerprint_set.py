@@ -374,19 +374,7 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for entry in quarantined:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
-    manifest = dict(manifest)
-    manifest.update({
-        "format": FORMAT,
-        "encoding": canonical.ENCODING_VERSION,
-        "stages": list(STAGES),
-        "features": sorted(features),
-        "records": {"read": fingerprinted + len(quarantined), "fingerprinted": fingerprinted,
-                    "quarantined": len(quarantined)},
-        "quarantine_reasons": dict(sorted(reasons.items())),
-    })
-    urls.write_text(urls.child(out_dir, MANIFEST), json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True)
-                    + "\n")
-    return manifest
+    return _write_manifest(out_dir, manifest, fingerprinted, features, len(quarantined), reasons)
 
 
 def _finalize_buckets(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -394,7 +382,7 @@ def _finalize_buckets(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     records); the job's batch parts are removed."""
     summary = _read_buckets(out_dir)
     fingerprinted = sum(b["rows"] for b in summary["buckets"])
-    features = sorted({name for b in summary["buckets"] for name in b["features"]})
+    features = {name for b in summary["buckets"] for name in b["features"]}
     quarantined = summary["quarantined"]
     parts_dir = urls.join(out_dir, PARTS_DIR)
     urls.delete(urls.match(urls.join(parts_dir, f"*{FP_PART_SUFFIX}"))
@@ -404,17 +392,24 @@ def _finalize_buckets(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
         for folder, _, _ in sorted(os.walk(parts_dir), reverse=True):  # the emptied folders, deepest first
             if not os.listdir(folder):
                 os.rmdir(folder)
+    return _write_manifest(out_dir, manifest, fingerprinted, features, quarantined, summary["quarantine_reasons"])
+
+
+def _write_manifest(out_dir: str, manifest: dict[str, Any], fingerprinted: int, features: Any, quarantined: int,
+                    reasons: dict[str, int]) -> dict[str, Any]:
+    """`manifest` with what both kinds of set (a replay's bucketed one, a tap set) record of their rows, written as
+    the set's manifest.json, last (`read_set` refuses a folder without one)."""
     manifest = dict(manifest)
     manifest.update({
         "format": FORMAT,
         "encoding": canonical.ENCODING_VERSION,
         "stages": list(STAGES),
-        "features": features,
+        "features": sorted(features),
         "records": {"read": fingerprinted + quarantined, "fingerprinted": fingerprinted, "quarantined": quarantined},
-        "quarantine_reasons": dict(sorted(summary["quarantine_reasons"].items())),
+        "quarantine_reasons": dict(sorted(reasons.items())),
     })
-    urls.write_bytes(urls.join(out_dir, MANIFEST),
-                     (json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+    urls.write_text(urls.child(out_dir, MANIFEST), json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True)
+                    + "\n")
     return manifest
 
 
