@@ -268,8 +268,7 @@ def _split(data: tuple[list, list], whole_needed: list[bool], transform: bool, d
     few values), so there is one split per distinct differing bytes, decoded once and shared by those pairs, and
     `_compare_stage` finds its tier, feature deltas and shown values once. A pair for which a stage before the
     transform is not the first divergent one needs only its tier: it costs one `differing_fields` and no
-    decoding. (At 1M taxi records all planted to diverge, sharing the splits at every stage, not only there, took
-    about a quarter off the diff's CPU time: benchmarks/RESULTS.md.)"""
+    decoding. Splits are shared at every stage, not only at the transform: benchmarks/RESULTS.md measures it."""
     ldata, rdata = data
     wholes: list[tuple[Any, Any] | None] = []
     founds: list[Any] = []

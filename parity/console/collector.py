@@ -45,9 +45,8 @@ def collecting_less(thresholds: tuple[int, int, int]) -> Iterator[None]:
 
 
 # While modules load (parity's own, Beam's, and TensorFlow's through a config's module): nearly every object an
-# import makes lives on, and at Python's default thresholds the collector made seven full passes over them while
-# `parity check` started, freeing nothing, about 1 CPU s in each of the check's two processes
-# (benchmarks/RESULTS.md).
+# import makes lives on, and at Python's default thresholds the collector makes full passes over them while
+# `parity check` starts, freeing nothing (benchmarks/RESULTS.md measures it).
 LOADING_THRESHOLDS = (50_000, 50, 100)
 
 

@@ -40,8 +40,8 @@ from parity.storage import urls
 
 BATCH_SIZE = 2000
 # Records per batch when the set is written to a URL: each batch costs a few objects (its spill, written and read
-# back, and its value part), and an object in a store costs a request or two of some milliseconds where a local
-# file costs microseconds; larger batches keep that under a tenth of the work (benchmarks/RESULTS.md).
+# back, and its value part), and an object in a store costs a request or two where a local file costs a system
+# call; larger batches make those requests a small share of the work (benchmarks/RESULTS.md has the sizes tried).
 URL_BATCH_SIZE = 10_000
 TFT_OUTPUT = "tft_output"
 TFT_BATCH_SIZE = 1000  # rows per record batch the TFT analysis reads (the largest TFT's own batching reaches)
