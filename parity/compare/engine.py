@@ -39,6 +39,7 @@ from parity.compare.histograms import Counts, Extent, counts_of, extent_of, hist
 from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
+from parity.console import progress
 from parity.errors import RunnerError
 from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
@@ -168,6 +169,7 @@ def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options
     left, right = stream.sets
     request = _Request(_plain(left), _plain(right), stream.tolerance, stream.keep_unpaired, stream.defer_input,
                        tally.fresh(), urls.options(), work_dir)
+    progress.event("diff_on_engine", runner=runner, key_ranges=RANGES)
     urls.delete_tree(work_dir)  # nothing of an earlier run's job is read as this one's
     urls.makedirs(work_dir)
     try:
