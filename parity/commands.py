@@ -5,11 +5,12 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 from parity.compare import analyzers, engine, halves
 from parity.compare.causes import CauseContext
 from parity.compare.diff import DiffStream, diff_gc
+from parity.compare.model_stage import ModelComparison
 from parity.compare.noise import AnalysisNoise
 from parity.compare.noise import judge as judge_noise
 from parity.compare.tally import Tally
@@ -274,13 +275,18 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
                   report_spec.redact, report_spec.examples, analysis_noise, tolerance,
                   track_upstream=model is not None)
     with diff_gc():
-        if engine.wanted(on.where, on.runner, out_dir, stream):
+        if engine.wanted(on.where, on.runner, out_dir, stream):  # with a model, its stage compared there too
             summary = engine.summarize(stream, tally, runner=on.runner, pipeline_options=on.pipeline_options,
-                                       work_dir=urls.child(out_dir, output.DIFF_WORK))
+                                       work_dir=urls.child(out_dir, output.DIFF_WORK),
+                                       model=model[0] if model is not None else None)
         else:
             summary = halves.summarize(stream, tally)
-        if model is not None:
-            summary = summary.with_model(model[0](summary.tally.upstream or {}))
+            if model is not None:
+                from parity.sets.model_outputs import read_model_outputs
+
+                summary = summary.with_model(model[0].compare(read_model_outputs(left.path),
+                                                              read_model_outputs(right.path),
+                                                              summary.tally.upstream or {}))
         report = build_report(
             name=config.name if config else left.manifest.get("config_name", ""),
             sides=(left.side, right.side), summary=summary,
@@ -301,19 +307,17 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
 
 def _model_stage(config: Config | None, left: FingerprintSet, right: FingerprintSet, tolerance: Any,
-                 examples: int) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any] | None] | None:
+                 examples: int) -> tuple[ModelComparison, dict[str, Any] | None] | None:
     """None unless both sets hold model outputs (a `model:` replayed on both sides), so reports without a model
-    keep their bytes; else the model stage's comparison, given each differing pair's judgement (the tally's
+    keep their bytes; else how the model stage is compared (given each differing pair's judgement, the tally's
     `upstream`), and the report's `decision`."""
-    from parity.compare.model_stage import compare_models
-    from parity.sets.model_outputs import has_model_outputs, read_model_outputs
+    from parity.sets.model_outputs import first_outputs, has_model_outputs
     from parity.stages.model import model_identity
 
     if not (has_model_outputs(left.path) and has_model_outputs(right.path)):
         return None
-    left_outputs, right_outputs = read_model_outputs(left.path), read_model_outputs(right.path)
     # a model gives every record the same outputs: the first record of each side names them
-    names = sorted({name for table in (left_outputs, right_outputs) for _, data in list(table.values())[:1]
+    names = sorted({name for data in (first_outputs(left.path), first_outputs(right.path)) if data is not None
                     for name in canonical.decode(data)})
     specs = [config.side(left.side).model, config.side(right.side).model] if config is not None else [None, None]
     decision = next((spec.decision for spec in specs if spec is not None and spec.decision is not None), None)
@@ -321,13 +325,9 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
     if specs[0] is not None and specs[1] is not None:
         same = (model_identity(specs[0].saved), specs[0].signature, specs[0].inputs) == \
             (model_identity(specs[1].saved), specs[1].signature, specs[1].inputs)
-
-    def stage(upstream: Mapping[str, Any]) -> Any:
-        return compare_models(left_outputs, right_outputs, upstream, tolerance, decision, names, examples, same)
-
-    return stage, (None if decision is None else
-                   {"output": decision.output, "rule": decision.rule,
-                    **({"at": decision.at} if decision.rule == "threshold" else {})})
+    return (ModelComparison(tolerance, decision, tuple(names), examples, same),
+            None if decision is None else {"output": decision.output, "rule": decision.rule,
+                                           **({"at": decision.at} if decision.rule == "threshold" else {})})
 
 
 _KEYS_NAMED = 3  # example keys per side in the no-pairs message

@@ -14,9 +14,10 @@ entry per feature) but for two things a tally gathers per differing pair:
   on in the job: their extents are merged per feature, each range's are binned on the merged bins and the counts
   summed (parity.compare.histograms: exactly `histograms_of` all of them); the client reads one histogram per
   feature (`HISTOGRAMS`) and gives them to the merged tally (`FeatureStats.use_histograms`);
-- with a model stage, `Tally.upstream` (one entry per differing pair): the model stage is compared over the whole
-  diff on the client (`parity.compare.model_stage`, which reads every record's model outputs there too), so it
-  grows with the differing pairs as in the local diff.
+- with a model stage, `Tally.upstream` (one judgement per differing pair, which the model stage is compared
+  with): each worker compares its range's model stage (the model outputs of its range's keys) and drops them; the
+  client merges the ranges' model stages (`ModelComparison.merged`: counts, largest deltas, the first examples by
+  key text).
 
 The job runs on the runner and with the pipeline options of the replays (on Flink, the same job server:
 `parity.replay.runners.make_options`). Pickled summaries travel through the work folder, inside the run's out
@@ -33,9 +34,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import apache_beam as beam
+import pyarrow as pa
 
 from parity.compare.diff import DiffStream, diff_gc, summarized
 from parity.compare.histograms import Counts, Extent, counts_of, extent_of, histograms_of_counts, summed_counts
+from parity.compare.model_stage import ModelComparison
 from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
@@ -74,6 +77,7 @@ class _Request:
     tally: Tally
     storage: tuple[str, ...]
     work_dir: str
+    model: ModelComparison | None = None
 
 
 def part_path(work_dir: str, key_range: int) -> str:
@@ -98,16 +102,32 @@ class _SummarizeRangeFn(beam.DoFn):
         stream = DiffStream(left, right, request.tolerance, request.keep, frozenset({key_range}), request.defer)
         with diff_gc():
             summary = summarized(stream, request.tally.fresh())
+            if request.model is not None:
+                summary = _with_model(summary, request.model, left, right, key_range)
         numbers = summary.tally.feature_stats.take_numbers()
         urls.write_bytes(part_path(request.work_dir, key_range), pickle.dumps(summary, pickle.HIGHEST_PROTOCOL))
         yield key_range
         for name, (lefts, rights) in sorted(numbers.items()):
-            yield beam.pvalue.TaggedOutput(_NUMBERS, (name, (key_range, lefts, rights)))
+            if len(lefts):  # a feature of empty lists has no number to bin
+                yield beam.pvalue.TaggedOutput(_NUMBERS, (name, (key_range, lefts, rights)))
 
 
-def _extent(item: tuple[str, tuple[int, Any, Any]]) -> tuple[str, Extent | None]:
+def _with_model(summary: DiffSummary, model: ModelComparison, left: FingerprintSet, right: FingerprintSet,
+                key_range: int) -> DiffSummary:
+    """The range's summary with its model stage compared (the outputs of the range's keys alone), and without the
+    upstream judgements it was compared with, which the client then never holds."""
+    from parity.sets.model_outputs import read_model_outputs
+
+    keys = pa.concat_arrays([left.keys_of_range(key_range), right.keys_of_range(key_range)])
+    stage = model.compare(read_model_outputs(left.path, keys), read_model_outputs(right.path, keys),
+                          summary.tally.upstream or {})
+    summary.tally.upstream = {}  # this worker's own tally: the judgements were for the model stage alone
+    return summary.with_model(stage)
+
+
+def _extent(item: tuple[str, tuple[int, Any, Any]]) -> tuple[str, Extent]:
     name, (key_range, lefts, rights) = item
-    return name, extent_of(lefts, rights, key_range)
+    return name, extent_of(lefts, rights, key_range)  # type: ignore[return-value]  # numbers are never empty
 
 
 def _merged_extents(extents: Iterable[Extent]) -> Extent:
@@ -162,19 +182,20 @@ class SummarizeDiff(beam.PTransform):
 
 
 def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options: Sequence[str] | None,
-              work_dir: str) -> DiffSummary:
+              work_dir: str, model: ModelComparison | None = None) -> DiffSummary:
     """`stream`'s summary (the stream not iterated, `tally` empty), its key ranges diffed by a Beam job on
-    `runner` with `pipeline_options`, the summaries merged here in key-range order. `work_dir` (in the out
-    folder) holds the job's summaries until they are read, and is removed."""
+    `runner` with `pipeline_options`, the summaries merged here in key-range order; with `model`, its model
+    stage compared on the workers too, range by range, and merged here. `work_dir` (in the out folder) holds
+    the job's summaries until they are read, and is removed."""
     left, right = stream.sets
     request = _Request(_plain(left), _plain(right), stream.tolerance, stream.keep_unpaired, stream.defer_input,
-                       tally.fresh(), urls.options(), work_dir)
+                       tally.fresh(), urls.options(), work_dir, model)
     progress.event("diff_on_engine", runner=runner, key_ranges=RANGES)
     urls.delete_tree(work_dir)  # nothing of an earlier run's job is read as this one's
     urls.makedirs(work_dir)
     try:
         _run(request, runner, pipeline_options)
-        summary = merged_in_order(_read_parts(work_dir))
+        summary = merged_in_order(_read_parts(work_dir), model)
         histograms = pickle.loads(_read(urls.child(work_dir, HISTOGRAMS)))
     finally:
         urls.delete_tree(work_dir)
@@ -187,9 +208,10 @@ def _plain(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str, An
     return fset.path, fset.manifest, fset.buckets
 
 
-def merged_in_order(parts: Iterable[tuple[int, DiffSummary]]) -> DiffSummary:
+def merged_in_order(parts: Iterable[tuple[int, DiffSummary]], model: ModelComparison | None = None) -> DiffSummary:
     """The summaries of consecutive key ranges, given in any order as (range, summary), merged in range order:
-    the summary of every range read in key order (`DiffSummary.merged`, into one tally)."""
+    the summary of every range read in key order (`DiffSummary.merged`, into one tally); with `model`, the
+    ranges' model stages merged too (`ModelComparison.merged`)."""
     ordered = [summary for _, summary in sorted(parts, key=lambda part: part[0])]
     if not ordered:
         raise ValueError("no summary to merge")
@@ -198,7 +220,9 @@ def merged_in_order(parts: Iterable[tuple[int, DiffSummary]]) -> DiffSummary:
     for later in ordered[1:]:
         counts = counts.merged(later.counts)
         tally.merge(later.tally)
-    return DiffSummary(counts, tally)
+    if model is None:
+        return DiffSummary(counts, tally)
+    return DiffSummary(counts, tally, model.merged([summary.model for summary in ordered if summary.model]))
 
 
 def _read_parts(work_dir: str) -> list[tuple[int, DiffSummary]]:

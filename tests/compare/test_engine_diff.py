@@ -9,6 +9,7 @@ removes its sets' values once reported, so redaction is compared as two whole ch
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -112,3 +113,42 @@ def _essence(summary: DiffSummary) -> dict:
     return {"counts": summary.counts, "examples": [(e["key"], e["stage"], e["cause"]) for e in
                                                    summary.tally.example_list],
             "causes": dict(summary.tally.cause_counts)}
+
+
+def test_features_of_empty_lists_and_one_sided_keys_give_the_local_report_on_the_engine(tmp_path):
+    # offline [] against production [[]] for `nest`: its pairs differ but hold no number to bin; a numeric
+    # feature diverged on every third record, within tolerance on others; keys on one side only on both sides
+    folder = tmp_path / "project"
+    folder.mkdir()
+    with open(folder / "offline.jsonl", "w", encoding="utf-8") as off, \
+            open(folder / "production.jsonl", "w", encoding="utf-8") as prod:
+        for i in range(400):
+            record = {"id": i, "x": i * 0.25}
+            if i % 41:
+                off.write(json.dumps(record) + "\n")
+            if i % 43 != 1:
+                prod.write(json.dumps(record) + "\n")
+    (folder / "engine_offline.py").write_text("def features(record):\n"
+                                              "    return {'y': record['x'] * 2, 'nest': []}\n")
+    (folder / "engine_production.py").write_text(
+        "def features(record):\n"
+        "    i = record['id']\n"
+        "    shift = 1.0 if i % 3 == 0 else 1e-9 if i % 5 == 0 else 0.0\n"
+        "    return {'y': record['x'] * 2 + shift, 'nest': [[]]}\n")
+    (folder / "parity.yaml").write_text(
+        "version: 1\n"
+        "capture: {key: [id], schema: {id: int64, x: float64}}\n"
+        "sides:\n"
+        "  offline: {capture: {path: offline.jsonl}, transform: {python: \"engine_offline:features\"}}\n"
+        "  production: {capture: {path: production.jsonl}, transform: {python: \"engine_production:features\"}}\n"
+        "tolerance: {default: {abs: 1.0e-6}}\n"
+        "report: {examples: 2}\n")
+    config = str(folder / "parity.yaml")
+    local = parity.check(config, out_dir=tmp_path / "local", diff_on="local")
+    features = {f["name"]: f for f in local["features"]}
+    assert features["nest"]["histograms"] is None and features["y"]["histograms"] is not None
+    assert local["records"]["left_only"] and local["records"]["right_only"]
+    loaded = load_config(config)
+    left, right = (str(tmp_path / "local" / "sides" / side.name) for side in loaded.sides)
+    commands.diff(left, right, str(tmp_path / "engine"), config=loaded, diff_on="engine")
+    assert _read(tmp_path / "engine" / "report.json") == _read(tmp_path / "local" / "report.json")
