@@ -152,3 +152,20 @@ def test_features_of_empty_lists_and_one_sided_keys_give_the_local_report_on_the
     left, right = (str(tmp_path / "local" / "sides" / side.name) for side in loaded.sides)
     commands.diff(left, right, str(tmp_path / "engine"), config=loaded, diff_on="engine")
     assert _read(tmp_path / "engine" / "report.json") == _read(tmp_path / "local" / "report.json")
+
+
+def test_a_set_damaged_under_the_engine_diff_fails_naming_the_file_and_leaves_no_work_folder(tmp_path):
+    from parity.errors import FingerprintSetError
+    from parity.sets.fingerprint_set import bucket_file
+
+    config_path = os.path.join(ROOT, SCENARIOS["all_diverged"])
+    parity.check(config_path, out_dir=tmp_path / "check", diff_on="local")
+    loaded = load_config(config_path)
+    left, right = (str(tmp_path / "check" / "sides" / side.name) for side in loaded.sides)
+    damaged = bucket_file(left, read_set(left).buckets[0]["bucket"])
+    with open(damaged, "wb") as handle:
+        handle.write(b"not parquet")
+    with pytest.raises(FingerprintSetError, match=os.path.basename(damaged)):
+        commands.diff(left, right, str(tmp_path / "engine"), config=loaded, diff_on="engine")
+    assert not os.path.exists(tmp_path / "engine" / "_diff_work")
+    assert not os.path.exists(tmp_path / "engine" / "report.json")
