@@ -41,7 +41,7 @@ def read_model_outputs(set_dir: str, keys: pa.Array | None = None) -> dict[str, 
     keeps duplicates in a deterministic order."""
     found: dict[str, tuple[int, bytes]] = {}
     for table in _parts(set_dir):
-        if keys is not None:  # one key range's records (parity.compare.engine): filtered before any row becomes a Python object
+        if keys is not None:  # one key range's (parity.compare.engine), filtered before a row becomes an object
             table = table.filter(pc.is_in(table.column("key"), value_set=keys))
         for key, data, fp in zip(table.column("key").to_pylist(), table.column("outputs").to_pylist(),
                                  table.column("model_fp").to_pylist()):
