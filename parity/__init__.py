@@ -16,7 +16,7 @@ __all__ = ["check", "ConfigError", "InputError", "ParityError", "Report", "UserC
 
 def check(config_path: str | os.PathLike, *, out_dir: str | os.PathLike | None = None,
           runner: str = "DirectRunner", pipeline_options: Sequence[str] | None = None, noise: bool | None = None,
-          sides_at_once: str = "auto", force: bool = False) -> Report:
+          sides_at_once: str = "auto", force: bool = False, diff_on: str = "auto") -> Report:
     """Replays both sides of a config, diffs them, writes the reports; returns report.json as a `Report`: a
     dict (`report["verdict"]`) with `summary()`, `causes`, `examples`, and an HTML view in Jupyter.
 
@@ -25,6 +25,8 @@ def check(config_path: str | os.PathLike, *, out_dir: str | os.PathLike | None =
     `noise=True` also replays each side a second time to find nondeterministic stages (`--noise`).
     `sides_at_once` (auto, on, off): replay the second side in a child process meanwhile (`--sides-at-once`).
     `force=True` writes into an `out_dir` that is not empty and was not made by parity (`--force`).
+    `diff_on` (auto, engine, local): where the diff's per-pair work runs (`--diff-on`; auto: as a Beam job on the
+    runner when it is not the DirectRunner or `out_dir` is a URL, else in this process). The report is the same.
 
     Raises:
         ConfigError: a bad argument (named), a bad config. Every failure is a `ParityError`, never SystemExit:
@@ -39,6 +41,9 @@ def check(config_path: str | os.PathLike, *, out_dir: str | os.PathLike | None =
     noise = arg.flag(noise, "noise", optional=True)
     sides_at_once = arg.choice(sides_at_once, "sides_at_once", ("auto", "on", "off"))
     force = arg.flag(force, "force")
+    from parity.choices import DIFF_ON
+
+    diff_on = arg.choice(diff_on, "diff_on", DIFF_ON)
     pipeline_options = arg.pipeline_options(pipeline_options)
 
     from parity import commands as run
@@ -47,7 +52,7 @@ def check(config_path: str | os.PathLike, *, out_dir: str | os.PathLike | None =
 
     try:
         report = run.check(config_path, out_dir=out_dir, runner=runner, pipeline_options=pipeline_options,
-                           noise=noise, sides_at_once=sides_at_once, force=force)
+                           noise=noise, sides_at_once=sides_at_once, force=force, diff_on=diff_on)
     except SystemExit as exc:  # whatever library exits: the caller's process (a notebook kernel) goes on
         raise RunnerError(f"parity.check: the run called sys.exit({exc.code!r}); no verdict") from exc
     return Report(report, out_dir=out_dir or "parity-out")  # run.check's default folder

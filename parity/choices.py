@@ -7,4 +7,5 @@ from __future__ import annotations
 
 FORMATS: tuple[str, ...] = ("jsonl", "tfrecord", "parquet", "csv")  # capture formats
 RUNNERS: tuple[str, ...] = ("DirectRunner", "FlinkRunner")        # `--runner`, `parity.check(runner=...)`
+DIFF_ON: tuple[str, ...] = ("auto", "engine", "local")             # `--diff-on`: where a diff's per-pair work runs
 US_PER_UNIT = {"us": 1, "ms": 1_000, "s": 1_000_000}               # time units of timestamps, in microseconds

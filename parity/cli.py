@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Sequence
 
-from parity.choices import FORMATS, RUNNERS
+from parity.choices import DIFF_ON, FORMATS, RUNNERS
 from parity.storage.outdir import ERROR_LOG as LOG_FILE
 from parity.storage.outdir import LIBRARIES_LOG
 
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--sides-at-once", default="auto", choices=("auto", "on", "off"),
                        help="replay the second side in a child process while the first replays (auto: on the "
                             "DirectRunner with two cores and a capture of 16 MiB or more)")
+    _add_diff_on(check)
     _add_force(check)
 
     replay = commands.add_parser("replay", help="replay one side and write its fingerprint set")
@@ -76,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("right")
     diff.add_argument("--out", required=True)
     diff.add_argument("--config", default=None)
+    diff.add_argument("--runner", default="DirectRunner", choices=RUNNER_CHOICES,
+                      help="the runner of the diff's Beam job under --diff-on engine (default: DirectRunner)")
+    _add_diff_on(diff)
     _add_force(diff)
 
     report = commands.add_parser("report", help="render report.json again in another format")
@@ -101,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--out", default="parity.yaml", help="the config to write (default: parity.yaml); "
                                                           "an existing file is never overwritten")
     return parser
+
+
+def _add_diff_on(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--diff-on", default="auto", choices=DIFF_ON,
+                         help="where the diff's per-pair work runs: engine (a Beam job on --runner, over the sets' "
+                              "key ranges), local (this process), auto (default: engine when --runner is not the "
+                              "DirectRunner or --out is a URL); the report is the same")
 
 
 def _add_force(command: argparse.ArgumentParser) -> None:
@@ -354,7 +365,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         with terminal.user_output_to_stderr():  # stdout: the summary alone
             report = run.check(args.config, out_dir=args.out, runner=args.runner, pipeline_options=beam_args,
                                noise=True if args.noise else None, sides_at_once=args.sides_at_once,
-                               force=args.force)
+                               force=args.force, diff_on=args.diff_on)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "replay":
@@ -370,7 +381,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         with terminal.user_output_to_stderr():
             config = load_config(args.config) if args.config else None
             report = run.diff(args.left, args.right, args.out, config=config, force=args.force,
-                              pipeline_options=beam_args)
+                              pipeline_options=beam_args, runner=args.runner, diff_on=args.diff_on)
         print(_summary(report, args.out))
         return _verdict_code(report)
     if args.command == "report":

@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-from parity.compare import analyzers, halves
+from parity.compare import analyzers, engine, halves
 from parity.compare.causes import CauseContext
 from parity.compare.diff import DiffStream, diff_gc
+from parity.compare.model_stage import ModelComparison
 from parity.compare.noise import AnalysisNoise
 from parity.compare.noise import judge as judge_noise
 from parity.compare.tally import Tally
@@ -62,7 +64,7 @@ def _replay_order(config: Config) -> list[SideConfig]:
 
 def check(config_path: str, *, out_dir: str | None = None, runner: str = "DirectRunner",
           pipeline_options: Sequence[str] | None = None, noise: bool | None = None,
-          sides_at_once: str = "auto", force: bool = False) -> dict[str, Any]:
+          sides_at_once: str = "auto", force: bool = False, diff_on: str = "auto") -> dict[str, Any]:
     """Replays both sides, diffs them, writes every report format to `out_dir`; returns report.json's dict.
 
     `out_dir` is claimed first (`parity.storage.outdir.claim`): locked for this run, the reports, fingerprint sets and
@@ -72,6 +74,8 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     `sides_at_once` (auto, on, off): replay the second side in a child process while this one replays the
     first (`parity.replay.sides_at_once`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
     of 16 MiB or more). The fingerprint sets and the report are the same either way.
+
+    `diff_on` (auto, engine, local): where the diff's per-pair work runs (`diff`).
 
     With `noise` (or `report.noise` in the config) each side is replayed a second time, in another process
     with another hash salt, other batching and reversed input order; stages that differ between a side's two
@@ -93,12 +97,12 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
         # the earlier run's sides/ are gone: the child reads the graph's raw feature spec in side_dirs[0] once
         # it appears (`SavedInputsFn`), never an earlier run's
         return _check_claimed(config_path, config, out_dir, order, side_dirs, at_once, claimed, runner=runner,
-                              pipeline_options=pipeline_options, noise=noise, timings=timings)
+                              pipeline_options=pipeline_options, noise=noise, timings=timings, diff_on=diff_on)
 
 
 def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[SideConfig], side_dirs: list[str],
                    at_once: bool, claimed: output.Claim, *, runner: str, pipeline_options: Sequence[str] | None,
-                   noise: bool, timings: dict[str, Any]) -> dict[str, Any]:
+                   noise: bool, timings: dict[str, Any], diff_on: str) -> dict[str, Any]:
     second = None
     if at_once:
         second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd)
@@ -128,7 +132,8 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
         timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
     left, right = (urls.child(out_dir, SIDES_DIR, s.name) for s in config.sides)
-    report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result)
+    report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result,
+                           on=_DiffOn(diff_on, runner, pipeline_options))
     timings["diff_seconds"] = round(time.monotonic() - started, 3)
     if config.report.redact:  # the reports are written: no raw value stays in the out folder
         _remove_values(out_dir, config)
@@ -210,7 +215,8 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
 
 def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,
          noise: dict[str, dict[str, list[str]]] | None = None, force: bool = False,
-         pipeline_options: Sequence[str] | None = None) -> dict[str, Any]:
+         pipeline_options: Sequence[str] | None = None, runner: str = "DirectRunner",
+         diff_on: str = "auto") -> dict[str, Any]:
     """Diffs two fingerprint sets and writes the reports; returns report.json's dict.
 
     Any of the three folders may be a URL (`s3://...`), read and written with Beam's storage options among
@@ -218,17 +224,32 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
 
     `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, the earlier reports removed, and refused when
     it is another's folder unless `force`; fingerprint sets in it (a check's `sides/`) are kept.
+
+    `diff_on` (auto, engine, local): where the per-pair work runs. `engine`: as a Beam job on `runner` with
+    `pipeline_options` (`parity.compare.engine`), the key ranges of two bucketed sets spread over its workers;
+    `local`: in this process (and a child process where it pays, `parity.compare.halves`); `auto`: the engine
+    when `runner` is not the DirectRunner or `out_dir` is a URL. The report is the same byte for byte.
     """
     if pipeline_options is not None:
         urls.configure(pipeline_options)
     left_dir, right_dir = urls.resolved(left_dir, "fingerprint set"), urls.resolved(right_dir, "fingerprint set")
     out_dir = urls.resolved(out_dir, "--out")
-    with output.claim(out_dir, output.REPORTS, known=output.CHECK_OUTPUTS, force=force):
-        return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise)
+    with output.claim(out_dir, output.DIFF_OUTPUTS, known=output.CHECK_OUTPUTS, force=force):
+        return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise,
+                             on=_DiffOn(diff_on, runner, pipeline_options))
+
+
+@dataclass(frozen=True)
+class _DiffOn:
+    """Where a diff's per-pair work runs (`diff`'s `diff_on`), and the runner and options of the engine's job."""
+
+    where: str = "auto"
+    runner: str = "DirectRunner"
+    pipeline_options: Sequence[str] | None = None
 
 
 def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None,
-                  noise: dict[str, dict[str, list[str]]] | None) -> dict[str, Any]:
+                  noise: dict[str, dict[str, list[str]]] | None, on: _DiffOn = _DiffOn()) -> dict[str, Any]:
     left, right = tap_align.align(read_set(left_dir), read_set(right_dir))
     if config is not None:
         names = [s.name for s in config.sides]
@@ -254,9 +275,18 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
                   report_spec.redact, report_spec.examples, analysis_noise, tolerance,
                   track_upstream=model is not None)
     with diff_gc():
-        summary = halves.summarize(stream, tally)
-        if model is not None:
-            summary = summary.with_model(model[0](summary.tally.upstream or {}))
+        if engine.wanted(on.where, on.runner, out_dir, stream):  # with a model, its stage compared there too
+            summary = engine.summarize(stream, tally, runner=on.runner, pipeline_options=on.pipeline_options,
+                                       work_dir=urls.child(out_dir, output.DIFF_WORK),
+                                       model=model[0] if model is not None else None)
+        else:
+            summary = halves.summarize(stream, tally)
+            if model is not None:
+                from parity.sets.model_outputs import read_model_outputs
+
+                summary = summary.with_model(model[0].compare(read_model_outputs(left.path),
+                                                              read_model_outputs(right.path),
+                                                              summary.tally.upstream or {}))
         report = build_report(
             name=config.name if config else left.manifest.get("config_name", ""),
             sides=(left.side, right.side), summary=summary,
@@ -277,19 +307,17 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
 
 def _model_stage(config: Config | None, left: FingerprintSet, right: FingerprintSet, tolerance: Any,
-                 examples: int) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any] | None] | None:
+                 examples: int) -> tuple[ModelComparison, dict[str, Any] | None] | None:
     """None unless both sets hold model outputs (a `model:` replayed on both sides), so reports without a model
-    keep their bytes; else the model stage's comparison, given each differing pair's judgement (the tally's
+    keep their bytes; else how the model stage is compared (given each differing pair's judgement, the tally's
     `upstream`), and the report's `decision`."""
-    from parity.compare.model_stage import compare_models
-    from parity.sets.model_outputs import has_model_outputs, read_model_outputs
+    from parity.sets.model_outputs import first_outputs, has_model_outputs
     from parity.stages.model import model_identity
 
     if not (has_model_outputs(left.path) and has_model_outputs(right.path)):
         return None
-    left_outputs, right_outputs = read_model_outputs(left.path), read_model_outputs(right.path)
     # a model gives every record the same outputs: the first record of each side names them
-    names = sorted({name for table in (left_outputs, right_outputs) for _, data in list(table.values())[:1]
+    names = sorted({name for data in (first_outputs(left.path), first_outputs(right.path)) if data is not None
                     for name in canonical.decode(data)})
     specs = [config.side(left.side).model, config.side(right.side).model] if config is not None else [None, None]
     decision = next((spec.decision for spec in specs if spec is not None and spec.decision is not None), None)
@@ -297,13 +325,9 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
     if specs[0] is not None and specs[1] is not None:
         same = (model_identity(specs[0].saved), specs[0].signature, specs[0].inputs) == \
             (model_identity(specs[1].saved), specs[1].signature, specs[1].inputs)
-
-    def stage(upstream: Mapping[str, Any]) -> Any:
-        return compare_models(left_outputs, right_outputs, upstream, tolerance, decision, names, examples, same)
-
-    return stage, (None if decision is None else
-                   {"output": decision.output, "rule": decision.rule,
-                    **({"at": decision.at} if decision.rule == "threshold" else {})})
+    return (ModelComparison(tolerance, decision, tuple(names), examples, same),
+            None if decision is None else {"output": decision.output, "rule": decision.rule,
+                                           **({"at": decision.at} if decision.rule == "threshold" else {})})
 
 
 _KEYS_NAMED = 3  # example keys per side in the no-pairs message

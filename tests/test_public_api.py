@@ -29,7 +29,7 @@ def _flags(name):
 def test_check_flags_match_the_api_keywords():
     api = set(inspect.signature(parity.check).parameters)
     cli_to_api = {"config": "config_path", "out": "out_dir", "runner": "runner", "noise": "noise",
-                  "sides_at_once": "sides_at_once", "force": "force"}
+                  "sides_at_once": "sides_at_once", "force": "force", "diff_on": "diff_on"}
     assert _flags("check") == set(cli_to_api)
     assert {cli_to_api[f] for f in _flags("check")} | {"pipeline_options"} == api
     assert set(inspect.signature(run.check).parameters) == api

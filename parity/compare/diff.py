@@ -15,7 +15,8 @@ import numpy as np
 
 from parity.compare import hashdiff, pair_values
 from parity.compare.outcomes import PairOutcome
-from parity.compare.summary import DiffCounts
+from parity.compare.summary import DiffCounts, DiffSummary
+from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
 from parity.console.collector import collecting_less
 from parity.errors import FingerprintSetError
@@ -235,6 +236,13 @@ class DiffStream:
                               fps=dict(zip(differing, zip(lfps[at:after], rfps[at:after]))),
                               first_fields=first_fields[n], first_split=first_splits[n])
             at = after
+
+
+def summarized(stream: DiffStream, tally: Tally) -> DiffSummary:
+    """The summary of `stream` (not yet iterated): its differing pairs added to the empty `tally` in key order."""
+    for m in stream:
+        tally.add(m)
+    return DiffSummary(stream.counts(), tally)
 
 
 _ALL_RANGES = frozenset(range(1 << KEY_RANGE_BITS))  # every key range (bucket number) of a bucketed set

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from parity.compare.diff import DiffStream, diff_gc
+from parity.compare.diff import DiffStream, diff_gc, summarized
 from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
 from parity.console import children
@@ -37,21 +37,15 @@ def summarize(stream: DiffStream, tally: Tally) -> DiffSummary:
     `_split` finds it pays, else here, pair by pair."""
     ranges = _split(stream)
     if ranges is None:
-        return _summarized(stream, tally)
+        return summarized(stream, tally)
     first, second = ranges
     child = _start(stream, second, tally.fresh())
     try:
-        mine = _summarized(stream.of_ranges(first), tally)
+        mine = summarized(stream.of_ranges(first), tally)
         theirs: DiffSummary = child.result()
     finally:
         child.close()
     return mine.merged(theirs)
-
-
-def _summarized(stream: DiffStream, tally: Tally) -> DiffSummary:
-    for m in stream:
-        tally.add(m)
-    return DiffSummary(stream.counts(), tally)
 
 
 def _split(stream: DiffStream) -> tuple[frozenset[int], frozenset[int]] | None:
@@ -109,7 +103,7 @@ def _summarize_half(request: dict[str, Any]) -> DiffSummary:
                    for path, manifest, buckets in (request["left"], request["right"]))
     stream = DiffStream(left, right, request["tolerance"], request["keep"], request["ranges"], request["defer"])
     with diff_gc():
-        return _summarized(stream, request["tally"])
+        return summarized(stream, request["tally"])
 
 
 if __name__ == "__main__":

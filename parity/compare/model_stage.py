@@ -67,6 +67,50 @@ class ModelStage:
     prediction_examples: list[dict] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ModelComparison:
+    """How a diff's model stage is compared (`compare_models`' settings), as plain picklable data: the client
+    compares the whole diff's, or each worker of the engine diff its key range's (parity.compare.engine), and
+    `merged` joins those."""
+
+    tolerance: ToleranceSpec
+    decision: DecisionSpec | None
+    output_names: tuple[str, ...]
+    examples: int
+    same_model: bool | None
+
+    def compare(self, left: Mapping[str, tuple[int, bytes]], right: Mapping[str, tuple[int, bytes]],
+                upstream: Mapping[str, Upstream]) -> ModelStage:
+        return compare_models(left, right, upstream, self.tolerance, self.decision, list(self.output_names),
+                              self.examples, self.same_model)
+
+    def merged(self, stages: list[ModelStage]) -> ModelStage:
+        """The model stage of the keys of several key ranges, each range's compared apart (`compare`), in any
+        order: counts summed, largest deltas kept, and the first `examples` examples by key text, as
+        `compare_models` keeps them over all the keys (each range kept its own first ones)."""
+        whole = ModelStage(same_model=self.same_model, outputs={name: OutputStats() for name in self.output_names})
+        for stage in stages:
+            for name in _COUNTS:
+                setattr(whole, name, getattr(whole, name) + getattr(stage, name))
+            for name, theirs in stage.outputs.items():
+                mine = whole.outputs[name]
+                mine.mismatched += theirs.mismatched
+                mine.within_tolerance += theirs.within_tolerance
+                mine.changed += theirs.changed
+                mine.max_abs_delta = _larger(mine.max_abs_delta, theirs.max_abs_delta)
+                mine.impact_max_abs_delta = _larger(mine.impact_max_abs_delta, theirs.impact_max_abs_delta)
+            whole.version_examples.extend(stage.version_examples)
+            whole.prediction_examples.extend(stage.prediction_examples)
+        for examples in (whole.version_examples, whole.prediction_examples):
+            examples.sort(key=lambda example: example["key"])  # keys are unique: one range each
+            del examples[self.examples:]
+        return whole
+
+
+_COUNTS = ("diverged", "first_diverged", "within_tolerance", "matched_to_within", "records_diverged_upstream",
+           "one_side_only", "prediction_changed", "decision_flips", "decision_flips_first_at_model")
+
+
 def compare_models(left: Mapping[str, tuple[int, bytes]], right: Mapping[str, tuple[int, bytes]],
                    upstream: Mapping[str, Upstream], tolerance: ToleranceSpec, decision: DecisionSpec | None,
                    output_names: list[str], examples: int, same_model: bool | None) -> ModelStage:

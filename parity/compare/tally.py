@@ -113,6 +113,7 @@ class FeatureStats:
     def __init__(self, numeric_pairs: bool) -> None:
         self._stats: dict[str, dict[str, Any]] = {}
         self._pairs: dict[str, tuple[array, array]] | None = {} if numeric_pairs else None
+        self._histograms: dict[str, dict[str, Any] | None] | None = None  # computed elsewhere (`use_histograms`)
 
     def add(self, m: PairOutcome) -> None:
         stats = self._stats
@@ -161,6 +162,17 @@ class FeatureStats:
             found[0].extend(lefts)
             found[1].extend(rights)
 
+    def take_numbers(self) -> dict[str, tuple[array, array]]:
+        """The (left, right) numbers behind the histograms, per feature, handed over (this tally keeps none): the
+        engine diff (parity.compare.engine) bins them where they were tallied, so that summaries stay small."""
+        taken, self._pairs = self._pairs or {}, {} if self._pairs is not None else None
+        return taken
+
+    def use_histograms(self, histograms: dict[str, dict[str, Any] | None]) -> None:
+        """The histograms of every feature's numbers, computed from those `take_numbers` handed over (a feature
+        absent has none): `features` gives these instead of binning numbers of its own."""
+        self._histograms = dict(histograms)
+
     def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
         left_names, right_names = set(feature_names[0]), set(feature_names[1])
         names = set(self._stats) | left_names | right_names
@@ -173,8 +185,11 @@ class FeatureStats:
                        "within_tolerance": entry["within_tolerance"],
                        "max_abs_delta": None if redact else entry["max_abs_delta"], "presence": presence}
             if not redact:  # histograms are built from raw values: a redacted report has none
-                lefts, rights = (self._pairs or {}).get(name, (array("d"), array("d")))
-                feature["histograms"] = histograms_of(lefts, rights)
+                if self._histograms is not None:
+                    feature["histograms"] = self._histograms.get(name)
+                else:
+                    lefts, rights = (self._pairs or {}).get(name, (array("d"), array("d")))
+                    feature["histograms"] = histograms_of(lefts, rights)
             features.append(feature)
         return features
 

@@ -503,6 +503,21 @@ class FingerprintSet:
         except (OSError, pa.ArrowException) as exc:
             raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
 
+    def keys_of_range(self, key_range: int) -> pa.Array:
+        """The key texts of a bucketed set's key range (its bucket file's `key` column alone; empty when the range
+        holds no row)."""
+        if self.buckets is None:
+            raise ValueError("key ranges are the buckets of bucketed sets (parity.sets.buckets)")
+        if not any(bucket["bucket"] == key_range for bucket in self.buckets):
+            return pa.array([], pa.string())
+        path = bucket_file(self.path, key_range)
+        try:
+            handle = path if not urls.is_url(path) else urls.open_read(path)
+            return pq.ParquetFile(handle).read(columns=["key"]).column("key").combine_chunks()
+        except (OSError, pa.ArrowException, KeyError) as exc:
+            raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side "
+                                      f"again") from exc
+
     def row_of_key(self, key_json: str, rows: int = 1 << 16) -> dict[str, Any] | None:
         """The fingerprint row of the record whose key is `key_json` (the first, should a key repeat), or None;
         read `rows` at a time, so that one record of a set of millions is found without holding the set."""

@@ -34,17 +34,29 @@ def has_model_outputs(set_dir: str) -> bool:
     return urls.isdir(urls.child(set_dir, MODEL_DIR))
 
 
-def read_model_outputs(set_dir: str) -> dict[str, tuple[int, bytes]]:
+def read_model_outputs(set_dir: str, keys: pa.Array | None = None) -> dict[str, tuple[int, bytes]]:
     """Key text -> (fingerprint, canonical bytes of the outputs) of every record of the set that reached the
-    model; decode with `canonical.decode` only what is compared (equal fingerprints need no values). A
-    duplicate key keeps its smallest fingerprint, as pairing keeps duplicates in a deterministic order."""
+    model (of those whose key text is among `keys`, when given); decode with `canonical.decode` only what is
+    compared (equal fingerprints need no values). A duplicate key keeps its smallest fingerprint, as pairing
+    keeps duplicates in a deterministic order."""
     found: dict[str, tuple[int, bytes]] = {}
     for table in _parts(set_dir):
+        if keys is not None:  # one key range's (parity.compare.engine), filtered before a row becomes an object
+            table = table.filter(pc.is_in(table.column("key"), value_set=keys))
         for key, data, fp in zip(table.column("key").to_pylist(), table.column("outputs").to_pylist(),
                                  table.column("model_fp").to_pylist()):
             if key not in found or fp < found[key][0]:
                 found[key] = (fp, data)
     return found
+
+
+def first_outputs(set_dir: str) -> bytes | None:
+    """The canonical bytes of the outputs of the set's first record (`read_model_outputs`' first entry: the first
+    row of the first part that has one), or None: a model gives every record the same output names."""
+    for table in _parts(set_dir):
+        if table.num_rows:
+            return table.column("outputs")[0].as_py()
+    return None
 
 
 def outputs_of_key(set_dir: str, key: str) -> tuple[int, dict[str, Any]] | None:

@@ -44,7 +44,10 @@ TIMINGS = "timings.json"
 ERROR_LOG = "parity-error.log"
 LIBRARIES_LOG = "libraries.log"
 LOGS = (ERROR_LOG, LIBRARIES_LOG)
-CHECK_OUTPUTS = (*REPORTS, TIMINGS, "sides", "noise", *LOGS)
+# the engine diff's work folder (parity.compare.engine): its workers' summaries until the client has read them
+DIFF_WORK = "_diff_work"
+CHECK_OUTPUTS = (*REPORTS, TIMINGS, "sides", "noise", *LOGS, DIFF_WORK)
+DIFF_OUTPUTS = (*REPORTS, DIFF_WORK)  # what `parity diff` writes
 # what `parity replay` writes into a fingerprint set's folder
 SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "fingerprints", "buckets.json", "quarantine.jsonl", "analyzers.json",
                "analyzer_feeds.json", TIMINGS, "values",

@@ -306,3 +306,17 @@ def test_the_plain_naive_benchmark_runs_both_contenders_on_the_same_events_and_t
         (1, "parity"), (1, "plain_naive"), (2, "plain_naive"), (2, "parity")]
     assert all(r["counts"] == data["counts"] and r["wall_s"] > 0 and r["cpu_s"] > 0 for r in rounds)
     assert data["naive_over_parity_cpu"] > 0 and "| plain_naive |" in done.stdout
+
+
+def test_the_engine_diff_benchmark_measures_both_diffs_of_a_set_whose_every_record_diverged(tmp_path):
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "engine_diff.py"), "--records", "1500",
+                           "--rounds", "2", "--work", str(tmp_path)], capture_output=True, text=True, timeout=900,
+                          env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["paired"] == found["diverged"] == 1500  # the reports of both contenders are the same bytes
+    for name in ("local", "engine-direct"):
+        assert len(found[name]["rounds"]) == 2 and found[name]["cpu_s_median"] > 0
+    assert [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("round ")] == \
+        ["round 1 local", "round 1 engine-direct", "round 2 engine-direct", "round 2 local"]

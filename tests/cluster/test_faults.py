@@ -89,7 +89,7 @@ def test_two_checks_at_once_into_different_out_folders_each_give_the_direct_repo
     reports = cluster_checks_at_once(testbed, ["at-once-1", "at-once-2"])
     assert reports == [direct_report, direct_report]
     jobs = [testbed.flink.get(f"/jobs/{jid}") for jid in new_jobs(testbed, jobs_before)]
-    assert len(jobs) == 4 and {job["state"] for job in jobs} == {"FINISHED"}  # two sides each
+    assert len(jobs) == 6 and {job["state"] for job in jobs} == {"FINISHED"}  # two sides and the diff each
     spans = sorted((job["start-time"], job["end-time"]) for job in jobs)
     assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), \
         f"no two of the checks' jobs ran at the same time: {spans}"

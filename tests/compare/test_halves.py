@@ -14,7 +14,7 @@ import pytest
 
 from parity.cli import main
 from parity.compare.causes import CauseContext
-from parity.compare.diff import DiffStream
+from parity.compare.diff import DiffStream, summarized
 from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
 from parity.compare import halves
@@ -96,10 +96,10 @@ def test_two_processes_give_the_report_of_one_byte_for_byte(sides, tmp_path, mon
 def test_the_summaries_of_two_key_ranges_merge_into_the_summary_of_the_whole_diff_leaving_both_as_they_were(sides):
     left, right = (read_set(path) for path in sides[:2])
     tally = Tally(CauseContext(left_name="offline", right_name="production"), False, 3)
-    whole = halves._summarized(DiffStream(left, right, ToleranceSpec(), keep_unpaired=3), tally)
+    whole = summarized(DiffStream(left, right, ToleranceSpec(), keep_unpaired=3), tally)
     stream = DiffStream(left, right, ToleranceSpec(), keep_unpaired=3)
-    first = halves._summarized(stream.of_ranges(frozenset(range(8))), tally.fresh())
-    second = halves._summarized(stream.of_ranges(frozenset(range(8, 16))), tally.fresh())
+    first = summarized(stream.of_ranges(frozenset(range(8))), tally.fresh())
+    second = summarized(stream.of_ranges(frozenset(range(8, 16))), tally.fresh())
     before = (first.counts, list(first.tally.example_list), second.counts, list(second.tally.example_list))
     merged = first.merged(second)
     assert merged.counts == whole.counts

@@ -7,7 +7,7 @@ import ast
 from tests.test_import_graph import PACKAGE, import_graph
 
 COMPUTING = ("parity.sets", "parity.replay", "parity.compare.diff", "parity.compare.hashdiff",
-             "parity.compare.pair_values", "parity.compare.halves")
+             "parity.compare.pair_values", "parity.compare.halves", "parity.compare.engine")
 PROCESSES = ("subprocess", "multiprocessing", "concurrent", "os.fork")
 
 

@@ -263,4 +263,5 @@ def test_the_outputs_a_claim_removes_name_every_file_and_folder_a_replay_and_a_c
                                        VALUES_DIR, STAGE_VALUES_DIR, PARTS_DIR, spill.SPILL_DIR, "_tft_tmp",
                                        TFT_OUTPUT, *logs}
     assert set(output.REPORTS) == set(OUTPUT_FILES.values())
-    assert set(output.CHECK_OUTPUTS) == {*OUTPUT_FILES.values(), output.TIMINGS, SIDES_DIR, NOISE_DIR, *logs}
+    assert set(output.CHECK_OUTPUTS) == {*OUTPUT_FILES.values(), output.TIMINGS, SIDES_DIR, NOISE_DIR, *logs,
+                                         output.DIFF_WORK}
