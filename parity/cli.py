@@ -110,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_diff_on(command: argparse.ArgumentParser) -> None:
     command.add_argument("--diff-on", default="auto", choices=DIFF_ON,
                          help="where the diff's per-pair work runs: engine (a Beam job on --runner, over the sets' "
-                              "key ranges), local (this process), auto (default: engine when --runner is not the "
-                              "DirectRunner or --out is a URL); the report is the same")
+                              "key ranges), local (this process), auto (default: engine when the SDK workers run "
+                              "outside this process, i.e. not the DirectRunner and not LOOPBACK, or --out is a "
+                              "URL); the report is the same")
 
 
 def _add_force(command: argparse.ArgumentParser) -> None:

@@ -275,7 +275,7 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
                   report_spec.redact, report_spec.examples, analysis_noise, tolerance,
                   track_upstream=model is not None)
     with diff_gc():
-        if engine.wanted(on.where, on.runner, out_dir, stream):  # with a model, its stage compared there too
+        if engine.wanted(on.where, on.runner, out_dir, stream, on.pipeline_options):  # with a model, its stage compared there too
             summary = engine.summarize(stream, tally, runner=on.runner, pipeline_options=on.pipeline_options,
                                        work_dir=urls.child(out_dir, output.DIFF_WORK),
                                        model=model[0] if model is not None else None)

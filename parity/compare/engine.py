@@ -53,14 +53,32 @@ _NUMBERS = "numbers"  # the DoFn's tagged output: (feature, (range, lefts, right
 _PART = re.compile(r"^range-(\d+)\.pickle$")
 
 
-def wanted(diff_on: str, runner: str, out_dir: str, stream: DiffStream) -> bool:
-    """Whether the diff runs on the engine: `engine`, or `auto` when the replays ran on a cluster runner (not the
-    in-process DirectRunner) or the out folder is a URL; never for sets that are not both bucketed (a tap set, a
-    set of one fingerprints file: they have no key ranges to spread), which `local` diffs as always."""
+def wanted(diff_on: str, runner: str, out_dir: str, stream: DiffStream,
+           pipeline_options: Sequence[str] | None = None) -> bool:
+    """Whether the diff runs on the engine: `engine`, or `auto` when the replays' SDK workers run outside this
+    process (a runner other than the in-process DirectRunner, with an environment other than LOOPBACK) or the out
+    folder is a URL; never for sets that are not both bucketed (a tap set, a set of one fingerprints file: they
+    have no key ranges to spread), which `local` diffs as always.
+
+    LOOPBACK workers (parity's default on Flink) run in this very process, so a diff job there would only add a
+    job's start-up and Beam's per-element cost to the same client CPU and memory: `auto` keeps it local."""
     left, right = stream.sets
     if diff_on == "local" or left.buckets is None or right.buckets is None:
         return False
-    return diff_on == "engine" or runner != "DirectRunner" or urls.is_url(out_dir)
+    return diff_on == "engine" or urls.is_url(out_dir) or workers_elsewhere(runner, pipeline_options or ())
+
+
+def workers_elsewhere(runner: str, pipeline_options: Sequence[str]) -> bool:
+    """Whether a job of `runner` with `pipeline_options` runs its SDK workers outside this process: not on the
+    in-process DirectRunner, nor with LOOPBACK workers (parity's default for Flink, `parity.replay.flink`)."""
+    if runner == "DirectRunner":
+        return False
+    from parity.replay.flink import option_value
+
+    environment = option_value(pipeline_options, "--environment_type")
+    if environment is None:
+        environment = "LOOPBACK" if runner == "FlinkRunner" else "DOCKER"  # parity's Flink default; Beam's portable one
+    return environment.upper() != "LOOPBACK"
 
 
 @dataclass(frozen=True)

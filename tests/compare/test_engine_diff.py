@@ -169,3 +169,18 @@ def test_a_set_damaged_under_the_engine_diff_fails_naming_the_file_and_leaves_no
         commands.diff(left, right, str(tmp_path / "engine"), config=loaded, diff_on="engine")
     assert not os.path.exists(tmp_path / "engine" / "_diff_work")
     assert not os.path.exists(tmp_path / "engine" / "report.json")
+
+
+@pytest.mark.parametrize("runner, options, elsewhere", [
+    ("DirectRunner", [], False),
+    ("DirectRunner", ["--direct_num_workers=2"], False),
+    ("FlinkRunner", [], False),                                   # parity's Flink default: LOOPBACK
+    ("FlinkRunner", ["--environment_type=LOOPBACK"], False),
+    ("FlinkRunner", ["--environment_type", "loopback"], False),
+    ("FlinkRunner", ["--environment_type=EXTERNAL", "--environment_config=localhost:50000"], True),
+    ("FlinkRunner", ["--environment_type=PROCESS"], True),
+    ("PortableRunner", [], True),                                  # Beam's portable default: DOCKER
+])
+def test_auto_puts_the_diff_on_the_engine_only_where_the_sdk_workers_run_outside_the_client(runner, options,
+                                                                                            elsewhere):
+    assert engine.workers_elsewhere(runner, options) is elsewhere

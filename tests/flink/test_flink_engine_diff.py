@@ -1,5 +1,6 @@
-"""On Flink, `parity check`'s diff runs as a Beam job on the same job server (parity.compare.engine, chosen by
-`--diff-on auto` for a runner other than the DirectRunner), and its report.json is the DirectRunner's local
+"""On Flink, `parity check --diff-on engine`'s diff runs as a Beam job on the same job server (parity.compare.engine;
+`auto` chooses it where the SDK workers run outside the client, not with the LOOPBACK workers these tests use), and
+its report.json is the DirectRunner's local
 diff's, byte for byte: two stages with feature histograms (binned on the workers), and every record diverged."""
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def test_a_check_on_flink_whose_diff_ran_on_the_engine_writes_the_direct_runners
     config_path = os.path.join(ROOT, config)
     parity.check(config_path, out_dir=tmp_path / "direct", diff_on="local")
     before = _job_names(flink_job_endpoint)
-    parity.check(config_path, out_dir=tmp_path / "flink", runner="FlinkRunner", pipeline_options=flink_options)
+    parity.check(config_path, out_dir=tmp_path / "flink", runner="FlinkRunner", pipeline_options=flink_options,
+                 diff_on="engine")
     diff_jobs = {name for name in _job_names(flink_job_endpoint) - before if name.startswith("parity-diff-")}
     assert len(diff_jobs) == 1, diff_jobs  # the diff ran on the session's job server
     assert _read(tmp_path / "flink" / "report.json") == _read(tmp_path / "direct" / "report.json")

@@ -76,8 +76,9 @@ def test_flink_report_is_byte_identical_to_the_direct_runners(name, tmp_path, fl
     config = os.path.join(SCENARIOS_DIR, name, "parity.yaml")
     jobs_before = _job_ids(flink_job_endpoint)
     flink = parity.check(config, out_dir=str(tmp_path / "flink"), runner="FlinkRunner",
-                         pipeline_options=flink_options)
-    # Both sides ran as jobs on the session's Flink job server, and so did the diff (parity.compare.engine).
+                         pipeline_options=flink_options, diff_on="engine")
+    # Both sides ran as jobs on the session's Flink job server, and so did the diff (parity.compare.engine, asked
+    # for: with these tests' LOOPBACK workers `auto` diffs in the client).
     jobs = _job_ids(flink_job_endpoint) - jobs_before
     assert len(jobs) == 3 and len([job for job in jobs if job.startswith("parity-diff-")]) == 1, jobs
     with open(tmp_path / "flink" / "timings.json", encoding="utf-8") as handle:
