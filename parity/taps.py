@@ -63,10 +63,13 @@ _KEY_CACHE_SIZE = 1 << 17
 _MIN_US = MIN_TIMESTAMP.micros
 
 
-def finalize(set_dir: str, **kwargs: Any) -> dict[str, Any]:
+def finalize(set_dir: str, *, storage_options: Sequence[str] | None = None, **kwargs: Any) -> dict[str, Any]:
     """Merges what the taps wrote under `set_dir` into a fingerprint set (parity.sets.tap_finalize.finalize_tap_set);
     run it after the pipeline has finished. Returns the manifest. A URL `set_dir` is read and written with
-    `storage=Storage.of([...])` (`parity.storage.context`), the taps' `storage_options`."""
+    `storage_options` (the taps' own, e.g. `["--s3_endpoint_url=..."]`), or with `storage=` a
+    `parity.storage.context.Storage`."""
+    if storage_options is not None:
+        kwargs["storage"] = Storage.of(storage_options)
     return finalize_tap_set(set_dir, **kwargs)
 
 

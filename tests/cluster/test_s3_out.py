@@ -198,7 +198,7 @@ def test_taps_write_their_set_to_s3_and_it_diffs_as_the_same_taps_on_disk(s3, tm
             rows = rows | "TapInput" >> TapStage("input", set_dir, key_fields=["id"])
             _ = (rows | beam.Map(lambda r: {**r, "fare": r["fare"] * 2})
                  | "TapTransform" >> TapStage("transform", set_dir, key_fields=["id"]))
-        finalize(set_dir, key=["id"], storage=s3.storage)
+        finalize(set_dir, key=["id"], storage_options=s3.options)
 
     tapped(str(tmp_path / "taps"))
     tapped("s3://parity/out-tests/taps")

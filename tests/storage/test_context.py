@@ -83,7 +83,9 @@ def _parity_state() -> list[str]:
                   if (isinstance(value, Storage) and value.options) or isinstance(value, PipelineOptions))
 
 
-def test_a_tapped_pipeline_carries_its_storage_to_the_dofn_and_leaves_beams_s3io_and_parity_modules_alone(tmp_path):
+def test_two_taps_in_one_pipeline_carry_their_own_storage_and_leave_beams_s3io_and_parity_modules_alone(tmp_path):
+    """One tap takes its pipeline's store options, the other its own `storage_options`: each DoFn carries its own
+    context, and neither changes what the other (or anything else in the process) uses."""
     import apache_beam as beam
     from apache_beam.io.aws import s3io
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -93,7 +95,7 @@ def test_a_tapped_pipeline_carries_its_storage_to_the_dofn_and_leaves_beams_s3io
 
     init = s3io.S3IO.__init__
     options = PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:9", "--s3_read_timeout=4"])
-    set_dir = str(tmp_path / "taps")
+    set_dir, other_dir = str(tmp_path / "taps"), str(tmp_path / "other")
     fns = []
 
     class TapFns(beam.pipeline.PipelineVisitor):
@@ -102,11 +104,16 @@ def test_a_tapped_pipeline_carries_its_storage_to_the_dofn_and_leaves_beams_s3io
                 fns.append(node.transform.fn)
 
     with beam.Pipeline(runner=FnApiRunner(), options=options) as pipeline:
-        _ = pipeline | beam.Create([{"id": i} for i in range(7)]) | TapStage("input", set_dir, key_fields=["id"])
+        rows = pipeline | beam.Create([{"id": i} for i in range(7)])
+        _ = rows | "Tap" >> TapStage("input", set_dir, key_fields=["id"])
+        _ = rows | "OtherTap" >> TapStage("input", other_dir, key_fields=["id"],
+                                          storage_options=["--s3_endpoint_url=http://127.0.0.1:8"])
         pipeline.visit(TapFns())
     finalize(set_dir, key=["id"])
+    finalize(other_dir, key=["id"], storage_options=["--s3_endpoint_url=http://127.0.0.1:8"])
 
-    assert [fn._storage for fn in fns] == [Storage(("--s3_endpoint_url=http://127.0.0.1:9", "--s3_read_timeout=4"))]
-    assert read_set(set_dir).num_rows == 7
+    assert [fn._storage for fn in fns] == [Storage(("--s3_endpoint_url=http://127.0.0.1:9", "--s3_read_timeout=4")),
+                                           Storage(("--s3_endpoint_url=http://127.0.0.1:8",))]
+    assert read_set(set_dir).num_rows == 7 and read_set(other_dir).num_rows == 7
     assert s3io.S3IO.__init__ is init
     assert _parity_state() == []
