@@ -118,9 +118,10 @@ def _spill(value: Any, folder: str, label: str) -> str:
     its path: a batch waiting for a side input (the side's aggregates, the offline graph) waits on disk, as
     parity's do, not in the runner's memory."""
     from parity.replay import spill
+    from parity.storage.context import Storage
 
     path = os.path.join(folder, f"{label}-{os.getpid()}-{next(_SPILLS)}.pickle")
-    spill.write(path, value)
+    spill.write(path, value, Storage())
     return path
 
 
@@ -128,8 +129,9 @@ def _unspill(path: str) -> Any:
     """A spilled value, its file removed once read, as parity loads its spills on the in-process runner
     (`SpillPolicy.CONSUME`)."""
     from parity.replay import spill
+    from parity.storage.context import Storage
 
-    return spill.load(path, consume=True)
+    return spill.load(path, Storage(), consume=True)
 
 
 _SPILLS = itertools.count()

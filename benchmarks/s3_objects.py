@@ -1,12 +1,12 @@
 """What one object written and read back through Beam's S3 file system costs, with Beam's client per call and with
-parity's reuse of one client per thread (parity/storage/s3_clients.py), on the test bed's moto S3 server.
+parity's `S3Store` reusing one client per thread (parity/storage/s3_clients.py), on the test bed's moto S3 server.
 
     .venv/bin/python benchmarks/s3_objects.py --objects 40 --rounds 3
 
-Each round runs both modes in a fresh process each (the reuse, once installed, cannot be taken back), in an order
-that alternates; a process writes `--objects` objects of 200,000 bytes through `parity.storage.urls` and reads
-them back. Reported per object: the process's CPU seconds, the S3 server's CPU seconds (from /proc), and wall
-seconds; every round is printed, with the median and the spread.
+Each round runs both modes in a fresh process each, in an order that alternates; a process writes `--objects`
+objects of 200,000 bytes and reads them back, through Beam's own `S3FileSystem` (mode `beam`) or through a
+`parity.storage.context.Storage` (mode `reuse`). Reported per object: the process's CPU seconds, the S3 server's
+CPU seconds (from /proc), and wall seconds; every round is printed, with the median and the spread.
 """
 from __future__ import annotations
 
@@ -25,12 +25,24 @@ sys.path[:0] = [REPO]
 CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, REPO)
-from parity.storage import s3_clients, urls
+from apache_beam.io.aws.s3filesystem import S3FileSystem
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.options.pipeline_options import PipelineOptions
+from parity.storage.context import Storage
 mode, objects, port, pid = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-if mode == "beam":
-    s3_clients._installed = True  # parity's reuse never installed: Beam builds a client per call
-urls.configure([f"--s3_endpoint_url=http://127.0.0.1:{port}", "--s3_access_key_id=testing",
-                "--s3_secret_access_key=testing", "--s3_region_name=us-east-1"])
+options = [f"--s3_endpoint_url=http://127.0.0.1:{port}", "--s3_access_key_id=testing",
+           "--s3_secret_access_key=testing", "--s3_region_name=us-east-1"]
+if mode == "beam":  # Beam's S3 file system: an S3IO, and so a client, per call
+    fs = S3FileSystem(PipelineOptions(options))
+    def write_bytes(path, data):
+        with fs.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            handle.write(data)
+    def read_bytes(path):
+        with fs.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return handle.read()
+else:
+    storage = Storage.of(options)
+    write_bytes, read_bytes = storage.write_bytes, storage.read_bytes
 def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -39,13 +51,13 @@ def server_cpu():
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 data = os.urandom(200_000)
-urls.write_bytes(f"s3://parity/{mode}/warm", data)  # imports and the first connection, not counted
-urls.read_bytes(f"s3://parity/{mode}/warm")
+write_bytes(f"s3://parity/{mode}/warm", data)  # imports and the first connection, not counted
+read_bytes(f"s3://parity/{mode}/warm")
 c0, s0, w0 = cpu(), server_cpu(), time.monotonic()
 for i in range(objects):
-    urls.write_bytes(f"s3://parity/{mode}/o{i}", data)
+    write_bytes(f"s3://parity/{mode}/o{i}", data)
 for i in range(objects):
-    assert urls.read_bytes(f"s3://parity/{mode}/o{i}") == data
+    assert read_bytes(f"s3://parity/{mode}/o{i}") == data
 n = 2 * objects
 print(json.dumps({"mode": mode, "client_cpu_s": (cpu() - c0) / n, "server_cpu_s": (server_cpu() - s0) / n,
                   "wall_s": (time.monotonic() - w0) / n}))

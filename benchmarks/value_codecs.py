@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from parity.sets import fingerprint_set
     from parity.sets.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR, read_values
+    from parity.storage.context import Storage
 
     columns = args.columns.split(",")
     parts = sorted(name[:-len(".parquet")] for name in os.listdir(os.path.join(args.set, VALUES_DIR)))
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                 for folder in (VALUES_DIR, STAGE_VALUES_DIR):
                     os.makedirs(os.path.join(work, folder))
                 wrote = _timed(lambda: _each(lambda item: fingerprint_set._write_value_part(
-                    item[1], os.path.join(work, item[0][0], f"{item[0][1]}.parquet"), codec), tables.items()))
+                    item[1], os.path.join(work, item[0][0], f"{item[0][1]}.parquet"), Storage(), codec),
+                    tables.items()))
                 read = _timed(lambda: _each(lambda part: read_values(work, part, columns), parts))
                 if r == 0 and any(not read_values(work, part, columns).equals(read_values(args.set, part, columns))
                                   for part in parts):

@@ -10,11 +10,14 @@ import contextlib
 import json
 import os
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from parity.choices import DIFF_ON, FORMATS, RUNNERS
 from parity.storage.outdir import ERROR_LOG as LOG_FILE
 from parity.storage.outdir import LIBRARIES_LOG
+
+if TYPE_CHECKING:
+    from parity.storage.context import Storage
 
 EXIT_PARITY, EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPORT_FIELDS = {"verdict": str, "sides": dict, "records": dict, "stages": list}  # what every renderer reads
@@ -315,14 +318,14 @@ def _main(argv: Sequence[str] | None) -> int:
         return _report_failure(exc, args, debug)
 
 
-def _write_rendered(path: str, text: str) -> None:
+def _write_rendered(path: str, text: str, storage: Storage) -> None:
     """`parity report --out FILE`: the rendered report, or an OutputError naming the path and what is wrong."""
     from parity.errors import OutputError
     from parity.storage import urls
 
     if urls.is_url(path):  # an object: no folder to create first
         try:
-            urls.write_text(path, text)
+            storage.write_text(path, text)
         except OSError as exc:
             raise OutputError(f"--out {path}: cannot write the report: {exc}") from exc
         return
@@ -357,8 +360,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     check_beam_args(beam_args)  # before anything is written
     from parity.storage import urls
+    from parity.storage.context import Storage
 
-    urls.configure(beam_args)  # URLs (s3://...) among the paths use Beam's storage options given after --
+    storage = Storage.of(beam_args)  # URLs (s3://...) among the paths use Beam's storage options given after --
     if args.command in ("check", "replay", "diff") and args.out:
         args.out = urls.resolved(args.out, "--out")  # file:///x is /x everywhere the command names it
 
@@ -390,7 +394,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         from parity.report import RENDERERS
 
         try:
-            report = json.loads(urls.read_text(args.report_json))
+            report = json.loads(storage.read_text(args.report_json))
         except RecursionError as exc:  # json's decoder recurses once per level
             raise InputError(f"{args.report_json}: not a parity report: its JSON is nested too deeply for "
                              f"Python's recursion limit ({sys.getrecursionlimit():,}); a report.json is a few "
@@ -414,7 +418,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             raise InputError(f"{args.report_json}: not a complete parity report ({type(exc).__name__}: {exc}); "
                              f"write it again with `parity check` or `parity diff`") from exc
         if args.out:
-            _write_rendered(args.out, text)
+            _write_rendered(args.out, text, storage)
         else:  # to a terminal: control characters in captured strings shown, never sent
             sys.stdout.write(printable_json(text) if args.format == "json" else text)
         return EXIT_PARITY
@@ -422,10 +426,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         from parity.init_config import InitOptions, init_config
 
         path = init_config(InitOptions(capture=args.capture, out=args.out, schema=args.schema, offline=args.offline,
-                                       production=args.production, key=tuple(args.key or ()), format=args.format))
+                                       production=args.production, key=tuple(args.key or ()), format=args.format),
+                           storage)
         print(f"parity: wrote {path}; check it, then run `parity check {path}`")
         return EXIT_PARITY
-    result = run.show(args.dir, args.key)
+    result = run.show(args.dir, args.key, storage)
     print(printable_json(json.dumps(result, indent=2, ensure_ascii=False)))  # captured values: no raw controls
     return EXIT_PARITY if result["first_divergence"] is None else EXIT_DIVERGED
 

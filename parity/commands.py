@@ -34,6 +34,7 @@ from parity.sets.fingerprint_set import FingerprintSet, read_set
 from parity.stages import STAGES
 from parity.storage import outdir as output
 from parity.storage import urls
+from parity.storage.context import Storage
 
 SIDES_DIR = "sides"
 OUTPUT_FILES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -51,9 +52,10 @@ def replay(config: Config, side_name: str, out_dir: str, *, runner: str = "Direc
     """
     side = config.side(side_name)
     out_dir = urls.resolved(out_dir, "--out")
+    storage = Storage.of(beam_args)
     return job.replay_side(config, side, out_dir, runner=runner, beam_args=beam_args,
-                           inputs=run_inputs(config, (side_name,)),
-                           graph=FromSideGraph.of(config, side, out_dir, transform_from), reorder=reorder,
+                           inputs=run_inputs(config, (side_name,), storage),
+                           graph=FromSideGraph.of(config, side, out_dir, transform_from, storage), reorder=reorder,
                            gate=gate, force=force)
 
 
@@ -92,17 +94,19 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     at_once = overlap.wanted(config, order, runner, pipeline_options, sides_at_once)
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
-    urls.configure(pipeline_options)  # an `--out` URL is claimed with the run's storage options
-    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force, inputs=run_inputs(config)) as claimed:
+    storage = Storage.of(pipeline_options)  # every file of the run is read and written with its storage options
+    with output.claim(out_dir, output.CHECK_OUTPUTS, force=force, inputs=run_inputs(config, storage=storage),
+                      storage=storage) as claimed:
         # the earlier run's sides/ are gone: the child reads the graph's raw feature spec in side_dirs[0] once
         # it appears (`SavedInputsFn`), never an earlier run's
         return _check_claimed(config_path, config, out_dir, order, side_dirs, at_once, claimed, runner=runner,
-                              pipeline_options=pipeline_options, noise=noise, timings=timings, diff_on=diff_on)
+                              pipeline_options=pipeline_options, noise=noise, timings=timings, diff_on=diff_on,
+                              storage=storage)
 
 
 def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[SideConfig], side_dirs: list[str],
                    at_once: bool, claimed: output.Claim, *, runner: str, pipeline_options: Sequence[str] | None,
-                   noise: bool, timings: dict[str, Any], diff_on: str) -> dict[str, Any]:
+                   noise: bool, timings: dict[str, Any], diff_on: str, storage: Storage) -> dict[str, Any]:
     second = None
     if at_once:
         second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd)
@@ -132,17 +136,17 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
         timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
     left, right = (urls.child(out_dir, SIDES_DIR, s.name) for s in config.sides)
-    report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result,
+    report = _diff_claimed(left, right, out_dir, config=config, noise=noise_result, storage=storage,
                            on=_DiffOn(diff_on, runner, pipeline_options))
     timings["diff_seconds"] = round(time.monotonic() - started, 3)
     if config.report.redact:  # the reports are written: no raw value stays in the out folder
-        _remove_values(out_dir, config)
+        _remove_values(out_dir, config, storage)
     timings["runner"] = runner  # type: ignore[assignment]
-    _write_json(urls.child(out_dir, output.TIMINGS), timings)
+    _write_json(urls.child(out_dir, output.TIMINGS), timings, storage)
     return report
 
 
-def _remove_values(out_dir: str, config: Config) -> None:
+def _remove_values(out_dir: str, config: Config, storage: Storage) -> None:
     """Under `report.redact`, each fingerprint set of the check (and of its noise replays) keeps fingerprints
     and counts only (`fingerprint_set.remove_values`): its value parts, its TFT graph and TFT's temporary files
     (vocabularies) and its analyzer outputs go."""
@@ -151,8 +155,8 @@ def _remove_values(out_dir: str, config: Config) -> None:
     for folder in (SIDES_DIR, NOISE_DIR):
         for side in config.sides:
             set_dir = urls.child(out_dir, folder, side.name)
-            if urls.isfile(urls.child(set_dir, "manifest.json")):
-                remove_values(set_dir, also=(TFT_OUTPUT, "_tft_tmp", ANALYZERS_FILE, FEEDS_FILE))
+            if storage.isfile(urls.child(set_dir, "manifest.json")):
+                remove_values(set_dir, storage, also=(TFT_OUTPUT, "_tft_tmp", ANALYZERS_FILE, FEEDS_FILE))
 
 
 def cause_context(config: Config | None, left: FingerprintSet, right: FingerprintSet,
@@ -207,7 +211,8 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
         if done.returncode != 0:
             raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {done.returncode}): "
                               f"{(done.stderr.strip().splitlines() or [''])[-1]}")
-        outcome = DiffStream(read_set(primary), read_set(again), ToleranceSpec(), keep_unpaired=0)
+        storage = Storage.of(beam_args)
+        outcome = DiffStream(read_set(primary, storage), read_set(again, storage), ToleranceSpec(), keep_unpaired=0)
         features = sorted({name for m in outcome for name in m.feature_deltas})  # counts are complete after
         result[side.name] = {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
     return result
@@ -220,7 +225,7 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     """Diffs two fingerprint sets and writes the reports; returns report.json's dict.
 
     Any of the three folders may be a URL (`s3://...`), read and written with Beam's storage options among
-    `pipeline_options` (`--s3_endpoint_url=...`; `parity.storage.urls`).
+    `pipeline_options` (`--s3_endpoint_url=...`; `parity.storage.context.Storage`).
 
     `out_dir` is claimed first (`parity.storage.outdir.claim`): locked, the earlier reports removed, and refused when
     it is another's folder unless `force`; fingerprint sets in it (a check's `sides/`) are kept.
@@ -230,12 +235,11 @@ def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None =
     `local`: in this process (and a child process where it pays, `parity.compare.halves`); `auto`: the engine
     when `runner` is not the DirectRunner or `out_dir` is a URL. The report is the same byte for byte.
     """
-    if pipeline_options is not None:
-        urls.configure(pipeline_options)
+    storage = Storage.of(pipeline_options)
     left_dir, right_dir = urls.resolved(left_dir, "fingerprint set"), urls.resolved(right_dir, "fingerprint set")
     out_dir = urls.resolved(out_dir, "--out")
-    with output.claim(out_dir, output.DIFF_OUTPUTS, known=output.CHECK_OUTPUTS, force=force):
-        return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise,
+    with output.claim(out_dir, output.DIFF_OUTPUTS, known=output.CHECK_OUTPUTS, force=force, storage=storage):
+        return _diff_claimed(left_dir, right_dir, out_dir, config=config, noise=noise, storage=storage,
                              on=_DiffOn(diff_on, runner, pipeline_options))
 
 
@@ -249,8 +253,9 @@ class _DiffOn:
 
 
 def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None,
-                  noise: dict[str, dict[str, list[str]]] | None, on: _DiffOn = _DiffOn()) -> dict[str, Any]:
-    left, right = tap_align.align(read_set(left_dir), read_set(right_dir))
+                  noise: dict[str, dict[str, list[str]]] | None, storage: Storage,
+                  on: _DiffOn = _DiffOn()) -> dict[str, Any]:
+    left, right = tap_align.align(read_set(left_dir, storage), read_set(right_dir, storage))
     if config is not None:
         names = [s.name for s in config.sides]
         if left.side not in names or right.side not in names:
@@ -260,10 +265,10 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
     tolerance = config.tolerance if config else ToleranceSpec()
     report_spec = config.report if config else ReportSpec()
-    left_analyzers, right_analyzers = read_analyzers(left.path), read_analyzers(right.path)
+    left_analyzers, right_analyzers = read_analyzers(left.path, storage), read_analyzers(right.path, storage)
     analyzer_entries, analysis_noise = judge_noise(
         analyzers.compare(left_analyzers, right_analyzers), left_analyzers, right_analyzers,
-        read_feeds(left.path), read_feeds(right.path))
+        read_feeds(left.path, storage), read_feeds(right.path, storage))
     # the tolerance tier takes what analysis noise explains as within (the tally tells it from the user's
     # tolerance); the tally decodes the whole input records of its examples only
     stream = DiffStream(left, right, analysis_noise.widen(tolerance), keep_unpaired=report_spec.examples,
@@ -275,7 +280,8 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
                   report_spec.redact, report_spec.examples, analysis_noise, tolerance,
                   track_upstream=model is not None)
     with diff_gc():
-        if engine.wanted(on.where, on.runner, out_dir, stream, on.pipeline_options):  # with a model, its stage compared there too
+        # with a model, its stage is compared on the engine too
+        if engine.wanted(on.where, on.runner, out_dir, stream, on.pipeline_options):
             summary = engine.summarize(stream, tally, runner=on.runner, pipeline_options=on.pipeline_options,
                                        work_dir=urls.child(out_dir, output.DIFF_WORK),
                                        model=model[0] if model is not None else None)
@@ -284,8 +290,8 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
             if model is not None:
                 from parity.sets.model_outputs import read_model_outputs
 
-                summary = summary.with_model(model[0].compare(read_model_outputs(left.path),
-                                                              read_model_outputs(right.path),
+                summary = summary.with_model(model[0].compare(read_model_outputs(left.path, left.storage),
+                                                              read_model_outputs(right.path, right.storage),
                                                               summary.tally.upstream or {}))
         report = build_report(
             name=config.name if config else left.manifest.get("config_name", ""),
@@ -301,7 +307,7 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
     taps = tap_align.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
         report["taps"] = taps
-    write_reports(report, out_dir)
+    write_reports(report, out_dir, storage)
     progress.event("diff_done", paired=report["records"]["paired"], diverged=report["records"]["diverged"])
     return report
 
@@ -314,10 +320,11 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
     from parity.sets.model_outputs import first_outputs, has_model_outputs
     from parity.stages.model import model_identity
 
-    if not (has_model_outputs(left.path) and has_model_outputs(right.path)):
+    if not (has_model_outputs(left.path, left.storage) and has_model_outputs(right.path, right.storage)):
         return None
     # a model gives every record the same outputs: the first record of each side names them
-    names = sorted({name for data in (first_outputs(left.path), first_outputs(right.path)) if data is not None
+    firsts = (first_outputs(left.path, left.storage), first_outputs(right.path, right.storage))
+    names = sorted({name for data in firsts if data is not None
                     for name in canonical.decode(data)})
     specs = [config.side(left.side).model, config.side(right.side).model] if config is not None else [None, None]
     decision = next((spec.decision for spec in specs if spec is not None and spec.decision is not None), None)
@@ -362,9 +369,9 @@ def _clip(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def write_reports(report: dict[str, Any], out_dir: str) -> None:
-    """Writes every format; the Markdown and HTML name `out_dir` as given (relative stays relative) in their
-    `parity show` commands, so a fixed command line gives the same bytes."""
+def write_reports(report: dict[str, Any], out_dir: str, storage: Storage = Storage()) -> None:
+    """Writes every format with `storage`; the Markdown and HTML name `out_dir` as given (relative stays relative)
+    in their `parity show` commands, so a fixed command line gives the same bytes."""
     from parity.report import render_html, render_markdown
 
     urls.makedirs(out_dir)
@@ -374,41 +381,41 @@ def write_reports(report: dict[str, Any], out_dir: str) -> None:
     written: list[str] = []
     try:  # all of them or none: CI must never publish one format of a run that failed while writing the next
         for name, text in texts.items():
-            urls.write_text(urls.child(out_dir, name), text)
+            storage.write_text(urls.child(out_dir, name), text)
             written.append(urls.child(out_dir, name))
     except BaseException:
         for path in written:
-            urls.remove(path)
+            storage.remove(path)
         raise
 
 
-def _write_json(path: str, data: Any) -> None:
-    urls.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+def _write_json(path: str, data: Any, storage: Storage) -> None:
+    storage.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _find_sets(path: str) -> tuple[FingerprintSet, FingerprintSet]:
+def _find_sets(path: str, storage: Storage) -> tuple[FingerprintSet, FingerprintSet]:
     sides_dir = urls.child(path, SIDES_DIR)
-    if not urls.isdir(sides_dir):
+    if not storage.isdir(sides_dir):
         raise FingerprintSetError(f"{path}: no {SIDES_DIR}/ folder; pass the --out folder of `parity check`")
     report_path = urls.child(path, "report.json")
-    names = urls.list_names(sides_dir)
-    if urls.exists(report_path):
-        sides = json.loads(urls.read_text(report_path)).get("sides", {})
+    names = storage.list_names(sides_dir)
+    if storage.exists(report_path):
+        sides = json.loads(storage.read_text(report_path)).get("sides", {})
         names = [sides.get("left"), sides.get("right")]
     if len(names) != 2:
         raise FingerprintSetError(f"{sides_dir}: expected two fingerprint sets, found {names}")
-    return read_set(urls.child(sides_dir, names[0])), read_set(urls.child(sides_dir, names[1]))
+    return read_set(urls.child(sides_dir, names[0]), storage), read_set(urls.child(sides_dir, names[1]), storage)
 
 
 def _show_model(result: dict[str, Any], left: FingerprintSet, right: FingerprintSet, key_json: str) -> None:
     """`show`'s `model` stage, the last, when the sets hold model outputs (a `model:` was replayed)."""
     from parity.sets.model_outputs import has_model_outputs, outputs_of_key
 
-    if not (has_model_outputs(left.path) or has_model_outputs(right.path)):
+    if not (has_model_outputs(left.path, left.storage) or has_model_outputs(right.path, right.storage)):
         return
     entry: dict[str, Any] = {"stage": "model"}
     for label, fset in (("left", left), ("right", right)):
-        found = outputs_of_key(fset.path, key_json)
+        found = outputs_of_key(fset.path, key_json, fset.storage)
         entry[label] = None if found is None else {"fingerprint": f"{found[0]:016x}",
                                                    "value": canonical.to_json(found[1])}
     entry["equal"] = bool(entry["left"] and entry["right"] and
@@ -418,9 +425,10 @@ def _show_model(result: dict[str, Any], left: FingerprintSet, right: Fingerprint
     result["stages"].append(entry)
 
 
-def show(path: str, key: str) -> dict[str, Any]:
-    """One record, stage by stage, on both sides: values, fingerprints, and where they part."""
-    left, right = _find_sets(path)
+def show(path: str, key: str, storage: Storage = Storage()) -> dict[str, Any]:
+    """One record, stage by stage, on both sides: values, fingerprints, and where they part (the check's folder
+    `path` read with `storage`)."""
+    left, right = _find_sets(path, storage)
     try:
         key_value = json.loads(key)
     except ValueError:

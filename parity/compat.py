@@ -11,24 +11,30 @@ parity reaches past Beam's public API where Beam gives no public way to do what 
   interpreter and keeps each by id (a harness Beam forgot cannot be stopped). Private: the servicer's
   `_use_process`, `_container_executable`, `_state_cache_size`, `_data_buffer_time_limit_ms`,
   `_worker_processes`.
-- `s3io_module`, `boto3_client_module`: Beam's S3 file system builds a client per call; parity wraps the
-  constructor of `S3IO` so that, given one of parity's own options objects, it takes the thread's client, and sets
-  the boto3 client of a Beam `boto3_client.Client` it built (its `client` attribute) to one with parity's time
-  limits (`parity.storage.s3_clients`). Public modules, but their constructor's signature and that attribute are
-  not a promised API.
+- `s3io_module`, `boto3_client_module`: Beam's S3 file system builds a client per call; parity's own S3 store
+  (`parity.storage.s3_clients.S3Store`) builds Beam's `S3IO(client=..., options=...)` with the thread's Beam
+  `boto3_client.Client`, whose boto3 client (its `client` attribute) it sets to one with parity's time limits, and
+  calls S3IO's `open`, `exists`, `list_files` and `delete_paths`. Beam's classes are never changed. Public
+  modules, but that constructor's signature, that attribute and those methods are not a promised API.
 - `flink_job_server_arguments`, `free_port`: parity launches Beam's Flink job server itself
   (`parity.replay.flink.JobServer` says why) with the arguments and the port Beam's own launcher would give it.
   Public names, but `FlinkJarJobServer` and `subprocess_server.pick_port` are not a promised API.
+
+- `beam_process_options_kept`: Beam's `Pipeline` sets its options as the process-wide options of Beam's
+  `FileSystems`, and Beam's in-process runners reset `RuntimeValueProvider`'s runtime options: a parity run in a
+  user's process (a notebook's `parity.check`) puts both back as they were once its job ends. Private:
+  `FileSystems._pipeline_options` (read; it is put back with the public `set_options`).
 
 `PRIVATE_NAMES` lists them; `tests/test_compat.py` checks each on the installed Beam (the oldest and the newest
 supported, through `scripts/test_profile.sh`), and that no other module of parity names one.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 PRIVATE_NAMES = ("_uploader", "_metrics", "_job_service", "_use_process", "_container_executable",
-                 "_state_cache_size", "_data_buffer_time_limit_ms", "_worker_processes")
+                 "_state_cache_size", "_data_buffer_time_limit_ms", "_worker_processes", "_pipeline_options")
 
 
 class _NoFinish:
@@ -113,3 +119,19 @@ def free_port() -> int:
     from apache_beam.utils.subprocess_server import pick_port
 
     return int(pick_port(None)[0])
+
+
+@contextlib.contextmanager
+def beam_process_options_kept() -> Iterator[None]:
+    """Runs the block (a pipeline built and run) and puts back Beam's process-wide options as they were before it:
+    `FileSystems`' pipeline options, which `beam.Pipeline(options=...)` sets, and `RuntimeValueProvider`'s runtime
+    options, which the in-process runners reset."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    filesystems, runtime = FileSystems._pipeline_options, RuntimeValueProvider.runtime_options
+    try:
+        yield
+    finally:
+        FileSystems.set_options(filesystems)
+        RuntimeValueProvider.runtime_options = runtime

@@ -19,6 +19,7 @@ import yaml
 
 from parity.capture.infer_schema import CaptureSample, InferredField, infer
 from parity.errors import ConfigError, InputError
+from parity.storage.context import Storage
 
 __all__ = ["InitOptions", "init_config", "render_config"]
 
@@ -52,7 +53,7 @@ class _Transform:
     value: str  # as the config names it (relative to the config's folder)
 
 
-def init_config(options: InitOptions) -> str:
+def init_config(options: InitOptions, storage: Storage = Storage()) -> str:
     """Writes the starting config to `options.out` and returns its path.
 
     Raises:
@@ -68,7 +69,7 @@ def init_config(options: InitOptions) -> str:
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise InputError(f"{out}: the folder {folder} does not exist; create it first")
-    text = render_config(options, folder)
+    text = render_config(options, folder, storage)
     _check_loads(text, folder, out)
     try:
         with open(out, "x", encoding="utf-8") as handle:  # "x": a file that appeared meanwhile is kept too
@@ -96,7 +97,7 @@ def _check_loads(text: str, folder: str, out: str) -> None:
         os.unlink(path)
 
 
-def render_config(options: InitOptions, folder: str) -> str:
+def render_config(options: InitOptions, folder: str, storage: Storage = Storage()) -> str:
     """The commented config text for `options`, with paths relative to `folder` (the config file's folder)."""
     capture_path = _relative(options.capture, folder)
     tfmd_fields: tuple[tuple[str, str], ...] = ()
@@ -108,7 +109,7 @@ def render_config(options: InitOptions, folder: str) -> str:
         except tfmd.TFMDError as exc:
             raise InputError(f"--schema {options.schema}: {exc}") from exc
         tfmd_fields = tuple((name, str(field_type)) for name, field_type in loaded.fields)
-    sample = infer(options.capture, os.getcwd(), options.format)
+    sample = infer(options.capture, os.getcwd(), options.format, storage=storage)
     names = [name for name, _ in tfmd_fields] if tfmd_fields else [f.name for f in sample.fields]
     for field in options.key:
         if field not in names:

@@ -49,7 +49,7 @@ from parity.sets.tap_finalize import finalize_tap_set
 from parity.sets.tap_set import (DROPPED_LATE, NOT_SEEN, SAMPLE_RULE, TAP_FORMAT, UNTAPPED, key_sampled,
                                  sample_threshold, write_tap_meta, write_tap_part, write_worker_environment)
 from parity.stages import STAGES
-from parity.storage import urls
+from parity.storage.context import Storage
 
 __all__ = ["DROPPED_LATE", "NOT_SEEN", "UNTAPPED", "TapStage", "finalize", "key_sampled", "sampled"]
 
@@ -63,15 +63,33 @@ _KEY_CACHE_SIZE = 1 << 17
 _MIN_US = MIN_TIMESTAMP.micros
 
 
-def finalize(set_dir: str, **kwargs: Any) -> dict[str, Any]:
+def finalize(set_dir: str, *, storage_options: Sequence[str] | None = None, **kwargs: Any) -> dict[str, Any]:
     """Merges what the taps wrote under `set_dir` into a fingerprint set (parity.sets.tap_finalize.finalize_tap_set);
-    run it after the pipeline has finished. Returns the manifest."""
+    run it after the pipeline has finished. Returns the manifest. A URL `set_dir` is read and written with
+    `storage_options` (the taps' own, e.g. `["--s3_endpoint_url=..."]`), or with `storage=` a
+    `parity.storage.context.Storage`."""
+    if storage_options is not None:
+        kwargs["storage"] = Storage.of(storage_options)
     return finalize_tap_set(set_dir, **kwargs)
 
 
 def sampled(key: Any, rate: float) -> bool:
     """Whether a record key is in the deterministic sample at `rate` (the rule every tap applies)."""
     return key_sampled(key_fingerprint(key), rate)
+
+
+_STORE_PREFIXES = ("s3_", "gcs_")  # the options a store's client reads (Beam's S3Options, parity's limits)
+
+
+def _store_options(options: Any) -> tuple[str, ...]:
+    """The object-store options among a pipeline's options (`--s3_endpoint_url=...`), as `--name=value` strings;
+    none when the pipeline has no options object."""
+    if options is None:
+        return ()
+    found = options.get_all_options(drop_default=True, retain_unknown_options=True)
+    return tuple(f"--{name}" if value is True else f"--{name}={value}" for name, value in sorted(found.items())
+                 if name.startswith(_STORE_PREFIXES) and value not in (None, False)
+                 and not isinstance(value, (list, dict)))
 
 
 def _callable_name(fn: Callable) -> str:
@@ -83,7 +101,7 @@ class TapStage(beam.PTransform):
 
     Args:
         set_dir: the fingerprint set's folder, shared by every tap of the job: a local or mounted path, or a URL
-            Beam's FileSystems support (`s3://...`, written with the pipeline's storage options).
+            Beam's FileSystems support (`s3://...`, written with `storage_options`).
         key_fields: the record key: one field (its value) or several (the list of their values); the
             config's `capture.key`. Elements must then be dicts.
         key_fn: `fn(element) -> key` instead of `key_fields` (e.g. for `(record, features)` pairs).
@@ -100,12 +118,17 @@ class TapStage(beam.PTransform):
             window value is marked late and every later stage gets `{"dropped": "late"}`, as in a replay.
             Window stage only.
         batch_size: elements per written part at most.
+        storage_options: the pipeline options a URL `set_dir` is written with (`["--s3_endpoint_url=..."]`,
+            parity's `--s3_read_timeout=...`); default: the pipeline's own `s3_*` and `gcs_*` options. The tap
+            carries them to its workers; nothing process-wide is set (Beam's FileSystems and S3IO are left as
+            they are), so taps with other options in one process each write with their own.
     """
 
     def __init__(self, stage: str, set_dir: str, *, key_fields: Sequence[str] | str | None = None,
                  key_fn: Callable[[Any], Any] | None = None, value_fn: Callable[[Any], Any] | None = None,
                  side: str = "production", sample_rate: float = 1.0, keep_values: int | None = 1000,
-                 redact: bool = False, label: str | None = None, late: bool = False, batch_size: int = 10000):
+                 redact: bool = False, label: str | None = None, late: bool = False, batch_size: int = 10000,
+                 storage_options: Sequence[str] | None = None):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"TapStage: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
@@ -134,6 +157,7 @@ class TapStage(beam.PTransform):
         self.redact = redact
         self.late = late
         self.batch_size = batch_size
+        self.storage_options = None if storage_options is None else tuple(storage_options)
         self.tap_label = _LABEL.sub("_", label) if label else (f"{stage}-late" if late else stage)
 
     def meta(self, runner: str | None = None) -> dict[str, Any]:
@@ -147,9 +171,12 @@ class TapStage(beam.PTransform):
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         runner = getattr(pcoll.pipeline, "runner", None)
-        folder = write_tap_meta(self.set_dir, self.meta(type(runner).__name__ if runner is not None else None))
+        storage = Storage.of(self.storage_options if self.storage_options is not None
+                             else _store_options(getattr(pcoll.pipeline, "options", None)))
+        folder = write_tap_meta(self.set_dir, self.meta(type(runner).__name__ if runner is not None else None),
+                                storage)
         fn_class = _WindowTapFn if self.stage == "window" and self.value_fn is None else _TapFn
-        _ = pcoll | "Fingerprint" >> beam.ParDo(fn_class(self, folder))
+        _ = pcoll | "Fingerprint" >> beam.ParDo(fn_class(self, folder, storage))
         return pcoll
 
 
@@ -163,7 +190,7 @@ class _TapFn(beam.DoFn):
     holds (the job's own heap included) whenever enough of them have been made, is seldom woken.
     """
 
-    def __init__(self, tap: TapStage, folder: str):
+    def __init__(self, tap: TapStage, folder: str, storage: Storage):
         self._stage = tap.stage
         self._label = tap.tap_label
         self._folder = folder
@@ -175,12 +202,10 @@ class _TapFn(beam.DoFn):
         self._redact = tap.redact
         self._late = tap.late
         self._batch_size = tap.batch_size
-        self._storage = urls.options()  # storage options parity was given, for a worker that writes to a URL
+        self._storage = storage  # the tap's storage context, for a worker that writes to a URL
 
     def setup(self) -> None:
         from parity.replay.environment import environment_manifest
-
-        urls.configure(self._storage)
 
         # Sampling on the key's 128-bit fingerprint d as an int: d >> 64 < threshold iff d < threshold << 64.
         self._limit = sample_threshold(self._rate) << 64
@@ -197,7 +222,7 @@ class _TapFn(beam.DoFn):
         self._heap: list[int] = []
         self._heap_keys: set[int] = set()
         self._bound = -1 if self._keep == 0 else 1 << 128
-        write_worker_environment(self._folder, environment_manifest())
+        write_worker_environment(self._folder, environment_manifest(), self._storage)
 
     def start_bundle(self) -> None:
         self._rows: list = []  # key fp, key bytes, stage fp, value bytes (None when not kept): 4 per record
@@ -339,7 +364,7 @@ class _TapFn(beam.DoFn):
         if self._quarantined:
             entries, self._quarantined = self._quarantined, []
             digest = f"{fingerprint_bytes(json.dumps(entries, sort_keys=True).encode()):016x}"
-            write_quarantine_part(self._folder, f"{self._stage}-q-{digest}", entries)
+            write_quarantine_part(self._folder, f"{self._stage}-q-{digest}", entries, self._storage)
         if not self._rows:
             return
         self._finish_values()
@@ -350,7 +375,7 @@ class _TapFn(beam.DoFn):
             features = (self._feature_counts, self._feature_names, self._feature_fps)
             self._feature_counts, self._feature_names, self._feature_fps = [], [], []
         write_tap_part(self._folder, f"{self._stage}-{self._label}-{part_digest(key_fps, fps)}", self._stage,
-                       key_fps, fps, features, None if self._redact else key_bytes, values)
+                       key_fps, fps, features, None if self._redact else key_bytes, values, self._storage)
 
     def _finish_values(self) -> None:
         """Fills the buffered fingerprints and values that wait for the end of the batch (window stage)."""

@@ -80,17 +80,43 @@ def test_the_worker_pool_servicer_keeps_its_settings_and_harnesses_where_compat_
     assert compat.take_harness(servicer, "worker-1") is None
 
 
-def test_beams_s3_modules_have_the_constructor_parity_wraps_and_the_client_attribute_it_sets():
+def test_beams_s3_modules_have_the_constructor_the_methods_and_the_client_attribute_parity_uses():
     s3io, boto3_client = compat.s3io_module(), compat.boto3_client_module()
     if s3io is None:
-        pytest.skip("this Beam has no [aws] extra: parity's S3 wrapping is never installed")
+        pytest.skip("this Beam has no [aws] extra: parity's S3 store is never built")
     parameters = list(inspect.signature(s3io.S3IO.__init__).parameters)
     assert parameters[:3] == ["self", "client", "options"], parameters
+    for method, first in (("open", ["self", "filename", "mode"]), ("exists", ["self", "path"]),
+                          ("list_files", ["self", "path"]), ("delete_paths", ["self", "paths"])):
+        assert list(inspect.signature(getattr(s3io.S3IO, method)).parameters)[:len(first)] == first, method
     assert "options" in inspect.signature(boto3_client.Client.__init__).parameters
     from apache_beam.options.pipeline_options import PipelineOptions
 
     built = boto3_client.Client(options=PipelineOptions(["--s3_region_name=us-east-1"]))  # builds, asks nothing
     assert hasattr(built.client, "get_object") and hasattr(built.client, "put_object")
+
+
+def test_beams_process_wide_options_that_a_pipeline_sets_are_put_back_when_the_block_ends():
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    users, runtime = PipelineOptions(["--s3_region_name=users-own"]), {"users": "own"}
+    before = FileSystems._pipeline_options, RuntimeValueProvider.runtime_options
+    FileSystems.set_options(users)
+    RuntimeValueProvider.runtime_options = runtime
+    try:
+        with compat.beam_process_options_kept():
+            options = PipelineOptions(["--s3_region_name=the-runs"])
+            with beam.Pipeline(runner="DirectRunner", options=options) as pipeline:
+                _ = pipeline | beam.Create([1, 2]) | beam.Map(lambda x: x)
+            assert FileSystems._pipeline_options is not users  # Beam's Pipeline set its own: the block undoes it
+        assert FileSystems._pipeline_options is users
+        assert RuntimeValueProvider.runtime_options is runtime
+    finally:
+        FileSystems.set_options(before[0])
+        RuntimeValueProvider.runtime_options = before[1]
 
 
 def test_beams_flink_launcher_gives_the_job_server_arguments_and_the_port_parity_launches_it_with():

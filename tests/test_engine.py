@@ -12,6 +12,7 @@ import pytest
 
 import parity
 from parity.cli import main
+from parity.storage.context import Storage
 
 from tests.set_files import fingerprint_files, fingerprint_table
 
@@ -254,14 +255,14 @@ def test_a_spilled_batch_loads_back_equal_column_by_column(tmp_path):
     batch.rids = [(0, 6000), (0, 6001)]
     batch.records = [{"id": 1, "fare": 2.5}, {"id": 2, "fare": None}]
     batch.values = {"window": [{"windows": [[0, 3600]]}, None]}
-    spill_fn = spill.SpillFn(str(tmp_path), "read")
+    spill_fn = spill.SpillFn(str(tmp_path), "read", Storage())
     spill_fn.setup()
     [path] = spill_fn.process(batch)
     assert os.path.basename(path) == "read-00000-000003.pkl"
-    loaded = spill.load(path)
+    loaded = spill.load(path, Storage())
     assert [getattr(loaded, name) for name in RecBatch.__slots__] == \
         [getattr(batch, name) for name in RecBatch.__slots__]
-    spill.remove(str(tmp_path))
+    spill.remove(str(tmp_path), Storage())
     assert not os.path.exists(spill.spill_dir(str(tmp_path)))
 
 
@@ -269,11 +270,11 @@ def test_a_spill_file_stays_when_loaded_and_goes_when_consumed(tmp_path):
     from parity.replay import spill
     from parity.replay.batch import RecBatch
 
-    spill_fn = spill.SpillFn(str(tmp_path), "staged")
+    spill_fn = spill.SpillFn(str(tmp_path), "staged", Storage())
     spill_fn.setup()
     [path] = spill_fn.process(RecBatch("00001-000000"))
-    assert spill.load(path).part == "00001-000000" and os.path.exists(path)
-    assert spill.load(path, consume=True).part == "00001-000000" and not os.path.exists(path)
+    assert spill.load(path, Storage()).part == "00001-000000" and os.path.exists(path)
+    assert spill.load(path, Storage(), consume=True).part == "00001-000000" and not os.path.exists(path)
 
 
 def test_a_direct_runner_replay_removes_each_spill_file_as_soon_as_it_is_loaded(tmp_path, monkeypatch):
@@ -282,8 +283,8 @@ def test_a_direct_runner_replay_removes_each_spill_file_as_soon_as_it_is_loaded(
     loads = []
     load = spill.load
 
-    def spy(path, consume=False):
-        batch = load(path, consume)
+    def spy(path, storage, consume=False):
+        batch = load(path, storage, consume)
         loads.append((os.path.basename(path), consume, os.path.exists(path)))
         return batch
 

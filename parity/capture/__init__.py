@@ -27,6 +27,7 @@ from parity.capture.schema import FieldType
 from parity.choices import FORMATS
 from parity.errors import InputError
 from parity.storage import urls
+from parity.storage.context import Storage
 from parity.storage.files import special_kind
 from parity.storage.outdir import is_parity_output
 
@@ -64,20 +65,21 @@ class ReadBatch:
     fingerprints: list[int] = field(default_factory=list)
 
 
-def list_capture_files(pattern: str, base_dir: str) -> list[str]:
+def list_capture_files(pattern: str, base_dir: str, storage: Storage = Storage()) -> list[str]:
     """The files a capture `path` names, sorted.
 
     Args:
         pattern: a file, a folder (its files, not its subfolders nor hidden files: an ExampleGen split such as
             `Split-train/`) or a glob (`**` allowed), relative to `base_dir` unless absolute.
         base_dir: the folder of the config file.
+        storage: the run's storage context, for a URL.
 
     Raises:
         InputError: nothing matches; the message names the pattern.
     """
     pattern = urls.resolved(pattern, "capture path")  # file:///x is /x; a scheme Beam lacks: refused
     if urls.is_url(pattern):
-        return _list_url(pattern)
+        return _list_url(pattern, storage)
     full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
     _refuse_special(full, pattern)
     if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
@@ -118,16 +120,16 @@ def _refuse_special(path: str, pattern: str) -> None:
                          f"capture.path")
 
 
-def _list_url(pattern: str) -> list[str]:
+def _list_url(pattern: str, storage: Storage) -> list[str]:
     """`list_capture_files` for a URL (`s3://bucket/capture/*.jsonl`), through Beam's FileSystems."""
     try:
-        if urls.isfile(pattern):
+        if storage.isfile(pattern):
             return [pattern]
         globbed = any(char in pattern for char in "*?[")
-        files = urls.match(pattern) if globbed else urls.list_folder(pattern)
+        files = storage.match(pattern) if globbed else storage.list_folder(pattern)
         found = len(files)
         if globbed and files:  # never parity's own output (an out URL under the glob's folder), as on disk
-            files = _not_parity_output(files, pattern[:pattern.rfind("/", 0, min(
+            files = _not_parity_output(files, storage, pattern[:pattern.rfind("/", 0, min(
                 pattern.index(c) for c in "*?[" if c in pattern)) + 1])
     except OSError as exc:
         raise InputError(f"capture path {pattern!r} cannot be listed: {exc}") from exc
@@ -140,12 +142,12 @@ def _list_url(pattern: str) -> list[str]:
                      f"(e.g. -- --s3_endpoint_url=...)")
 
 
-def _not_parity_output(files: list[str], fixed: str) -> list[str]:
+def _not_parity_output(files: list[str], storage: Storage, fixed: str) -> list[str]:
     """The URLs of `files` outside parity's output folders and fingerprint sets below `fixed` (a folder holding
     the `.parity-out` marker, or a manifest.json and a fingerprints.parquet), from one listing of `fixed`."""
     from parity.storage.outdir import MARKER
 
-    names = set(urls.list_tree(fixed))
+    names = set(storage.list_tree(fixed))
 
     def ours(folder: str) -> bool:
         return f"{folder}/{MARKER}" in names or (f"{folder}/manifest.json" in names
@@ -168,7 +170,7 @@ def _fixed_folder(pattern: str) -> str:
     return os.sep.join(parts[:index]) or os.sep
 
 
-def detect_format(path: str) -> str:
+def detect_format(path: str, storage: Storage = Storage()) -> str:
     """The capture format a file name's extension implies: jsonl, tfrecord, parquet or csv.
 
     Raises:
@@ -178,7 +180,7 @@ def detect_format(path: str) -> str:
     for extension, fmt in sorted(_EXTENSIONS.items(), key=lambda item: -len(item[0])):
         if name.endswith(extension):
             return fmt
-    sniffed = sniff_format(path)
+    sniffed = sniff_format(path, storage)
     if sniffed is not None:
         return sniffed
     known = ", ".join(sorted(_EXTENSIONS))
@@ -188,7 +190,7 @@ def detect_format(path: str) -> str:
     )
 
 
-def sniff_format(path: str) -> str | None:
+def sniff_format(path: str, storage: Storage = Storage()) -> str | None:
     """The binary format a file's first bytes show (gzip-compressed or not), or None: a TFRecord's first record
     header (its length's masked CRC-32C checks) or Parquet's `PAR1`. ExampleGen names its shards
     `data_tfrecord-00000-of-00012.gz`, an extension that says nothing of the records."""
@@ -196,7 +198,7 @@ def sniff_format(path: str) -> str | None:
     import zlib
 
     try:
-        with open_capture(path) as handle:
+        with open_capture(path, storage) as handle:
             head = handle.read(16)
     except (OSError, EOFError, zlib.error):
         return None
@@ -217,6 +219,7 @@ def read_file(
     batch_size: int,
     display_path: str,
     max_record_bytes: int = MAX_RECORD_BYTES,
+    storage: Storage = Storage(),
 ) -> Iterator[ReadBatch]:
     """Stream one capture file as batches of records and quarantined entries.
 
@@ -228,6 +231,7 @@ def read_file(
         display_path: the file's name in locations, e.g. the path relative to the config file.
         max_record_bytes: `capture.max_record_bytes`; a record longer than `raw_limit` of it as read is
             quarantined unread (jsonl, csv, tfrecord), so that one huge line never fills memory.
+        storage: the run's storage context, for a URL.
 
     Raises:
         InputError: the file cannot be opened, or the format needs a schema and has none.
@@ -242,10 +246,10 @@ def read_file(
             f"{display_path}: reading {_NEEDS_SCHEMA[fmt]} captures needs field types; add `capture.schema` "
             "(e.g. {trip_id: int64, fare: float64, zone: string})"
         )
-    if not urls.isfile(path):  # checked here, so that the error comes before the first batch is asked for
+    if not storage.isfile(path):  # checked here, so that the error comes before the first batch is asked for
         raise InputError(f"cannot read capture file {path}: not an existing file")
     reader = importlib.import_module(f"parity.capture.{fmt}")
-    items = reader.read(path, schema, display_path, batch_size, max_record_bytes=max_record_bytes)
+    items = reader.read(path, schema, display_path, batch_size, max_record_bytes=max_record_bytes, storage=storage)
     return _batches(items, batch_size)
 
 

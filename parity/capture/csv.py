@@ -25,6 +25,7 @@ from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.errors import InputError
 from parity.storage import urls
+from parity.storage.context import Storage
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -73,7 +74,7 @@ class _Lines:
 
 def read(
     path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
-    max_record_bytes: int = MAX_RECORD_BYTES,
+    max_record_bytes: int = MAX_RECORD_BYTES, storage: Storage = Storage(),
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row.
 
@@ -87,7 +88,7 @@ def read(
             "(e.g. {trip_id: int64, fare: float64, zone: string})"
         )
     try:
-        handle = urls.open_read(path)  # bytes, so that one non-UTF-8 line is quarantined rather than fatal
+        handle = storage.open_read(path)  # bytes, so that one non-UTF-8 line is quarantined rather than fatal
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

@@ -28,6 +28,7 @@ from typing import Any, Iterable
 
 from parity.capture import detect_format, list_capture_files, read_file
 from parity.errors import InputError
+from parity.storage.context import Storage
 
 __all__ = ["CaptureSample", "InferredField", "infer"]
 
@@ -58,21 +59,22 @@ class CaptureSample:
     fields: tuple[InferredField, ...]
 
 
-def infer(pattern: str, base_dir: str, fmt: str | None = None, sample: int = SAMPLE_RECORDS) -> CaptureSample:
+def infer(pattern: str, base_dir: str, fmt: str | None = None, sample: int = SAMPLE_RECORDS,
+          storage: Storage = Storage()) -> CaptureSample:
     """The fields of the capture `pattern` names (a file, folder or glob relative to `base_dir`), from its first
     file's schema (Parquet) or first `sample` records.
 
     Raises:
         InputError: nothing matches, the format cannot be told, or no record could be read.
     """
-    files = list_capture_files(pattern, base_dir)
-    fmt = fmt or detect_format(files[0])
+    files = list_capture_files(pattern, base_dir, storage)
+    fmt = fmt or detect_format(files[0], storage)
     first = files[0]
     if fmt == "parquet":
         return _parquet(first, files)
     if fmt == "csv":
         return _csv(first, files, sample)
-    records = _records(first, fmt, sample)
+    records = _records(first, fmt, sample, storage)
     if not records:
         raise InputError(f"{first}: no readable record among the first {sample}; parity init infers the schema "
                          f"from the records (give --schema, or a capture whose first records read)")
@@ -80,10 +82,10 @@ def infer(pattern: str, base_dir: str, fmt: str | None = None, sample: int = SAM
     return CaptureSample(fmt, tuple(files), len(records), fields)
 
 
-def _records(path: str, fmt: str, sample: int) -> list[dict]:
+def _records(path: str, fmt: str, sample: int, storage: Storage) -> list[dict]:
     records: list[dict] = []
     # tf.Example: an empty schema keeps every feature as the list of its raw values
-    for batch in read_file(path, fmt, {} if fmt == "tfrecord" else None, min(sample, 1024), path):
+    for batch in read_file(path, fmt, {} if fmt == "tfrecord" else None, min(sample, 1024), path, storage=storage):
         records.extend(batch.records)
         if len(records) >= sample:
             break

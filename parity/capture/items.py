@@ -9,6 +9,7 @@ from typing import IO, Any, Union
 
 from parity.errors import InputError
 from parity.storage import urls
+from parity.storage.context import Storage
 
 _PREVIEW_LIMIT = 120
 # Levels of lists and dicts a record may nest, itself included. Deeper records cannot be replayed: pickling
@@ -99,10 +100,10 @@ ReadItem = Union[tuple[dict, str], tuple[dict, str, bytes, int], Quarantined, Ch
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def is_gzip(path: str) -> bool:
+def is_gzip(path: str, storage: Storage = Storage()) -> bool:
     """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
     try:
-        with urls.open_read(path) as handle:
+        with storage.open_read(path) as handle:
             return handle.read(2) == GZIP_MAGIC
     except OSError:
         return False
@@ -152,9 +153,9 @@ class _GzipFile(gzip.GzipFile):
             self._raw.close()
 
 
-def open_capture(path: str) -> IO[bytes]:
+def open_capture(path: str, storage: Storage = Storage()) -> IO[bytes]:
     """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
     URL Beam's FileSystems read (`s3://...`)."""
     if not urls.is_url(path):
         return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
-    return _GzipFile(urls.open_read(path)) if is_gzip(path) else urls.open_read(path)
+    return _GzipFile(storage.open_read(path)) if is_gzip(path, storage) else storage.open_read(path)

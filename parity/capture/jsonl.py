@@ -28,6 +28,7 @@ from parity.capture.items import (MAX_FIELDS, MAX_NESTING, MAX_RECORD_BYTES, TOO
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
+from parity.storage.context import Storage
 
 _BOM = b"\xef\xbb\xbf"
 CHUNK = 1000  # lines whose records are coerced together
@@ -35,7 +36,7 @@ CHUNK = 1000  # lines whose records are coerced together
 
 def read(
     path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
-    max_record_bytes: int = MAX_RECORD_BYTES,
+    max_record_bytes: int = MAX_RECORD_BYTES, storage: Storage = Storage(),
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each record of the file and `Quarantined` for each bad line.
 
@@ -48,7 +49,7 @@ def read(
     del batch_size  # records are coerced CHUNK lines at a time, whatever the caller's batches
     limit = raw_limit(max_record_bytes)
     try:  # bytes, so that one non-UTF-8 line is quarantined rather than fatal; gzip told from the first bytes
-        handle: IO[bytes] = open_capture(path)
+        handle: IO[bytes] = open_capture(path, storage)
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

@@ -47,6 +47,7 @@ from parity.choices import US_PER_UNIT
 from parity.encoding import columnar
 from parity.errors import first_line
 from parity.storage import urls
+from parity.storage.context import Storage
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _ONE_US = datetime.timedelta(microseconds=1)
@@ -55,7 +56,7 @@ _MAX_LOST_ROWS = 10_000_000
 
 def read(
     path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 4096,
-    max_record_bytes: int = 0,
+    max_record_bytes: int = 0, storage: Storage = Storage(),
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each row of the file and `Quarantined` for each bad row or broken file.
 
@@ -68,13 +69,13 @@ def read(
         InputError: the file does not exist or cannot be opened by the operating system.
     """
     try:
-        parquet_file = pq.ParquetFile(urls.open_read(path) if urls.is_url(path) else path)
+        parquet_file = pq.ParquetFile(storage.open_read(path) if urls.is_url(path) else path)
         columns = parquet_file.schema_arrow
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others for a file that is not Parquet
         yield Quarantined(display_path, reader_error("cannot read Parquet file", first_line(exc, limit=10_000)),
-                          _head(path))
+                          _head(path, storage))
         return
     row = 0
     too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
@@ -100,7 +101,7 @@ def read(
             group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
             end = group_start + group_rows
             too_large = oversized_page(path, parquet_file.metadata.row_group(group), max_record_bytes,
-                                       f"row group {group} (rows {group_start}-{end - 1})")
+                                       f"row group {group} (rows {group_start}-{end - 1})", storage)
             if too_large:
                 yield from _lost_rows(display_path, row, end, too_large)
                 row = end
@@ -135,7 +136,7 @@ def read(
                         yield record, location, encoded[0][index], encoded[1][index]
 
 
-def oversized_page(path: str, group: Any, max_record_bytes: int, rows: str) -> str | None:
+def oversized_page(path: str, group: Any, max_record_bytes: int, rows: str, storage: Storage = Storage()) -> str | None:
     """The reason the rows of a row group (`group`, its metadata; `rows` names them) are quarantined unread when
     one of its pages decodes to more than a record may take as read (`raw_limit`); else None. Only the chunks
     larger than the limit are walked (`parquet_pages.largest_page`), through one handle per call."""
@@ -146,7 +147,7 @@ def oversized_page(path: str, group: Any, max_record_bytes: int, rows: str) -> s
                 if chunk.total_uncompressed_size > limit]
     if not suspects:
         return None
-    with urls.open_read(path) as handle:
+    with storage.open_read(path) as handle:
         for chunk in suspects:
             largest = largest_page(handle, chunk)
             if largest is not None and largest > limit:
@@ -278,9 +279,9 @@ def _convert(value: Any) -> Any:
 
 
 
-def _head(path: str) -> str:
+def _head(path: str, storage: Storage) -> str:
     try:
-        with urls.open_read(path) as handle:
+        with storage.open_read(path) as handle:
             return preview(handle.read(64))
     except OSError:
         return ""

@@ -38,6 +38,7 @@ from parity.capture.items import (MAX_FIELDS, MAX_RECORD_BYTES, Quarantined, Rea
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce
 from parity.errors import InputError
+from parity.storage.context import Storage
 
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")
@@ -71,7 +72,7 @@ def masked_crc32c(data: bytes) -> int:
 
 def read(
     path: str, schema: dict[str, FieldType] | None, display_path: str, batch_size: int = 0,
-    max_record_bytes: int = MAX_RECORD_BYTES,
+    max_record_bytes: int = MAX_RECORD_BYTES, storage: Storage = Storage(),
 ) -> Iterator[ReadItem]:
     """Yield `(record, location)` for each tf.Example of the file and `Quarantined` for each bad record.
 
@@ -86,7 +87,7 @@ def read(
         )
     example_class = _example_class()
     try:
-        handle: IO[bytes] = open_capture(path)
+        handle: IO[bytes] = open_capture(path, storage)
     except OSError as exc:
         raise open_error(path, exc) from exc
     with handle:

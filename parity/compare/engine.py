@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import apache_beam as beam
 import pyarrow as pa
 
+from parity import compat
 from parity.compare.diff import DiffStream, diff_gc, summarized
 from parity.compare.histograms import Counts, Extent, counts_of, extent_of, histograms_of_counts, summed_counts
 from parity.compare.model_stage import ModelComparison
@@ -46,6 +47,7 @@ from parity.console import progress
 from parity.errors import RunnerError
 from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
+from parity.storage.context import Storage
 
 RANGES = 1 << KEY_RANGE_BITS
 HISTOGRAMS = "histograms.pickle"  # in the work folder: each feature's histograms
@@ -93,7 +95,7 @@ class _Request:
     keep: int | None
     defer: bool
     tally: Tally
-    storage: tuple[str, ...]
+    storage: Storage
     work_dir: str
     model: ModelComparison | None = None
 
@@ -110,12 +112,11 @@ class _SummarizeRangeFn(beam.DoFn):
         self._request = request
 
     def setup(self) -> None:
-        urls.configure(self._request.storage)
         urls.makedirs(self._request.work_dir)  # a worker's own file system (a URL needs none)
 
     def process(self, key_range: int) -> Iterator[Any]:
         request = self._request
-        left, right = (FingerprintSet(path, manifest, buckets=buckets)
+        left, right = (FingerprintSet(path, manifest, buckets=buckets, storage=request.storage)
                        for path, manifest, buckets in (request.left, request.right))
         stream = DiffStream(left, right, request.tolerance, request.keep, frozenset({key_range}), request.defer)
         with diff_gc():
@@ -123,7 +124,7 @@ class _SummarizeRangeFn(beam.DoFn):
             if request.model is not None:
                 summary = _with_model(summary, request.model, left, right, key_range)
         numbers = summary.tally.feature_stats.take_numbers()
-        urls.write_bytes(part_path(request.work_dir, key_range), pickle.dumps(summary, pickle.HIGHEST_PROTOCOL))
+        request.storage.write_bytes(part_path(request.work_dir, key_range), pickle.dumps(summary, pickle.HIGHEST_PROTOCOL))
         yield key_range
         for name, (lefts, rights) in sorted(numbers.items()):
             if len(lefts):  # a feature of empty lists has no number to bin
@@ -137,7 +138,8 @@ def _with_model(summary: DiffSummary, model: ModelComparison, left: FingerprintS
     from parity.sets.model_outputs import read_model_outputs
 
     keys = pa.concat_arrays([left.keys_of_range(key_range), right.keys_of_range(key_range)])
-    stage = model.compare(read_model_outputs(left.path, keys), read_model_outputs(right.path, keys),
+    stage = model.compare(read_model_outputs(left.path, left.storage, keys),
+                          read_model_outputs(right.path, right.storage, keys),
                           summary.tally.upstream or {})
     summary.tally.upstream = {}  # this worker's own tally: the judgements were for the model stage alone
     return summary.with_model(stage)
@@ -166,10 +168,9 @@ def _histogram(item: tuple[str, Counts], extents: dict[str, Extent]) -> tuple[st
     return name, histograms_of_counts(extents[name], counts)
 
 
-def _write_histograms(found: dict[str, Any], work_dir: str, storage: tuple[str, ...]) -> None:
-    urls.configure(storage)  # a worker's own process writes the URL too
-    urls.write_bytes(urls.child(work_dir, HISTOGRAMS), pickle.dumps(dict(sorted(found.items())),
-                                                                    pickle.HIGHEST_PROTOCOL))
+def _write_histograms(found: dict[str, Any], work_dir: str, storage: Storage) -> None:
+    storage.write_bytes(urls.child(work_dir, HISTOGRAMS), pickle.dumps(dict(sorted(found.items())),
+                                                                       pickle.HIGHEST_PROTOCOL))
 
 
 class SummarizeDiff(beam.PTransform):
@@ -207,16 +208,18 @@ def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options
     the job's summaries until they are read, and is removed."""
     left, right = stream.sets
     request = _Request(_plain(left), _plain(right), stream.tolerance, stream.keep_unpaired, stream.defer_input,
-                       tally.fresh(), urls.options(), work_dir, model)
+                       tally.fresh(), left.storage, work_dir, model)
+    storage = left.storage
     progress.event("diff_on_engine", runner=runner, key_ranges=RANGES)
-    urls.delete_tree(work_dir)  # nothing of an earlier run's job is read as this one's
+    storage.delete_tree(work_dir)  # nothing of an earlier run's job is read as this one's
     urls.makedirs(work_dir)
     try:
-        _run(request, runner, pipeline_options)
-        summary = merged_in_order(_read_parts(work_dir), model)
-        histograms = pickle.loads(_read(urls.child(work_dir, HISTOGRAMS)))
+        with compat.beam_process_options_kept():  # the pipeline sets Beam's process-wide options: put them back
+            _run(request, runner, pipeline_options)
+        summary = merged_in_order(_read_parts(work_dir, storage), model)
+        histograms = pickle.loads(_read(urls.child(work_dir, HISTOGRAMS), storage))
     finally:
-        urls.delete_tree(work_dir)
+        storage.delete_tree(work_dir)
     if not tally.redact:  # a redacted tally keeps no numbers and its report no histograms
         summary.tally.feature_stats.use_histograms(histograms)
     return summary
@@ -243,21 +246,22 @@ def merged_in_order(parts: Iterable[tuple[int, DiffSummary]], model: ModelCompar
     return DiffSummary(counts, tally, model.merged([summary.model for summary in ordered if summary.model]))
 
 
-def _read_parts(work_dir: str) -> list[tuple[int, DiffSummary]]:
+def _read_parts(work_dir: str, storage: Storage) -> list[tuple[int, DiffSummary]]:
     """Every key range's summary the job wrote; RunnerError (exit 2) when one is missing."""
-    names = urls.list_names(work_dir) if urls.isdir(work_dir) else []
+    names = storage.list_names(work_dir) if storage.isdir(work_dir) else []
     found = {int(match.group(1)): name for name in names if (match := _PART.match(name))}
     missing = sorted(set(range(RANGES)) - set(found))
     if missing:
         raise RunnerError(f"the diff's Beam job ended without the summaries of key ranges "
                           f"{', '.join(map(str, missing))} in {work_dir}; its workers must write where they read the "
                           f"fingerprint sets (on a cluster: an --out every worker reaches, e.g. s3://...)")
-    return [(key_range, pickle.loads(_read(urls.child(work_dir, name)))) for key_range, name in found.items()]
+    return [(key_range, pickle.loads(_read(urls.child(work_dir, name), storage)))
+            for key_range, name in found.items()]
 
 
-def _read(path: str) -> bytes:
+def _read(path: str, storage: Storage) -> bytes:
     try:
-        return urls.read_bytes(path)
+        return storage.read_bytes(path)
     except OSError as exc:
         raise RunnerError(f"{path}: the diff's Beam job did not write it ({exc}); its workers must write where "
                           f"they read the fingerprint sets (on a cluster: an --out every worker reaches)") from exc

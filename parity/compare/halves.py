@@ -27,6 +27,7 @@ from parity.console import children
 from parity.console.cores import usable_cores
 from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
+from parity.storage.context import Storage
 
 MIN_ROWS = 200_000  # rows of both sides to pair, outside the buckets matched by their summaries
 MIN_PAIRS = 40_000  # differing pairs expected (from the first bucket to pair); fewer: one process
@@ -83,24 +84,22 @@ def _expected_pairs(stream: DiffStream, rows: list[int], total: int) -> float:
     return stream.of_ranges(frozenset({first})).differing_pairs() * total / rows[first]
 
 
-def _plain_set(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str, Any]] | None]:
-    return fset.path, fset.manifest, fset.buckets
+def _plain_set(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str, Any]] | None, Storage]:
+    return fset.path, fset.manifest, fset.buckets, fset.storage
 
 
 def _start(stream: DiffStream, ranges: frozenset[int], tally: Tally) -> children.Child:
     """The child process tallying the key ranges `ranges` into `tally` (`_summarize_half`)."""
     left, right = stream.sets
     request = {"left": _plain_set(left), "right": _plain_set(right), "tolerance": stream.tolerance,
-               "keep": stream.keep_unpaired, "ranges": ranges, "defer": stream.defer_input, "tally": tally,
-               "options": urls.options()}
+               "keep": stream.keep_unpaired, "ranges": ranges, "defer": stream.defer_input, "tally": tally}
     return children.Child.start("the diff's second half (a child process)", "parity.compare.halves", request)
 
 
 def _summarize_half(request: dict[str, Any]) -> DiffSummary:
     """The child's work: the summary of its key ranges."""
-    urls.configure(request["options"])
-    left, right = (FingerprintSet(path, manifest, buckets=buckets)
-                   for path, manifest, buckets in (request["left"], request["right"]))
+    left, right = (FingerprintSet(path, manifest, buckets=buckets, storage=storage)
+                   for path, manifest, buckets, storage in (request["left"], request["right"]))
     stream = DiffStream(left, right, request["tolerance"], request["keep"], request["ranges"], request["defer"])
     with diff_gc():
         return summarized(stream, request["tally"])

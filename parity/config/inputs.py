@@ -10,16 +10,19 @@ from parity.capture import list_capture_files
 from parity.config.model import FILE_REF, Config, Ref
 from parity.errors import ParityError
 from parity.storage import urls
+from parity.storage.context import Storage
 
 
-def run_inputs(config: Config, sides: tuple[str, ...] | None = None) -> list[tuple[str, str]]:
-    """`(path, what)` of each input of a run of `config` (of the named `sides` only, when given)."""
+def run_inputs(config: Config, sides: tuple[str, ...] | None = None,
+               storage: Storage = Storage()) -> list[tuple[str, str]]:
+    """`(path, what)` of each input of a run of `config` (of the named `sides` only, when given); capture URLs are
+    listed with `storage`."""
     found: list[tuple[str, str]] = [(config.path, "the config")]
     for side in config.sides:
         if sides is not None and side.name not in sides:
             continue
         try:
-            files = list_capture_files(side.capture.path, side.base_dir)
+            files = list_capture_files(side.capture.path, side.base_dir, storage)
         except ParityError:  # nothing to protect: the replay says what is wrong with the path
             files = []
         found.extend((path, f"a capture file of side '{side.name}'") for path in files)

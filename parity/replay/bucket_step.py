@@ -17,6 +17,7 @@ from apache_beam.transforms.window import GlobalWindows
 from parity.sets import buckets
 from parity.sets.fingerprint_set import BUCKETS_FILE, FP_PART_SUFFIX, PARTS_DIR, ROUTED_DIR
 from parity.storage import urls
+from parity.storage.context import Storage
 
 ROUTE_ROWS = 100_000  # rows a worker gathers from its batches before it splits them: ~400 per bucket, not ~8
 
@@ -28,20 +29,21 @@ class WriteBuckets(beam.PTransform):
     `buckets.json`, once.
 
     Example:
-        >>> rows | "WriteBuckets" >> WriteBuckets(out_dir)
+        >>> rows | "WriteBuckets" >> WriteBuckets(out_dir, storage)
     """
 
-    def __init__(self, out_dir: str) -> None:
+    def __init__(self, out_dir: str, storage: Storage) -> None:
         super().__init__()
         self.out_dir = out_dir
+        self.storage = storage
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return (rows
-                | "RouteRows" >> beam.ParDo(_RouteRowsFn(self.out_dir))
+                | "RouteRows" >> beam.ParDo(_RouteRowsFn(self.out_dir, self.storage))
                 | "GroupBuckets" >> beam.GroupByKey()
-                | "WriteBucket" >> beam.Map(_write_bucket, self.out_dir, urls.options())
+                | "WriteBucket" >> beam.Map(_write_bucket, self.out_dir, self.storage)
                 | "AllSummaries" >> beam.combiners.ToList()
-                | "WriteSummaries" >> beam.Map(_write_summaries, self.out_dir, urls.options()))
+                | "WriteSummaries" >> beam.Map(_write_summaries, self.out_dir, self.storage))
 
 
 class _RouteRowsFn(beam.DoFn):
@@ -49,15 +51,12 @@ class _RouteRowsFn(beam.DoFn):
     Arrow IPC file under `_parts/_routed/<bb>/` and hands on (bucket, its path): the GroupByKey carries paths,
     never rows (the in-process runners hold what they group in memory), one per bucket and gathering."""
 
-    def __init__(self, out_dir: str) -> None:
+    def __init__(self, out_dir: str, storage: Storage) -> None:
         self._out_dir = out_dir
-        self._storage = urls.options()  # the run's storage options, for a worker that reads and writes a URL
+        self._storage = storage  # the run's storage context, for a worker that reads and writes a URL
         self._tables: list[pa.Table] = []
         self._parts: list[str] = []
         self._rows = 0
-
-    def setup(self) -> None:
-        urls.configure(self._storage)
 
     def start_bundle(self) -> None:
         self._tables, self._parts, self._rows = [], [], 0
@@ -85,18 +84,17 @@ class _RouteRowsFn(beam.DoFn):
             path = urls.join(self._out_dir, PARTS_DIR, ROUTED_DIR, f"{bucket:02x}", f"{name}{FP_PART_SUFFIX}")
             if not urls.is_url(path):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-            urls.write_bytes(path, buckets.to_ipc(rows))
+            self._storage.write_bytes(path, buckets.to_ipc(rows))
             yield bucket, path
 
 
-def _write_bucket(grouped: tuple[int, Iterable[str]], out_dir: str, storage: tuple[str, ...]) -> dict[str, Any]:
-    urls.configure(storage)  # a harness started by a worker pool has not got the run's storage options
+def _write_bucket(grouped: tuple[int, Iterable[str]], out_dir: str, storage: Storage) -> dict[str, Any]:
     bucket, paths = grouped
-    return buckets.write_bucket(out_dir, bucket, [buckets.from_ipc(urls.read_bytes(path)) for path in sorted(paths)])
+    return buckets.write_bucket(out_dir, bucket, [buckets.from_ipc(storage.read_bytes(path)) for path in sorted(paths)],
+                                storage)
 
 
-def _write_summaries(summaries: list[dict[str, Any]], out_dir: str, storage: tuple[str, ...]) -> str:
-    urls.configure(storage)
-    quarantine = urls.match(urls.join(out_dir, PARTS_DIR, "*.quarantine.jsonl"))
-    buckets.write_summaries(out_dir, summaries, quarantine)
+def _write_summaries(summaries: list[dict[str, Any]], out_dir: str, storage: Storage) -> str:
+    quarantine = storage.match(urls.join(out_dir, PARTS_DIR, "*.quarantine.jsonl"))
+    buckets.write_summaries(out_dir, summaries, quarantine, storage)
     return urls.join(out_dir, BUCKETS_FILE)

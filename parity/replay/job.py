@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from parity import compat
 from parity.config import Config, SideConfig
 from parity.console import progress, signals
 from parity.errors import ParityError, RunnerError, UserCodeError
@@ -29,6 +30,7 @@ from parity.sets.fingerprint_set import finalize
 from parity.stages.transform import local_graph
 from parity.storage import outdir as output
 from parity.storage import urls
+from parity.storage.context import Storage
 
 
 def replay_side(config: Config, side: SideConfig, out_dir: str, *, runner: str = "DirectRunner",
@@ -44,30 +46,34 @@ def replay_side(config: Config, side: SideConfig, out_dir: str, *, runner: str =
     `graph`: where a `saved: {from_side}` transform finds the other side's graph (`FromSideGraph.of`; by
     default beside `out_dir`). `gate`: the other side replays at the same time (`parity.replay.gate`); a TFT
     side says `ready` through it once its graph is written, and a `saved: {from_side}` side stages every batch,
-    then waits at it, since its transform alone needs that graph.
+    then waits at it, since its transform alone needs that graph. Every file is read and written with the storage
+    context of `beam_args` (`Storage.of`: their `--s3_endpoint_url=...`), which the job's steps carry.
     """
-    graph = graph or FromSideGraph.of(config, side, out_dir)
+    storage = Storage.of(beam_args)
+    graph = graph or FromSideGraph.of(config, side, out_dir, storage=storage)
     _check_windowfn(config, side)
-    urls.configure(beam_args)  # an `--out` URL is claimed with the run's storage options
-    with output.claim(out_dir, output.SET_OUTPUTS, force=force, inputs=inputs):
+    with output.claim(out_dir, output.SET_OUTPUTS, force=force, inputs=inputs, storage=storage):
         return _replay_claimed(config, side, out_dir, runner=runner, beam_args=beam_args, graph=graph,
-                               reorder=reorder, gate=gate)
+                               reorder=reorder, gate=gate, storage=storage)
 
 
 def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: str,
                     beam_args: Sequence[str] | None, graph: FromSideGraph | None, reorder: bool,
-                    gate: TransformGate | None) -> dict[str, Any]:
+                    gate: TransformGate | None, storage: Storage) -> dict[str, Any]:
     waits = gate is not None and graph is not None  # the graph is looked for once the gate opens
     saved_dir = None if waits or graph is None else graph.find()
     progress.event("replay_start", side=side.name, runner=runner)
     progress.begin(side.name)
     started = time.monotonic()
-    with replay_gc():  # from the pipeline's construction on: TFT traces the preprocessing function there
+    # from the pipeline's construction on: TFT traces the preprocessing function there; Beam's process-wide options,
+    # which the pipeline sets, are put back when the job ends (a user's process is left as it was)
+    with replay_gc(), compat.beam_process_options_kept():
         beam_args, job = _flink_job(side, runner, beam_args)
         options = make_options(runner, beam_args)
         pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
         _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, graph, reorder=reorder,
-                                                            gate=gate, spills=spill.SpillPolicy.for_runner(runner))
+                                                            gate=gate, spills=spill.SpillPolicy.for_runner(runner),
+                                                            storage=storage)
         rest = _flink_rest(options) if job else None
         result = None
         try:
@@ -107,20 +113,20 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
             raise RunnerError(f"the replay of side '{side.name}' failed on {runner}{where}: {type(exc).__name__}: "
                               f"{last}") from exc  # a worker's traceback text ends with the real error
         finally:
-            spill.remove(out_dir)
+            spill.remove(out_dir, storage)
     key = list(side.capture.key) if side.capture.key else "input"
     manifest = finalize(out_dir, {"side": side.name, "key": key, "config_name": config.name,
-                                  "environment": environment_manifest(), "runner": runner})
+                                  "environment": environment_manifest(), "runner": runner}, storage)
     _check_quarantine_share(side, out_dir, manifest)
     if waits:
         saved_dir = graph.find()  # type: ignore[union-attr]
     graph_dir = urls.child(out_dir, TFT_OUTPUT) if side.transform and side.transform.kind == "tft" else \
         side.transform.path or saved_dir if side.transform and side.transform.kind == "saved" else None
     if graph_dir:
-        local = local_graph(graph_dir)  # a URL's graph: its local copy
-        analyzers.write(out_dir, analyzers.read_graph(local))
+        local = local_graph(graph_dir, storage)  # a URL's graph: its local copy
+        analyzers.write(out_dir, analyzers.read_graph(local), storage)
     timings = {"replay_seconds": round(time.monotonic() - started, 3)}
-    urls.write_text(urls.child(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
+    storage.write_text(urls.child(out_dir, output.TIMINGS), json.dumps(timings, indent=2, sort_keys=True) + "\n")
     progress.event("replay_done", side=side.name, records=manifest["records"]["read"],
                    quarantined=manifest["records"]["quarantined"],
                    **{what.removeprefix("records_"): counts[what] for what in (STAGED, WRITTEN) if what in counts},

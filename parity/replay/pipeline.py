@@ -37,6 +37,7 @@ from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.transform import RecordError, TFTInput
 from parity.storage import urls
+from parity.storage.context import Storage
 
 BATCH_SIZE = 2000
 # Records per batch when the set is written to a URL: each batch costs a few objects (its spill, written and read
@@ -50,19 +51,21 @@ TFT_BATCH_SIZE = 1000  # rows per record batch the TFT analysis reads (the large
 class ReplaySide(beam.PTransform):
     """Replays the captured records of one side through its six stages and writes its fingerprint set.
 
-    Input: the pipeline root. Output: a PCollection of (part name, fingerprint rows), one per batch.
+    Input: the pipeline root. Output: a PCollection of (part name, fingerprint rows), one per batch. `storage`: the
+    run's storage context, which every step that reads or writes a file carries to its workers.
     """
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, graph: FromSideGraph | None = None,
                  batch_size: int | None = None, reorder: bool = False, gate: TransformGate | None = None,
-                 spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
+                 spills: spill.SpillPolicy = spill.SpillPolicy.KEEP, *, storage: Storage):
         super().__init__()
+        self.storage = storage
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
         self.config = config
         self.side = side
         self.out_dir = out_dir
         # where a `saved: {from_side}` transform finds the other side's graph (by default: beside out_dir)
-        self.graph = graph or FromSideGraph.of(config, side, out_dir)
+        self.graph = graph or FromSideGraph.of(config, side, out_dir, storage=storage)
         self.batch_size = batch_size or batch_size_for(out_dir)
         # while the other side replays at once (`parity.replay.gate`): a TFT side says `ready` once its graph is
         # written; a `saved: {from_side}` side stages every batch, then waits for that graph
@@ -71,7 +74,7 @@ class ReplaySide(beam.PTransform):
 
     def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
         side = self.side
-        files = _capture_files(self.config, side)
+        files = _capture_files(self.config, side, self.storage)
         batch_size = self.batch_size
         if self.reorder:
             files = files[::-1]
@@ -80,20 +83,22 @@ class ReplaySide(beam.PTransform):
                    # reshuffled: a runner with workers spreads the files over them (else one reads them all)
                    | "CaptureFiles" >> beam.Create(files, reshuffle=True)
                    | "ReadBatches" >> beam.ParDo(ReadBatchesFn(side, batch_size, self.out_dir, self.reorder,
-                                                                   redact=self.config.report.redact))
+                                                                   redact=self.config.report.redact,
+                                                                   storage=self.storage))
                    .with_output_types(RecBatch))
-        spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read"))
+        spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read", self.storage))
         late = self._lateness(batches)
         merges = self._merges(spilled, late)
         aggregates = self._aggregates(batches, spilled, late, merges)
-        staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills), late=late, merges=merges,
+        staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills, storage=self.storage),
+                                                       late=late, merges=merges,
                                                        aggregates=aggregates).with_output_types(RecBatch)
         transformed = self._transform(staged)
         if side.model is not None:
-            transformed = transformed | "Model" >> beam.ParDo(ApplyModelFn(self.out_dir, side)) \
+            transformed = transformed | "Model" >> beam.ParDo(ApplyModelFn(self.out_dir, side, storage=self.storage)) \
                 .with_output_types(RecBatch)
-        rows = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side))
-        _ = rows | "WriteBuckets" >> WriteBuckets(self.out_dir)
+        rows = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side, storage=self.storage))
+        _ = rows | "WriteBuckets" >> WriteBuckets(self.out_dir, self.storage)
         return rows
 
     def _lateness(self, batches: beam.PCollection) -> Any:
@@ -116,7 +121,7 @@ class ReplaySide(beam.PTransform):
         if not window_stage.is_merging(windowfn):
             return beam.pvalue.AsSingleton(spilled.pipeline | "NoMerging" >> beam.Create([{}]))
         merged = (spilled
-                  | "ProtoWindows" >> beam.ParDo(spill.OfSpilledFn(merge_rows), late=late)
+                  | "ProtoWindows" >> beam.ParDo(spill.OfSpilledFn(merge_rows, storage=self.storage), late=late)
                   | "WindowsPerKey" >> beam.CombinePerKey(_union)
                   | "MergeWindows" >> beam.Map(lambda kv: (kv[0], window_stage.merge_windows(windowfn, kv[1])))
                   | "AllMerges" >> beam.combiners.ToDict())
@@ -140,18 +145,20 @@ class ReplaySide(beam.PTransform):
         the lateness and the merges are complete (`spill.OfSpilledFn`)."""
         if not self._has_lateness() and not window_stage.is_merging(window_stage.build_windowfn(self.side.window)):
             return batches | "AggregatePartials" >> beam.FlatMap(aggregate_partials, self.side, {}, {})
-        return spilled | "AggregatePartials" >> beam.ParDo(spill.OfSpilledFn(aggregate_partials, self.side),
-                                                           late=late, merges=merges)
+        return spilled | "AggregatePartials" >> beam.ParDo(
+            spill.OfSpilledFn(aggregate_partials, self.side, storage=self.storage), late=late, merges=merges)
 
     def _transform(self, staged: beam.PCollection) -> beam.PCollection:
         spec = self.side.transform
         if spec is None or spec.kind == "python":
-            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None)).with_output_types(RecBatch)
+            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, storage=self.storage)) \
+                .with_output_types(RecBatch)
         if spec.kind == "saved" and self.graph is not None and self.gate is not None:
             return self._gated(staged, self.graph, self.gate)
         if spec.kind == "saved":
             saved = spec.path or self.graph.find()  # type: ignore[union-attr]
-            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved)).with_output_types(RecBatch)
+            return staged | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, saved, storage=self.storage)) \
+                .with_output_types(RecBatch)
         return self._tft(staged)
 
     def _gated(self, staged: beam.PCollection, graph: FromSideGraph, gate: TransformGate) -> beam.PCollection:
@@ -161,12 +168,13 @@ class ReplaySide(beam.PTransform):
             staged = staged | "SavedInputs" >> beam.ParDo(SavedInputsFn(
                 types, list(graph.candidates), self.side.capture.tfmd_text)).with_output_types(RecBatch)
         spilled = (staged
-                   | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
-                   | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged")))
+                   | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir, storage=self.storage))
+                   .with_output_types(RecBatch)
+                   | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged", self.storage)))
         found = (spilled
                  | "CountStaged" >> beam.combiners.Count.Globally()
                  | "AwaitGraph" >> beam.Map(await_graph, gate, graph))
-        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, self.spills),
+        return spilled | "Transform" >> beam.ParDo(ApplyTransformFn(self.side, None, self.spills, storage=self.storage),
                                                    beam.pvalue.AsSingleton(found)).with_output_types(RecBatch)
 
     def _tft(self, staged: beam.PCollection) -> beam.PCollection:
@@ -181,7 +189,7 @@ class ReplaySide(beam.PTransform):
         tft_input = TFTInput(types, side.capture.tfmd_text)
         metadata = tft_input.metadata
         preprocessing_fn = _with_custom_config(self.config, side)
-        output_dir, temp_dir = _tft_folders(self.config, side, self.out_dir)
+        output_dir, temp_dir = _tft_folders(self.config, side, self.out_dir, self.storage)
         # The raw schema is known before the job runs; serving (and `saved`) reads it from metadata/.
         metadata_io.write_metadata(metadata, os.path.join(output_dir, "metadata"))
         # Record batches of a fixed size, cut from parity's own batches: float32 analyzers (scale_to_z_score's
@@ -212,9 +220,10 @@ class ReplaySide(beam.PTransform):
         if self.gate is not None:  # the other side, gated, may go on
             _ = written | "GraphWritten" >> beam.Map(graph_written, self.gate)
         return (staged
-                | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir)).with_output_types(RecBatch)
-                | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged"))
-                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, self.spills),
+                | "WriteStageValues" >> beam.ParDo(WriteStageValuesFn(self.out_dir, storage=self.storage))
+                .with_output_types(RecBatch)
+                | "SpillStaged" >> beam.ParDo(spill.SpillFn(self.out_dir, "staged", self.storage))
+                | "Transform" >> beam.ParDo(ApplyTransformFn(side, output_dir, self.spills, storage=self.storage),
                                             beam.pvalue.AsSingleton(written)).with_output_types(RecBatch))
 
 
@@ -226,7 +235,7 @@ def batch_size_for(out_dir: str) -> int:
 TFT_TEMP = "_tft_tmp"
 
 
-def _tft_folders(config: Config, side: SideConfig, out_dir: str) -> tuple[str, str]:
+def _tft_folders(config: Config, side: SideConfig, out_dir: str, storage: Storage) -> tuple[str, str]:
     """Where a TFT side's graph (`tft_output`, under the set's folder) and TFT's temporary files go. Locally:
     `tft_output` and `_tft_tmp` in the set's folder, as always. On a URL set: the temporary files under Beam's
     `--temp_location` when given (`<temp_location>/parity_tft_tmp`), else `_tft_tmp` under the set's URL.
@@ -242,7 +251,7 @@ def _tft_folders(config: Config, side: SideConfig, out_dir: str) -> tuple[str, s
         return os.path.join(out_dir, TFT_OUTPUT), os.path.join(out_dir, TFT_TEMP)
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
-    temp_location = PipelineOptions(list(urls.options())).view_as(GoogleCloudOptions).temp_location
+    temp_location = PipelineOptions(list(storage.options)).view_as(GoogleCloudOptions).temp_location
     temp_dir = urls.child(temp_location, "parity_tft_tmp") if temp_location else urls.child(out_dir, TFT_TEMP)
     output_dir = urls.child(out_dir, TFT_OUTPUT)
     for path, what in ((output_dir, "the graph it exports (tft_output, under --out)"),
@@ -325,16 +334,17 @@ def _input_kinds(tft_input: TFTInput) -> str:
 class FromSideGraph:
     """Where a `saved: {from_side}` transform finds the graph the other side exported, in order: that side's
     TFT output folder, then its folder itself (`parity replay --transform-from DIR`, else the sibling of the
-    side's own folder named after it)."""
+    side's own folder named after it), looked for with the run's storage context."""
 
     config_path: str
     side: str
     from_side: str
     candidates: tuple[str, ...]
+    storage: Storage = Storage()
 
     @classmethod
     def of(cls, config: Config, side: SideConfig, out_dir: str,
-           transform_from: str | None = None) -> FromSideGraph | None:
+           transform_from: str | None = None, storage: Storage = Storage()) -> FromSideGraph | None:
         """The side's `from_side` graph's places, or None for any other transform."""
         spec = side.transform
         if spec is None or spec.kind != "saved" or spec.from_side is None:
@@ -343,12 +353,12 @@ class FromSideGraph:
             folder = urls.child(out_dir.rstrip("/").rsplit("/", 1)[0], spec.from_side)
         else:
             folder = transform_from or os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec.from_side)
-        return cls(config.path, side.name, spec.from_side, (urls.child(folder, TFT_OUTPUT), folder))
+        return cls(config.path, side.name, spec.from_side, (urls.child(folder, TFT_OUTPUT), folder), storage)
 
     def find(self) -> str:
         """The first place that holds an exported graph; a ConfigError naming the last when none does."""
         for path in self.candidates:
-            if urls.isdir(urls.child(path, "transform_fn")):
+            if self.storage.isdir(urls.child(path, "transform_fn")):
                 return path
         raise ConfigError(f"{self.config_path}: sides.{self.side}.transform.saved.from_side: no exported transform "
                           f"graph of side '{self.from_side}' at {self.candidates[-1]}; replay side "
@@ -399,10 +409,10 @@ def _tft_record_batches(batch: RecBatch, tft_input: TFTInput) -> Iterable[Any]:
         raise UserCodeError(f"record {batch.key_text(todo[exc.index])}: {exc}") from exc
 
 
-def _capture_files(config: Config, side: SideConfig) -> list[tuple[int, str, str]]:
+def _capture_files(config: Config, side: SideConfig, storage: Storage) -> list[tuple[int, str, str]]:
     from parity.capture import list_capture_files
 
-    files = list_capture_files(side.capture.path, config.base_dir)
+    files = list_capture_files(side.capture.path, config.base_dir, storage)
     return [(index, path, path if urls.is_url(path) else os.path.relpath(path, config.base_dir))
             for index, path in enumerate(files)]
 

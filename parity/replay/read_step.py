@@ -25,7 +25,7 @@ from parity.sets.redaction import redact_entry
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
 from parity.stages.timestamp import EventTime, TimestampError, to_micros
-from parity.storage import urls
+from parity.storage.context import Storage
 
 _IS_NONE = functools.partial(operator.is_, None)
 
@@ -46,16 +46,15 @@ class ReadBatchesFn(beam.DoFn):
     """Reads one capture file into batches; keys, stamps and windows each record; quarantines the rest."""
 
     def __init__(self, side: SideConfig, batch_size: int, out_dir: str, reorder: bool = False,
-                 redact: bool = False):
+                 redact: bool = False, *, storage: Storage):
         self._side = side
         self._redact = redact  # report.redact: quarantine entries without previews or values (parity.sets.redaction)
         self._reorder = reorder
         self._batch_size = batch_size
         self._out_dir = out_dir
-        self._storage = urls.options()  # the run's storage options, for a worker that reads a URL
+        self._storage = storage  # the run's storage context, for a worker that reads a URL
 
     def setup(self) -> None:
-        urls.configure(self._storage)
         side = self._side
         self._event_time = EventTime(side.timestamp)
         self._windowfn = window_stage.build_windowfn(side.window)
@@ -68,9 +67,9 @@ class ReadBatchesFn(beam.DoFn):
     def process(self, element: tuple[int, str, str]) -> Iterator[RecBatch]:
         file_index, path, display = element
         side = self._side
-        fmt = side.capture.format or detect_format(path)
+        fmt = side.capture.format or detect_format(path, self._storage)
         for batch_index, read in enumerate(read_file(path, fmt, side.capture.schema_dict, self._batch_size,
-                                                     display, side.capture.max_record_bytes)):
+                                                     display, side.capture.max_record_bytes, self._storage)):
             batch = RecBatch(f"{file_index:05d}-{batch_index:06d}")
             quarantined = [_quarantine_entry(q.location, q.reason, q.preview) for q in read.quarantined]
             first = batch_index * self._batch_size
@@ -81,7 +80,7 @@ class ReadBatchesFn(beam.DoFn):
             if quarantined:
                 if self._redact:
                     quarantined = [redact_entry(entry) for entry in quarantined]
-                write_quarantine_part(self._out_dir, batch.part, quarantined)
+                write_quarantine_part(self._out_dir, batch.part, quarantined, self._storage)
             if len(batch):
                 yield batch.reversed() if self._reorder else batch
 

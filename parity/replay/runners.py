@@ -13,7 +13,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from parity.choices import RUNNERS
 from parity.console.collector import collecting_less
 from parity.errors import ConfigError
-from parity.storage import urls
 
 
 
@@ -86,8 +85,6 @@ def check_beam_args(beam_args: Sequence[str] | None) -> None:
 
 def make_options(runner: str, beam_args: Sequence[str] | None) -> PipelineOptions:
     args = list(beam_args or [])
-    # URLs (s3://, gs://) use the run's storage options (--s3_endpoint_url, ...) in this process too
-    urls.configure(args)
     if runner == "FlinkRunner":
         from parity.replay.flink import flink_defaults
 

@@ -7,9 +7,9 @@ batches to files and handing on only their paths keeps one batch in memory at a 
 disk-backed shuffle would.
 
 The folder lives in the fingerprint set's output folder (which every worker already writes its parts to, a URL
-on a cluster: `parity.storage.urls`) and is removed when the replay ends; files are written whole under a
-name derived from the batch (a local rename, or one upload visible once complete), so a retried bundle
-rewrites the same file and a half-written one is never read.
+on a cluster, written with the run's storage context: `parity.storage.context`) and is removed when the replay
+ends; files are written whole under a name derived from the batch (a local rename, or one upload visible once
+complete), so a retried bundle rewrites the same file and a half-written one is never read.
 
 On the in-process runner, which never retries a bundle, each file is removed as soon as it is read
 (`SpillPolicy.CONSUME`): the page cache pages it held are reused by the files written next. Pages the kernel
@@ -25,6 +25,7 @@ from typing import Any, Iterator
 import apache_beam as beam
 
 from parity.storage import urls
+from parity.storage.context import Storage
 from parity.storage.files import replacing
 
 SPILL_DIR = "_spill"
@@ -37,18 +38,17 @@ def spill_dir(out_dir: str) -> str:
 class SpillFn(beam.DoFn):
     """Writes each batch to `<out_dir>/_spill/<tag>-<part>.pkl` and yields that path."""
 
-    def __init__(self, out_dir: str, tag: str):
+    def __init__(self, out_dir: str, tag: str, storage: Storage):
         self._out_dir = out_dir
         self._tag = tag
-        self._storage = urls.options()  # the run's storage options, for a worker that writes to a URL
+        self._storage = storage  # the run's storage context, for a worker that writes to a URL
 
     def setup(self) -> None:
-        urls.configure(self._storage)
         urls.makedirs(spill_dir(self._out_dir))
 
     def process(self, batch: Any) -> Iterator[str]:
         path = urls.child(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
-        write(path, batch)
+        write(path, batch, self._storage)
         yield path
 
 
@@ -62,16 +62,13 @@ class OfSpilledFn(beam.DoFn):
     the spill paths cross; the file is read here, and kept (the stages step reads it again once these side
     inputs are complete)."""
 
-    def __init__(self, fn: Any, *args: Any):
+    def __init__(self, fn: Any, *args: Any, storage: Storage):
         self._fn = fn
         self._args = args
-        self._storage = urls.options()
-
-    def setup(self) -> None:
-        urls.configure(self._storage)
+        self._storage = storage
 
     def process(self, path: str, **side_inputs: Any) -> Iterator[Any]:
-        yield from self._fn(load(path), *self._args, **side_inputs)
+        yield from self._fn(load(path, self._storage), *self._args, **side_inputs)
 
 
 class SpillPolicy(enum.Enum):
@@ -85,30 +82,30 @@ class SpillPolicy(enum.Enum):
         """CONSUME on the in-process DirectRunner, which never retries a bundle; KEEP elsewhere."""
         return cls.CONSUME if runner == "DirectRunner" else cls.KEEP
 
-    def load(self, path: str) -> Any:
+    def load(self, path: str, storage: Storage) -> Any:
         """The batch a SpillFn wrote to `path`, under this policy."""
-        return load(path, self is SpillPolicy.CONSUME)
+        return load(path, storage, self is SpillPolicy.CONSUME)
 
 
-def write(path: str, batch: Any) -> None:
+def write(path: str, batch: Any, storage: Storage) -> None:
     """Pickles `batch` to `path`, whole: a local file through a temporary one renamed into place, a URL as one
     upload, so that a half-written spill is never read."""
     if urls.is_url(path):
-        urls.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+        storage.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
     else:
         with replacing(path) as temporary, open(temporary, "wb") as handle:
             pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def load(path: str, consume: bool = False) -> Any:
+def load(path: str, storage: Storage, consume: bool = False) -> Any:
     """The batch a SpillFn wrote to `path`; `consume` removes the file once read (only where no bundle is
     ever retried: a retry would find the file gone)."""
-    with urls.open_read(path) as handle:
+    with storage.open_read(path) as handle:
         batch = pickle.load(handle)
     if consume:
-        urls.delete([path])
+        storage.delete([path])
     return batch
 
 
-def remove(out_dir: str) -> None:
-    urls.delete_tree(spill_dir(out_dir))
+def remove(out_dir: str, storage: Storage) -> None:
+    storage.delete_tree(spill_dir(out_dir))

@@ -24,7 +24,7 @@ from parity.stages import window as window_stage
 from parity.stages.coder import CoderFailure, build_coder, roundtrip_batch
 from parity.stages.seed import FunctionOp, SeedSpec, seed_outputs_many
 from parity.stages.window import DROPPED_LATE
-from parity.storage import urls
+from parity.storage.context import Storage
 
 
 _IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
@@ -47,13 +47,12 @@ def _seed_spec(side: SideConfig) -> SeedSpec | None:
 class ApplyStagesFn(beam.DoFn):
     """Window, shard, coder and seed stages of a batch, with the side-wide results as side inputs."""
 
-    def __init__(self, side: SideConfig, spills: spill.SpillPolicy = spill.SpillPolicy.KEEP):
+    def __init__(self, side: SideConfig, spills: spill.SpillPolicy = spill.SpillPolicy.KEEP, *, storage: Storage):
         self._side = side
         self._spills = spills  # what becomes of each read batch's spill file once loaded
-        self._storage = urls.options()  # the run's storage options: spill files may be on a URL
+        self._storage = storage  # the run's storage context: spill files may be on a URL
 
     def setup(self) -> None:
-        urls.configure(self._storage)
         side = self._side
         self._coder = None
         if side.coder is not None:
@@ -72,7 +71,7 @@ class ApplyStagesFn(beam.DoFn):
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
         # since the runner materialises whatever reaches this step (parity.replay.spill).
-        batch: RecBatch = self._spills.load(path)
+        batch: RecBatch = self._spills.load(path, self._storage)
         batch.expect(READ)
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []

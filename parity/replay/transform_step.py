@@ -18,7 +18,7 @@ from parity.replay.batch import RecBatch, side_field_types
 from parity.replay.culprit import first_failing, raised
 from parity.sets.fingerprint_set import write_stage_values
 from parity.stages.transform import PythonTransform, SavedTransform
-from parity.storage import urls
+from parity.storage.context import Storage
 
 
 def with_arrow_inputs(batch: RecBatch, tft_input: Any, chunk: int) -> RecBatch:
@@ -43,16 +43,13 @@ class WriteStageValuesFn(beam.DoFn):
     the batch without them (`input_bytes`, `locations` None, `value_bytes` empty): the step before a batch is
     spilled to wait for its transform, so that the spill carries its fingerprints but not its canonical bytes."""
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, *, storage: Storage):
         self._out_dir = out_dir
-        self._storage = urls.options()  # the run's storage options, for a worker that writes to a URL
-
-    def setup(self) -> None:
-        urls.configure(self._storage)
+        self._storage = storage  # the run's storage context, for a worker that writes to a URL
 
     def process(self, batch: RecBatch) -> Iterator[RecBatch]:
         write_stage_values(self._out_dir, batch.part, {"location": batch.locations, "input": batch.input_bytes,
-                                                       **batch.value_bytes})
+                                                       **batch.value_bytes}, self._storage)
         yield batch.staged()  # the input batch is not changed: the TFT analysis reads it too
 
 
@@ -98,29 +95,30 @@ class SavedInputsFn(beam.DoFn):
 class ApplyTransformFn(beam.DoFn):
     """The transform stage of a batch: a python function, an exported TFT graph, or a pass-through."""
 
-    def __init__(self, side: SideConfig, saved_dir: str | None, spills: spill.SpillPolicy | None = None):
+    def __init__(self, side: SideConfig, saved_dir: str | None, spills: spill.SpillPolicy | None = None, *,
+                 storage: Storage):
         self._side = side
         # None for a gated `saved` transform (`parity.replay.gate`): the graph's folder comes as the side input
         self._saved_dir = saved_dir
         self._spills = spills  # batches come as spill files, loaded under this policy (with TFT, while the
         # analysis runs); None: batches come whole
-        self._storage = urls.options()  # the run's storage options: spill files and a `saved` graph may be URLs
+        self._storage = storage  # the run's storage context: spill files and a `saved` graph may be URLs
 
     def setup(self) -> None:
-        urls.configure(self._storage)
         spec = self._side.transform
         self._python = PythonTransform(spec.ref.resolve(), spec.ref.text) \
             if spec is not None and spec.kind == "python" else None  # type: ignore[union-attr]
-        self._saved = SavedTransform(self._saved_dir, side_field_types(self._side),
-                                     self._side.capture.tfmd_text) if self._saved_dir else None
+        self._saved = SavedTransform(self._saved_dir, side_field_types(self._side), self._side.capture.tfmd_text,
+                                     self._storage) if self._saved_dir else None
 
     def process(self, batch, *side_inputs):  # no hints: Beam checks *args hints
         if self._spills is not None:
-            batch = self._spills.load(batch)
+            batch = self._spills.load(batch, self._storage)
         if self._saved is None and side_inputs:
             # the gated `saved` transform: the graph's folder arrives as a side input once it exists
             self._saved_dir = side_inputs[0]
-            self._saved = SavedTransform(self._saved_dir, side_field_types(self._side), self._side.capture.tfmd_text)
+            self._saved = SavedTransform(self._saved_dir, side_field_types(self._side), self._side.capture.tfmd_text,
+                                         self._storage)
         inputs = batch.transform_inputs
         todo = [i for i, value in enumerate(inputs) if value is not None]
         if self._saved is not None:

@@ -21,7 +21,7 @@ from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
 from parity.replay.culprit import first_failing
 from parity.sets.feature_columns import feature_columns
 from parity.sets.fingerprint_set import part_fingerprints, write_values
-from parity.storage import urls
+from parity.storage.context import Storage
 
 
 def _unencodable(key: str, stage: str, value: Any, exc: TypeError) -> str:
@@ -93,13 +93,12 @@ class WriteBatchFn(beam.DoFn):
     fingerprint rows (a table of FP_SCHEMA) to the bucket step, which runs fused with this one: the rows are not
     written per batch (on a URL that was an object written and read back for every batch)."""
 
-    def __init__(self, out_dir: str, side: SideConfig | None = None):
+    def __init__(self, out_dir: str, side: SideConfig | None = None, *, storage: Storage):
         self._out_dir = out_dir
         self._side = side  # its capture.max_record_bytes bounds each stage value too
-        self._storage = urls.options()  # the run's storage options, for a worker that writes to a URL
+        self._storage = storage  # the run's storage context, for a worker that writes to a URL
 
     def setup(self) -> None:
-        urls.configure(self._storage)
         self._counts = counters.SideCounters(self._side.name if self._side else "", counters.WRITTEN)
 
     def process(self, batch: RecBatch) -> Iterator[tuple[str, pa.Table]]:
@@ -135,6 +134,6 @@ class WriteBatchFn(beam.DoFn):
             check_value_sizes(batch, self._side, "transform", list(map(len, data)), values)
         value_columns["transform"], fp_columns["transform_fp"] = data, fps
         fp_columns["features"] = features
-        write_values(self._out_dir, batch.part, value_columns)
+        write_values(self._out_dir, batch.part, value_columns, self._storage)
         self._counts.add(counters.WRITTEN, count)
         yield batch.part, part_fingerprints(batch.part, fp_columns)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from parity.storage import urls
+from parity.storage.context import Storage
 
 ANALYZERS_FILE = "analyzers.json"
 FEEDS_FILE = "analyzer_feeds.json"
@@ -209,24 +210,25 @@ def _plain(array: np.ndarray) -> Any:
     return array.tolist()
 
 
-def write(set_dir: str, found: GraphAnalyzers) -> None:
+def write(set_dir: str, found: GraphAnalyzers, storage: Storage) -> None:
     """Writes the analyzer outputs and which features each constant feeds."""
     for name, data in ((ANALYZERS_FILE, found.outputs), (FEEDS_FILE, found.feeds)):
-        urls.write_text(urls.child(set_dir, name), json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
+        storage.write_text(urls.child(set_dir, name),
+                           json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
 
 
-def read(set_dir: str) -> dict[str, Any] | None:
+def read(set_dir: str, storage: Storage) -> dict[str, Any] | None:
     path = urls.child(set_dir, ANALYZERS_FILE)
-    if not urls.exists(path):
+    if not storage.exists(path):
         return None
-    data = json.loads(urls.read_text(path))
+    data = json.loads(storage.read_text(path))
     return data if isinstance(data, dict) else None
 
 
-def read_feeds(set_dir: str) -> dict[str, list[str]]:
+def read_feeds(set_dir: str, storage: Storage) -> dict[str, list[str]]:
     """`feeds` as written beside the analyzer outputs; empty for a set written without them."""
     path = urls.child(set_dir, FEEDS_FILE)
-    if not urls.exists(path):
+    if not storage.exists(path):
         return {}
-    data = json.loads(urls.read_text(path))
+    data = json.loads(storage.read_text(path))
     return data if isinstance(data, dict) else {}

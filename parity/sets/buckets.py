@@ -14,7 +14,7 @@ came in. Only buckets holding rows get a file and a summary.
 Example:
     >>> for bucket, table in split_rows(part_table):
     ...     ...                     # grouped by bucket by the job, then:
-    >>> summary = write_bucket(out_dir, bucket, tables)
+    >>> summary = write_bucket(out_dir, bucket, tables, storage)
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from parity.sets.fingerprint_set import (KEY_RANGE_BITS, BUCKET_FILES_DIR, BUCKE
                                          QUARANTINE, bucket_file, sort_rows)
 from parity.stages import STAGES
 from parity.storage import urls
+from parity.storage.context import Storage
 
 PREFIX_BITS = 16           # parity.compare.hashdiff's buckets: a summary counts the ones its rows fall in
 SALTS = np.array([0x9E3779B97F4A7C15 * (i + 1) % (1 << 64) for i in range(len(STAGES))], dtype=np.uint64)
@@ -114,7 +115,7 @@ def summarize(bucket: int, table: pa.Table) -> dict[str, Any]:
             "prefixes": int(len(np.unique(prefixes))), "features": sorted(features)}
 
 
-def write_bucket(out_dir: str, bucket: int, tables: Iterable[pa.Table]) -> dict[str, Any]:
+def write_bucket(out_dir: str, bucket: int, tables: Iterable[pa.Table], storage: Storage) -> dict[str, Any]:
     """Sorts a bucket's rows, writes them as `fingerprints/<bb>.parquet` in one write (a retry overwrites it),
     and returns its summary."""
     tables = list(tables)
@@ -124,27 +125,28 @@ def write_bucket(out_dir: str, bucket: int, tables: Iterable[pa.Table]) -> dict[
     path = bucket_file(out_dir, bucket)
     if not urls.is_url(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
-    urls.write_bytes(path, sink.getvalue().to_pybytes())
+    storage.write_bytes(path, sink.getvalue().to_pybytes())
     return summarize(bucket, table)
 
 
-def write_summaries(out_dir: str, summaries: Iterable[dict[str, Any]], quarantine_parts: list[str]) -> None:
+def write_summaries(out_dir: str, summaries: Iterable[dict[str, Any]], quarantine_parts: list[str],
+                    storage: Storage) -> None:
     """Writes the side's `quarantine.jsonl` (the quarantine parts' entries, sorted by location and reason) and
     `buckets.json` (every bucket's summary in bucket order, the quarantine's counts): the last writes of the
     job, once every bucket is written."""
     entries = []
     for path in sorted(quarantine_parts):
-        text = urls.read_bytes(path).decode("utf-8")
+        text = storage.read_bytes(path).decode("utf-8")
         entries.extend(json.loads(line) for line in text.splitlines() if line.strip())
     entries.sort(key=lambda e: (e["location"], e["reason"]))
     text = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries)
-    if text or not urls.is_url(out_dir):  # no empty object on a URL (`urls.write_bytes`): a missing file reads as []
-        urls.write_bytes(urls.join(out_dir, QUARANTINE), text.encode("utf-8"))
+    if text or not urls.is_url(out_dir):  # no empty object on a URL (`Storage.write_bytes`): a missing file reads as []
+        storage.write_bytes(urls.join(out_dir, QUARANTINE), text.encode("utf-8"))
     reasons: dict[str, int] = {}
     for entry in entries:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
     document = {"bucket_bits": KEY_RANGE_BITS, "folder": BUCKET_FILES_DIR,
                 "buckets": sorted(summaries, key=lambda s: s["bucket"]),
                 "quarantined": len(entries), "quarantine_reasons": dict(sorted(reasons.items()))}
-    urls.write_bytes(urls.join(out_dir, BUCKETS_FILE),
-                     (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    storage.write_bytes(urls.join(out_dir, BUCKETS_FILE),
+                       (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8"))

@@ -10,8 +10,8 @@ Layout of a set (format `parity.fingerprints/1`, documented in docs/fingerprint-
     DIR/quarantine.jsonl       one line per quarantined record: location, reason, preview
 
 Sets are read as data only: Parquet and JSON, never pickle. A set's folder may be a URL Beam's FileSystems
-support (`s3://...`): every file here is read and written through `parity.storage.urls`, locally exactly as
-before (each write whole or not at all: a local rename, or one upload that is visible once complete).
+support (`s3://...`): every file here is read and written through a storage context (`parity.storage.context`),
+locally exactly as before (each write whole or not at all: a local rename, or one upload that is visible once complete).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from parity.sets.feature_columns import FEATURE_MAP, map_array
 from parity.sets.model_outputs import MODEL_DIR
 from parity.stages import STAGES
 from parity.storage import urls
+from parity.storage.context import Storage
 
 FORMAT = "parity.fingerprints/1"
 MANIFEST = "manifest.json"
@@ -76,10 +77,10 @@ def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa
     return pa.Table.from_pydict(columns, schema=FP_SCHEMA)
 
 
-def write_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
+def write_values(out_dir: str, part: str, values: dict[str, list | pa.Array], storage: Storage = Storage()) -> None:
     """A batch's value part, `values/<part>.parquet`, from VALUE_SCHEMA's columns (or only the late ones, when the
     stages before the transform went to `write_stage_values`)."""
-    _write_values_table(out_dir, part, _values_table(values))
+    _write_values_table(out_dir, part, _values_table(values), storage)
 
 
 def _values_table(values: dict[str, list | pa.Array]) -> pa.Table:
@@ -88,21 +89,23 @@ def _values_table(values: dict[str, list | pa.Array]) -> pa.Table:
     return pa.Table.from_pydict(values, schema=LATE_VALUE_SCHEMA if late else VALUE_SCHEMA)
 
 
-def _write_values_table(out_dir: str, part: str, values: pa.Table) -> None:
+def _write_values_table(out_dir: str, part: str, values: pa.Table, storage: Storage) -> None:
     urls.makedirs(urls.child(out_dir, VALUES_DIR))
-    _write_value_part(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"))
+    _write_value_part(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), storage)
 
 
-def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Array]) -> None:
+def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Array],
+                       storage: Storage = Storage()) -> None:
     """A batch's location and stage bytes before the transform (STAGE_VALUE_COLUMNS), written before the batch
     is spilled to wait for its transform: `stage_values/<part>.parquet`. Its `values/<part>.parquet` then holds
     only the other columns (`write_values` given them alone)."""
     folder = urls.child(out_dir, STAGE_VALUES_DIR)
     urls.makedirs(folder)
-    _write_value_part(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"))
+    _write_value_part(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"),
+                      storage)
 
 
-def read_values(set_dir: str, part: str, columns: list[str] | None = None) -> pa.Table:
+def read_values(set_dir: str, part: str, columns: list[str] | None = None, storage: Storage = Storage()) -> pa.Table:
     """`columns` (default: all of VALUE_SCHEMA, in its order) of a part's values rows, from `values/<part>.parquet`
     and, for a part whose stages before the transform were written apart, `stage_values/<part>.parquet`.
 
@@ -112,12 +115,12 @@ def read_values(set_dir: str, part: str, columns: list[str] | None = None) -> pa
     columns = list(VALUE_SCHEMA.names) if columns is None else columns
     path = urls.child(set_dir, VALUES_DIR, f"{part}.parquet")
     early = urls.child(set_dir, STAGE_VALUES_DIR, f"{part}.parquet")
-    if not urls.exists(early):
-        return _read_parquet(path, columns, VALUE_SCHEMA)
+    if not storage.exists(early):
+        return _read_parquet(path, columns, VALUE_SCHEMA, storage)
     late = [c for c in columns if c not in STAGE_VALUE_COLUMNS]
     staged = [c for c in columns if c in STAGE_VALUE_COLUMNS]
-    tables = [_read_parquet(path, late, LATE_VALUE_SCHEMA) if late else None,
-              _read_parquet(early, staged, STAGE_VALUE_SCHEMA) if staged else None]
+    tables = [_read_parquet(path, late, LATE_VALUE_SCHEMA, storage) if late else None,
+              _read_parquet(early, staged, STAGE_VALUE_SCHEMA, storage) if staged else None]
     if tables[0] is not None and tables[1] is not None and tables[0].num_rows != tables[1].num_rows:
         raise FingerprintSetError(f"{early}: {tables[1].num_rows} rows, but {path} has {tables[0].num_rows}; the "
                                   f"set is damaged: replay the side again")
@@ -125,7 +128,7 @@ def read_values(set_dir: str, part: str, columns: list[str] | None = None) -> pa
     return pa.table([found[c] for c in columns], names=columns)
 
 
-def _read_parquet(path: str, columns: list[str], schema: pa.Schema) -> pa.Table:
+def _read_parquet(path: str, columns: list[str], schema: pa.Schema, storage: Storage) -> pa.Table:
     """The columns, canonical bytes as `large_binary`: a part whose values pass 2 GiB in all (a transform
     returning 20 MiB strings, 103 records) is read in chunks, and `take` of `binary` chunks concatenates them
     behind 32-bit offsets ("offset overflow"). Read as they are written, then cast chunk by chunk: reading with
@@ -133,7 +136,7 @@ def _read_parquet(path: str, columns: list[str], schema: pa.Schema) -> pa.Table:
     wanted = pa.schema([pa.field(f.name, pa.large_binary()) if pa.types.is_binary(f.type) else f
                         for f in (schema.field(name) for name in columns)])
     try:
-        with pq.ParquetFile(urls.readable(path)) as reader:
+        with pq.ParquetFile(storage.readable(path)) as reader:
             missing = [name for name in columns if name not in reader.schema_arrow.names]
             if missing:
                 raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: no column "
@@ -143,29 +146,29 @@ def _read_parquet(path: str, columns: list[str], schema: pa.Schema) -> pa.Table:
         raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: {exc}") from exc
 
 
-def write_quarantine_part(out_dir: str, part: str, entries: list[dict]) -> None:
+def write_quarantine_part(out_dir: str, part: str, entries: list[dict], storage: Storage) -> None:
     parts = urls.child(out_dir, PARTS_DIR)
     urls.makedirs(parts)
     path = urls.child(parts, f"{part}.quarantine.jsonl")
-    urls.write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
+    storage.write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
 
 
-def _read_fp_part(path: str) -> pa.Table:
+def _read_fp_part(path: str, storage: Storage) -> pa.Table:
     """A fingerprint part: an Arrow IPC file, or a Parquet file (the parts `tap_set` merges taps into)."""
     if path.endswith(FP_PART_SUFFIX):
         if urls.is_url(path):  # a batch's rows: read whole, then parsed in memory
-            return pa.ipc.open_file(pa.py_buffer(urls.read_bytes(path))).read_all()
+            return pa.ipc.open_file(pa.py_buffer(storage.read_bytes(path))).read_all()
         with pa.memory_map(path) as source:
             return pa.ipc.open_file(source).read_all()
-    return pq.read_table(urls.readable(path), schema=FP_SCHEMA)
+    return pq.read_table(storage.readable(path), schema=FP_SCHEMA)
 
 
-def _fp_part_rows(path: str) -> int:
+def _fp_part_rows(path: str, storage: Storage) -> int:
     if path.endswith(FP_PART_SUFFIX):
-        with (pa.PythonFile(urls.open_read(path), mode="r") if urls.is_url(path) else pa.memory_map(path)) as source:
+        with (pa.PythonFile(storage.open_read(path), mode="r") if urls.is_url(path) else pa.memory_map(path)) as source:
             reader = pa.ipc.open_file(source)
             return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    return pq.read_metadata(urls.readable(path)).num_rows
+    return pq.read_metadata(storage.readable(path)).num_rows
 
 
 # Value parts: columns of mostly distinct canonical bytes, so no dictionary pages (they cost write time and save no
@@ -175,11 +178,11 @@ def _fp_part_rows(path: str) -> int:
 VALUE_PARQUET_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": False, "write_statistics": False}
 
 
-def _write_value_part(table: pa.Table, path: str, compression: str | None = None) -> None:
+def _write_value_part(table: pa.Table, path: str, storage: Storage, compression: str | None = None) -> None:
     """Writes a value part `table` to `path` through a temporary file (VALUE_PARQUET_OPTIONS; `compression` other
     than theirs only for benchmarks/value_codecs.py, which compares codecs with this same writer)."""
     options = VALUE_PARQUET_OPTIONS if compression is None else {**VALUE_PARQUET_OPTIONS, "compression": compression}
-    with urls.open_write(path) as target:
+    with storage.open_write(path) as target:
         pq.write_table(table, target, **options)
 
 
@@ -219,7 +222,7 @@ def key_prefix(key_fps: pa.Array | pa.ChunkedArray, bits: int) -> np.ndarray:
     return first >> (8 - bits)
 
 
-def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> tuple[int, set[str]]:
+def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str, storage: Storage) -> tuple[int, set[str]]:
     """Writes the rows of all parts to `out_path` sorted by SORT_KEYS; returns (rows, feature names).
 
     Up to SORT_ROWS rows are concatenated and sorted in memory. Larger sets take one pass over the parts that
@@ -231,14 +234,14 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
     output written next (the kernel fills pages it has not handed out lately several times slower:
     parity.replay.spill).
     """
-    rows = sum(map(_fp_part_rows, fp_parts))
+    rows = sum(_fp_part_rows(path, storage) for path in fp_parts)
     features: set[str] = set()
     bits = spill_bits(rows)
     if bits == 0:
-        tables = [_read_and_remove(p) for p in fp_parts]
+        tables = [_read_and_remove(p, storage) for p in fp_parts]
         table = pa.concat_tables(tables) if tables else FP_SCHEMA.empty_table()
         table = sort_rows(table)
-        with urls.open_write(out_path) as target:
+        with storage.open_write(out_path) as target:
             pq.write_table(table, target, **FP_PARQUET_OPTIONS)
         _add_features(features, table)
         return table.num_rows, features
@@ -256,7 +259,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
         buffered.clear()
 
     for path in fp_parts:
-        table = _read_and_remove(path)
+        table = _read_and_remove(path, storage)
         prefixes = key_prefix(table.column("key_fp"), bits)
         order = np.argsort(prefixes, kind="stable")
         table, prefixes = take_rows(table, order), prefixes[order]
@@ -269,7 +272,7 @@ def _sorted_fingerprints(fp_parts: list[str], out_path: str, spill_dir: str) -> 
             count = 0
     spill()
     written = 0
-    with urls.open_write(out_path) as target, pq.ParquetWriter(target, FP_SCHEMA, **FP_PARQUET_OPTIONS) as writer:
+    with storage.open_write(out_path) as target, pq.ParquetWriter(target, FP_SCHEMA, **FP_PARQUET_OPTIONS) as writer:
         for prefix in sorted(spills):
             tables = []
             for path in spills[prefix]:
@@ -331,9 +334,9 @@ def _take_map(column: pa.ChunkedArray, indices: np.ndarray) -> pa.Array:
                      column.type)
 
 
-def _read_and_remove(path: str) -> pa.Table:
-    table = _read_fp_part(path)  # an Arrow IPC part stays mapped (and readable) until the table is freed
-    urls.delete([path])
+def _read_and_remove(path: str, storage: Storage) -> pa.Table:
+    table = _read_fp_part(path, storage)  # an Arrow IPC part stays mapped (and readable) until the table is freed
+    storage.delete([path])
     return table
 
 
@@ -342,14 +345,14 @@ def _add_features(features: set[str], table: pa.Table) -> None:
         features.update(pc.unique(chunk.keys).to_pylist())
 
 
-def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def finalize(out_dir: str, manifest: dict[str, Any], storage: Storage = Storage()) -> dict[str, Any]:
     """Writes the manifest of a set: from its bucket summaries when the job wrote them (`buckets.json`: a
     replay), reading nothing else; else (a tap set) after merging the batch parts into the sorted fingerprint
     file (in bounded memory)."""
-    if urls.isfile(urls.join(out_dir, BUCKETS_FILE)):
-        return _finalize_buckets(out_dir, manifest)
+    if storage.isfile(urls.join(out_dir, BUCKETS_FILE)):
+        return _finalize_buckets(out_dir, manifest, storage)
     parts_dir = urls.child(out_dir, PARTS_DIR)
-    listed = urls.list_folder(parts_dir)  # the parts workers wrote: local files, or objects under the set's URL
+    listed = storage.list_folder(parts_dir)  # the parts workers wrote: local files, or objects under the set's URL
     fp_parts = [path for path in listed if path.endswith((FP_PART_SUFFIX, ".parquet"))]
     quarantine_parts = [path for path in listed if path.endswith(".quarantine.jsonl")]
     # the sort's spill files are the client's own: beside the parts locally, in a local temporary folder when
@@ -357,46 +360,48 @@ def finalize(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
     spill_dir = urls.child(parts_dir, SPILL_DIR) if not urls.is_url(out_dir) else \
         os.path.join(tempfile.mkdtemp(prefix="parity-finalize-"), SPILL_DIR)
     try:
-        fingerprinted, features = _sorted_fingerprints(fp_parts, urls.child(out_dir, FINGERPRINTS), spill_dir)
+        fingerprinted, features = _sorted_fingerprints(fp_parts, urls.child(out_dir, FINGERPRINTS), spill_dir,
+                                                      storage)
     finally:
         if urls.is_url(out_dir):
-            urls.delete_tree(os.path.dirname(spill_dir))
+            storage.delete_tree(os.path.dirname(spill_dir))
     quarantined: list[dict] = []
     for path in quarantine_parts:
-        quarantined.extend(json.loads(line) for line in urls.read_text(path).split("\n") if line.strip())
+        quarantined.extend(json.loads(line) for line in storage.read_text(path).split("\n") if line.strip())
     quarantined.sort(key=lambda e: (e["location"], e["reason"]))
     text = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in quarantined)
-    if text or not urls.is_url(out_dir):  # no empty object on a URL (`urls.write_bytes`): a missing file reads as []
-        urls.write_text(urls.child(out_dir, QUARANTINE), text)
-    urls.delete(quarantine_parts)  # the fingerprint parts are gone
+    if text or not urls.is_url(out_dir):  # no empty object on a URL (`Storage.write_bytes`): a missing file reads as []
+        storage.write_text(urls.child(out_dir, QUARANTINE), text)
+    storage.delete(quarantine_parts)  # the fingerprint parts are gone
     if not urls.is_url(parts_dir) and os.path.isdir(parts_dir) and not os.listdir(parts_dir):
         os.rmdir(parts_dir)
     reasons: dict[str, int] = {}
     for entry in quarantined:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
-    return _write_manifest(out_dir, manifest, fingerprinted, features, len(quarantined), reasons)
+    return _write_manifest(out_dir, manifest, fingerprinted, features, len(quarantined), reasons, storage)
 
 
-def _finalize_buckets(out_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def _finalize_buckets(out_dir: str, manifest: dict[str, Any], storage: Storage) -> dict[str, Any]:
     """The manifest from `buckets.json` (the summaries the job's workers wrote; its size does not grow with the
     records); the job's batch parts are removed."""
-    summary = _read_buckets(out_dir)
+    summary = _read_buckets(out_dir, storage)
     fingerprinted = sum(b["rows"] for b in summary["buckets"])
     features = {name for b in summary["buckets"] for name in b["features"]}
     quarantined = summary["quarantined"]
     parts_dir = urls.join(out_dir, PARTS_DIR)
-    urls.delete(urls.match(urls.join(parts_dir, f"*{FP_PART_SUFFIX}"))
-                + urls.match(urls.join(parts_dir, "*.quarantine.jsonl"))
-                + urls.match(urls.join(parts_dir, ROUTED_DIR, "*", f"*{FP_PART_SUFFIX}")))
+    storage.delete(storage.match(urls.join(parts_dir, f"*{FP_PART_SUFFIX}"))
+                   + storage.match(urls.join(parts_dir, "*.quarantine.jsonl"))
+                   + storage.match(urls.join(parts_dir, ROUTED_DIR, "*", f"*{FP_PART_SUFFIX}")))
     if not urls.is_url(parts_dir) and os.path.isdir(parts_dir):
         for folder, _, _ in sorted(os.walk(parts_dir), reverse=True):  # the emptied folders, deepest first
             if not os.listdir(folder):
                 os.rmdir(folder)
-    return _write_manifest(out_dir, manifest, fingerprinted, features, quarantined, summary["quarantine_reasons"])
+    return _write_manifest(out_dir, manifest, fingerprinted, features, quarantined, summary["quarantine_reasons"],
+                           storage)
 
 
 def _write_manifest(out_dir: str, manifest: dict[str, Any], fingerprinted: int, features: Any, quarantined: int,
-                    reasons: dict[str, int]) -> dict[str, Any]:
+                    reasons: dict[str, int], storage: Storage) -> dict[str, Any]:
     """`manifest` with what both kinds of set (a replay's bucketed one, a tap set) record of their rows, written as
     the set's manifest.json, last (`read_set` refuses a folder without one)."""
     manifest = dict(manifest)
@@ -408,12 +413,12 @@ def _write_manifest(out_dir: str, manifest: dict[str, Any], fingerprinted: int, 
         "records": {"read": fingerprinted + quarantined, "fingerprinted": fingerprinted, "quarantined": quarantined},
         "quarantine_reasons": dict(sorted(reasons.items())),
     })
-    urls.write_text(urls.child(out_dir, MANIFEST), json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True)
-                    + "\n")
+    storage.write_text(urls.child(out_dir, MANIFEST), json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True)
+                       + "\n")
     return manifest
 
 
-def _read_buckets(set_dir: str) -> dict[str, Any]:
+def _read_buckets(set_dir: str, storage: Storage) -> dict[str, Any]:
     """`buckets.json`, checked for the fields the readers use.
 
     Raises:
@@ -421,7 +426,7 @@ def _read_buckets(set_dir: str) -> dict[str, Any]:
     """
     path = urls.join(set_dir, BUCKETS_FILE)
     try:
-        summary = json.loads(urls.read_bytes(path))
+        summary = json.loads(storage.read_bytes(path))
     except (OSError, ValueError) as exc:
         raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side again") from exc
     buckets = summary.get("buckets") if isinstance(summary, dict) else None
@@ -445,12 +450,13 @@ class FingerprintSet:
     `table` (all fingerprint rows) is read on first use; `iter_tables` streams the rows in key order without
     holding them all, which is what `parity diff` does. A set built from a table in memory (e.g. an aligned
     tap set) streams that table. `buckets`: a replayed set's bucket summaries (`buckets.json`, in bucket
-    order), or None for a set of one fingerprints file.
+    order), or None for a set of one fingerprints file. `storage`: the context its files are read with.
     """
 
     def __init__(self, path: str, manifest: dict[str, Any], table: pa.Table | None = None,
-                 buckets: list[dict[str, Any]] | None = None) -> None:
+                 buckets: list[dict[str, Any]] | None = None, storage: Storage = Storage()) -> None:
         self.path = path
+        self.storage = storage
         self.manifest = manifest
         self._table = table
         self.buckets = buckets if table is None else None
@@ -466,7 +472,7 @@ class FingerprintSet:
         if self._table is None:
             path = urls.child(self.path, FINGERPRINTS)
             try:
-                self._table = pq.read_table(urls.readable(path), schema=FP_SCHEMA)
+                self._table = pq.read_table(self.storage.readable(path), schema=FP_SCHEMA)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
         return self._table
@@ -481,7 +487,7 @@ class FingerprintSet:
             return self._table.num_rows
         if self.buckets is not None:
             return sum(b["rows"] for b in self.buckets)
-        return _open_fingerprints(self.path).metadata.num_rows
+        return _open_fingerprints(self.path, self.storage).metadata.num_rows
 
     def iter_tables(self, rows: int, skip: frozenset[int] = frozenset()) -> Iterator[pa.Table]:
         """The fingerprint rows in file order (sorted by key), about `rows` at a time, as FP_SCHEMA tables;
@@ -489,14 +495,14 @@ class FingerprintSet:
         if self.buckets is not None:  # bucket order is key order (the files, even once `table` was read)
             for bucket in self.buckets:
                 if bucket["bucket"] not in skip:
-                    yield from _iter_parquet(bucket_file(self.path, bucket["bucket"]), rows)
+                    yield from _iter_parquet(bucket_file(self.path, bucket["bucket"]), rows, self.storage)
             return
         if self._table is not None:
             for batch in self._table.to_batches(max_chunksize=rows):
                 yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
             return
         path = urls.child(self.path, FINGERPRINTS)
-        reader = _open_fingerprints(self.path)
+        reader = _open_fingerprints(self.path, self.storage)
         try:
             for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
                 yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
@@ -512,8 +518,7 @@ class FingerprintSet:
             return pa.array([], pa.string())
         path = bucket_file(self.path, key_range)
         try:
-            handle = path if not urls.is_url(path) else urls.open_read(path)
-            return pq.ParquetFile(handle).read(columns=["key"]).column("key").combine_chunks()
+            return pq.ParquetFile(self.storage.readable(path)).read(columns=["key"]).column("key").combine_chunks()
         except (OSError, pa.ArrowException, KeyError) as exc:
             raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side "
                                       f"again") from exc
@@ -529,9 +534,9 @@ class FingerprintSet:
 
     def quarantined(self) -> list[dict]:
         path = urls.child(self.path, QUARANTINE)
-        if not urls.exists(path):
+        if not self.storage.exists(path):
             return []
-        return [json.loads(line) for line in urls.read_text(path).split("\n") if line.strip()]
+        return [json.loads(line) for line in self.storage.read_text(path).split("\n") if line.strip()]
 
     def stage_columns(self, parts: list[str],
                       wanted: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[list, np.ndarray]]:
@@ -563,7 +568,7 @@ class FingerprintSet:
             path = self._values_path(part)  # refuses a part that is not a file name
             kinds = which[group]
             columns = [stages[i] for i in np.unique(kinds).tolist()]
-            table = read_values(self.path, part, columns)
+            table = read_values(self.path, part, columns, self.storage)
             for stage in columns:  # each stage's rows taken straight from the file's column: one take a stage
                 i = stages.index(stage)
                 mine = kinds == i
@@ -608,7 +613,7 @@ class FingerprintSet:
         for part, rows in sorted(by_part.items()):
             path = self._values_path(part)  # refuses a part that is not a file name
             order = sorted(set(rows))
-            table = _take(read_values(self.path, part), order, path)
+            table = _take(read_values(self.path, part, storage=self.storage), order, path)
             for row, record in zip(order, table.to_pylist()):
                 decoded: dict[str, Any] = {"location": record["location"], "key_bytes": record["key_bytes"]}
                 for stage in STAGES:
@@ -633,35 +638,35 @@ def _take(table: pa.Table, rows: list[int] | np.ndarray, path: str) -> pa.Table:
 VALUES_REMOVED = "values_removed"  # a manifest's mark: `remove_values` ran on the set
 
 
-def remove_values(set_dir: str, also: Iterable[str] = ()) -> None:
+def remove_values(set_dir: str, storage: Storage, also: Iterable[str] = ()) -> None:
     """What a check under `report.redact` leaves of a side's set once its reports are written: fingerprints,
     counts and the (redacted) quarantine, with no raw value. The value parts (`values/`, `stage_values/`, the model
     stage's outputs `model/`) and
     `also` (names in the set: the TFT graph, whose vocabularies are values, and analyzers.json) are removed,
     and the key column holds each key's fingerprint (its `key_fp` in hex, as redacted messages name records)."""
     for name in (VALUES_DIR, STAGE_VALUES_DIR, MODEL_DIR, *also):
-        urls.remove(urls.child(set_dir, name))
-    bucketed = urls.isfile(urls.child(set_dir, BUCKETS_FILE))
-    for path in (urls.match(urls.join(set_dir, BUCKET_FILES_DIR, "*.parquet")) if bucketed
+        storage.remove(urls.child(set_dir, name))
+    bucketed = storage.isfile(urls.child(set_dir, BUCKETS_FILE))
+    for path in (storage.match(urls.join(set_dir, BUCKET_FILES_DIR, "*.parquet")) if bucketed
                  else [urls.child(set_dir, FINGERPRINTS)]):
-        table = pq.read_table(urls.readable(path))
+        table = pq.read_table(storage.readable(path))
         keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
         table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
-        with urls.open_write(path) as target:
+        with storage.open_write(path) as target:
             pq.write_table(table, target, **FP_PARQUET_OPTIONS)
     manifest_path = urls.child(set_dir, MANIFEST)
-    manifest = json.loads(urls.read_text(manifest_path))
+    manifest = json.loads(storage.read_text(manifest_path))
     manifest[VALUES_REMOVED] = True
-    urls.write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    storage.write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
-def read_set(path: str) -> FingerprintSet:
-    """Opens a fingerprint set, refusing clearly what parity cannot read."""
+def read_set(path: str, storage: Storage = Storage()) -> FingerprintSet:
+    """Opens a fingerprint set with the storage context `storage`, refusing clearly what parity cannot read."""
     manifest_path = urls.child(path, MANIFEST)
     try:
-        if urls.is_url(manifest_path) and not urls.isfile(manifest_path):
+        if urls.is_url(manifest_path) and not storage.isfile(manifest_path):
             raise FileNotFoundError(manifest_path)
-        manifest = json.loads(urls.read_text(manifest_path))
+        manifest = json.loads(storage.read_text(manifest_path))
     except FileNotFoundError as exc:
         raise FingerprintSetError(f"{path}: not a fingerprint set (no {MANIFEST}); pass a folder written by "
                                   f"`parity replay` or by a parity.beam tap") from exc
@@ -688,15 +693,16 @@ def read_set(path: str) -> FingerprintSet:
             raise FingerprintSetError(f"{manifest_path}: field '{field}' must be {what}, got "
                                       f"{json.dumps(manifest[field])[:80]}; the set is damaged: replay the side "
                                       f"again")
-    if urls.exists(urls.join(path, BUCKETS_FILE)) or urls.exists(urls.join(path, BUCKET_FILES_DIR)):
+    if storage.exists(urls.join(path, BUCKETS_FILE)) or storage.exists(urls.join(path, BUCKET_FILES_DIR)):
         # a bucketed set (its summaries refused when missing): its bucket files are opened when read
-        return FingerprintSet(path=path, manifest=manifest, buckets=_read_buckets(path)["buckets"])
-    reader = _open_fingerprints(path)  # the rows are read when used: `parity diff` streams them
+        return FingerprintSet(path=path, manifest=manifest, buckets=_read_buckets(path, storage)["buckets"],
+                              storage=storage)
+    reader = _open_fingerprints(path, storage)  # the rows are read when used: `parity diff` streams them
     missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
     if missing:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: columns {', '.join(missing)} are "
                                   f"missing; the set is damaged: replay the side again")
-    return FingerprintSet(path=path, manifest=manifest)
+    return FingerprintSet(path=path, manifest=manifest, storage=storage)
 
 
 # optional manifest fields that `parity diff` reads, with the type it reads them as
@@ -705,17 +711,17 @@ _MANIFEST_FIELDS = (("environment", dict, "a mapping of library to version"),
                     ("config_name", (str, type(None)), "a string"))
 
 
-def _open_fingerprints(path: str) -> pq.ParquetFile:
+def _open_fingerprints(path: str, storage: Storage) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(urls.readable(urls.child(path, FINGERPRINTS)))
+        return pq.ParquetFile(storage.readable(urls.child(path, FINGERPRINTS)))
     except (OSError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: {exc}") from exc
 
 
-def _iter_parquet(path: str, rows: int) -> Iterator[pa.Table]:
+def _iter_parquet(path: str, rows: int, storage: Storage) -> Iterator[pa.Table]:
     """A bucket file's rows, about `rows` at a time, as FP_SCHEMA tables."""
     try:
-        handle = path if not urls.is_url(path) else urls.open_read(path)
+        handle = path if not urls.is_url(path) else storage.open_read(path)
         reader = pq.ParquetFile(handle)
         missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
         if missing:

@@ -18,6 +18,7 @@ from parity.sets.fingerprint_set import (FINGERPRINTS, FP_SCHEMA, MANIFEST, QUAR
 from parity.sets.tap_set import (SAMPLE_RULE, TAP_FORMAT, UNTAPPED_FP, _write_json_atomic, is_tap_set, sample_rate,
                                  sample_threshold, sampled_mask, stages_tapped)
 from parity.stages import STAGES
+from parity.storage.context import Storage
 
 
 def _check_tap_manifest(fset: FingerprintSet) -> None:
@@ -111,7 +112,7 @@ def _aligned(fset: FingerprintSet, compared: list[str], rate: float) -> Fingerpr
                           "outside_sample": previous.get("outside_sample", 0) + outside}
     manifest["sample_rate"] = rate
     manifest["stages_compared"] = compared
-    return FingerprintSet(path=fset.path, manifest=manifest, table=table)
+    return FingerprintSet(path=fset.path, manifest=manifest, table=table, storage=fset.storage)
 
 
 def write_view(fset: FingerprintSet, out_dir: str) -> str:
@@ -129,7 +130,7 @@ def write_view(fset: FingerprintSet, out_dir: str) -> str:
             os.symlink(os.path.abspath(source), target)
     manifest = dict(fset.manifest)
     manifest["view_of"] = os.path.abspath(fset.path)
-    _write_json_atomic(os.path.join(out_dir, MANIFEST), manifest)
+    _write_json_atomic(os.path.join(out_dir, MANIFEST), manifest, Storage())  # a local folder
     return out_dir
 
 

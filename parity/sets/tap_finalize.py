@@ -19,13 +19,14 @@ from parity.sets.tap_set import (NOT_KEPT_BYTES, DROPPED_LATE, DROPPED_LATE_FP, 
                                  SAMPLE_RULE, TAP_FORMAT, TAP_META, TAPS_DIR, UNTAPPED, UNTAPPED_FP, VALUES_RULE)
 from parity.stages import STAGES
 from parity.storage import urls
+from parity.storage.context import Storage
 
 
-def _read_taps(set_dir: str) -> list[dict[str, Any]]:
+def _read_taps(set_dir: str, storage: Storage) -> list[dict[str, Any]]:
     taps = []
-    for path in urls.match(urls.child(set_dir, TAPS_DIR, "*", "*", TAP_META)):
+    for path in storage.match(urls.child(set_dir, TAPS_DIR, "*", "*", TAP_META)):
         try:
-            meta = json.loads(urls.read_text(path))
+            meta = json.loads(storage.read_text(path))
         except (OSError, ValueError) as exc:
             raise FingerprintSetError(f"{path}: unreadable tap settings: {exc}") from exc
         if not isinstance(meta, dict) or meta.get("tap_format") != TAP_FORMAT:
@@ -68,7 +69,8 @@ def _key_definition(taps: list[dict], key: Any) -> Any:
 def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] | str | None = None,
                      stages_tapped: Sequence[str] | None = None, environment: dict[str, Any] | None = None,
                      *, config_name: str = "", keep_values: int | None | str = "tap",
-                     transform_graph: str | None = None, keep_parts: bool = False) -> dict[str, Any]:
+                     transform_graph: str | None = None, keep_parts: bool = False,
+                     storage: Storage = Storage()) -> dict[str, Any]:
     """Merges the parts the taps of one pipeline wrote under `set_dir` into a fingerprint set; returns the
     manifest. Run it once the pipeline has finished.
 
@@ -85,12 +87,13 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
         transform_graph: the TFT output dir the job's transform applies: its analyzer outputs are recorded
             (`analyzers.json`), so the report compares them with the other side's.
         keep_parts: keep `_taps/` (by default it is removed once merged).
+        storage: the storage context the set is read and written with (its pipeline options for a URL).
 
     Raises:
         FingerprintSetError: no taps, taps that disagree (side, sampling, key fields, format), or
             `stages_tapped` that does not match the taps found.
     """
-    taps = _read_taps(set_dir)
+    taps = _read_taps(set_dir, storage)
     if not taps:
         raise FingerprintSetError(f"{set_dir}: no taps wrote here (no {TAPS_DIR}/<stage>/<label>/{TAP_META}); "
                                   f"insert parity.beam.TapStage(stage, {set_dir!r}, ...) into the pipeline "
@@ -115,15 +118,15 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
     if late_stages:
         raise FingerprintSetError(f"{set_dir}: late=True taps must tap the window stage, found {late_stages}")
 
-    merged = _merge(taps, found)
+    merged = _merge(taps, found, storage)
     kept = merged.kept(keep_values)
-    quarantined = _quarantine_entries(taps, later=False)
-    _reset_outputs(set_dir)
-    _write_merged(set_dir, merged, kept, redact)
+    quarantined = _quarantine_entries(taps, storage, later=False)
+    _reset_outputs(set_dir, storage)
+    _write_merged(set_dir, merged, kept, redact, storage)
     if quarantined:
-        write_quarantine_part(set_dir, "tap", quarantined)
+        write_quarantine_part(set_dir, "tap", quarantined, storage)
 
-    environments = _worker_environments(taps)
+    environments = _worker_environments(taps, storage)
     manifest: dict[str, Any] = {
         "side": side, "key": key_def, "config_name": config_name,
         "environment": environment if environment is not None else (environments[0] if environments else {}),
@@ -134,26 +137,26 @@ def finalize_tap_set(set_dir: str, side: str | None = None, key: Sequence[str] |
                    "keep_values": keep_values, "redacted": redact, "rule": VALUES_RULE},
         "taps": [{k: t.get(k) for k in ("stage", "label", "late", "key", "sample_rate", "keep_values",
                                         "redact", "side")} for t in taps],
-        "quarantined_later_stages": sum(1 for e in _quarantine_entries(taps, later=True)),
+        "quarantined_later_stages": sum(1 for e in _quarantine_entries(taps, storage, later=True)),
     }
     if len(environments) > 1:
         manifest["worker_environments"] = environments
     if transform_graph is not None:
         from parity.sets import analyzers
 
-        analyzers.write(set_dir, analyzers.read_graph(transform_graph))
+        analyzers.write(set_dir, analyzers.read_graph(transform_graph), storage)
     if not keep_parts:
-        urls.delete_tree(urls.child(set_dir, TAPS_DIR))
-    return finalize(set_dir, manifest)
+        storage.delete_tree(urls.child(set_dir, TAPS_DIR))
+    return finalize(set_dir, manifest, storage)
 
 
-def _reset_outputs(set_dir: str) -> None:
+def _reset_outputs(set_dir: str, storage: Storage) -> None:
     for name in (PARTS_DIR, VALUES_DIR, STAGE_VALUES_DIR):
-        urls.delete_tree(urls.child(set_dir, name))
-    urls.delete([urls.child(set_dir, name) for name in (FINGERPRINTS, MANIFEST, QUARANTINE, "analyzers.json")])
+        storage.delete_tree(urls.child(set_dir, name))
+    storage.delete([urls.child(set_dir, name) for name in (FINGERPRINTS, MANIFEST, QUARANTINE, "analyzers.json")])
 
 
-def _quarantine_entries(taps: list[dict], later: bool) -> list[dict]:
+def _quarantine_entries(taps: list[dict], storage: Storage, later: bool) -> list[dict]:
     """Quarantined elements of the first tapped stage (later=False) or of the other stages (later=True).
 
     An element a tap could not key is usually refused by every tap after it too: only the first tapped
@@ -164,16 +167,16 @@ def _quarantine_entries(taps: list[dict], later: bool) -> list[dict]:
     for tap in taps:
         if (tap["stage"] == first) == later:
             continue
-        for path in urls.match(urls.child(tap["dir"], "_parts", "*.quarantine.jsonl")):
-            result.extend(json.loads(line) for line in urls.read_text(path).split("\n") if line.strip())
+        for path in storage.match(urls.child(tap["dir"], "_parts", "*.quarantine.jsonl")):
+            result.extend(json.loads(line) for line in storage.read_text(path).split("\n") if line.strip())
     return result
 
 
-def _worker_environments(taps: list[dict]) -> list[dict]:
+def _worker_environments(taps: list[dict], storage: Storage) -> list[dict]:
     seen: dict[str, dict] = {}
     for tap in taps:
-        for path in urls.match(urls.child(tap["dir"], "env-*.json")):
-            env = json.loads(urls.read_text(path))
+        for path in storage.match(urls.child(tap["dir"], "env-*.json")):
+            env = json.loads(storage.read_text(path))
             seen.setdefault(json.dumps(env, sort_keys=True), env)
     return [seen[k] for k in sorted(seen)]
 
@@ -228,7 +231,7 @@ def _record_ids(keys: np.ndarray, ordinals: np.ndarray) -> np.ndarray:
     return combined.view("V20").ravel()
 
 
-def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]]) -> pa.Table:
+def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]], storage: Storage) -> pa.Table:
     """Every row the taps of one stage wrote, sorted by (key_fp, fp, source), with its source and row."""
     column = f"{stage}_fp"
     columns = ["key_fp", column] + (["features"] if stage == "transform" else [])
@@ -236,9 +239,9 @@ def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]
     for tap in taps:
         if tap["stage"] != stage:
             continue
-        for path in urls.match(urls.child(tap["dir"], "_parts", "*.parquet")):
+        for path in storage.match(urls.child(tap["dir"], "_parts", "*.parquet")):
             try:
-                table = pq.read_table(urls.readable(path), schema=FP_SCHEMA, columns=columns)
+                table = pq.read_table(storage.readable(path), schema=FP_SCHEMA, columns=columns)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read a tap part: {exc}") from exc
             n = table.num_rows
@@ -256,11 +259,11 @@ def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]
                           ("row", "ascending")])
 
 
-def _merge(taps: list[dict], tapped: list[str]) -> _Merged:
+def _merge(taps: list[dict], tapped: list[str], storage: Storage) -> _Merged:
     """Pairs the stages' rows into records: the i-th row of a key at one stage with the i-th at the others
     (rows of a key are ordered by fingerprint, so duplicates pair deterministically)."""
     sources: list[tuple[str, str, str]] = []
-    tables = {s: _stage_rows(taps, s, sources) for s in tapped}
+    tables = {s: _stage_rows(taps, s, sources, storage) for s in tapped}
     ids = {}
     for stage, table in tables.items():
         keys = _fixed16(table.column("key_fp"))
@@ -307,23 +310,23 @@ _FILLERS = {0: UNTAPPED, 1: NOT_SEEN, 2: DROPPED_LATE}
 
 
 def _read_values(sources: list[tuple[str, str, str]], wanted: dict[int, np.ndarray],
-                 columns: list[str]) -> dict[int, pa.Table]:
+                 columns: list[str], storage: Storage) -> dict[int, pa.Table]:
     """The rows `wanted[src]` of each source part's values, in that order."""
     result = {}
     for index, rows in sorted(wanted.items()):
         folder, part, _ = sources[index]
-        result[index] = read_values(folder, part, columns).take(pa.array(rows, type=pa.int64()))
+        result[index] = read_values(folder, part, columns, storage).take(pa.array(rows, type=pa.int64()))
     return result
 
 
-def _gather(merged: _Merged, stage: str, mask: np.ndarray, column: str, into: np.ndarray) -> None:
+def _gather(merged: _Merged, stage: str, mask: np.ndarray, column: str, into: np.ndarray, storage: Storage) -> None:
     """Copies `column` of the values rows stage `stage` wrote into `into[i]` for the records in `mask`."""
     records = np.flatnonzero(mask & (merged.src[stage] >= 0))
     if not len(records):
         return
     srcs, rows = merged.src[stage][records], merged.row[stage][records]
     wanted = {int(s): rows[srcs == s] for s in np.unique(srcs)}
-    for index, table in _read_values(merged.sources, wanted, [column]).items():
+    for index, table in _read_values(merged.sources, wanted, [column], storage).items():
         into[records[srcs == index]] = np.array(table.column(column).to_pylist() + [None], dtype=object)[:-1]
 
 
@@ -345,7 +348,7 @@ def _key_texts(merged: _Merged, key_bytes: np.ndarray, redact: bool) -> list[str
     return texts
 
 
-def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool) -> None:
+def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool, storage: Storage) -> None:
     """Writes the records as the batch parts of a standard set (`_parts/`, `values/`), for `finalize`."""
     n = len(merged)
     key_bytes = np.full(n, b"", dtype=object)
@@ -354,7 +357,7 @@ def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool)
     if not redact:
         missing = np.ones(n, dtype=bool)
         for stage in STAGES:  # from the earliest stage that has the record
-            _gather(merged, stage, missing, "key_bytes", key_bytes)
+            _gather(merged, stage, missing, "key_bytes", key_bytes, storage)
             for i in np.flatnonzero(missing & kept & (merged.src[stage] >= 0)).tolist():
                 folder, part, label = merged.sources[merged.src[stage][i]]
                 location[i] = f"tap {stage}/{label}/{part}:{merged.row[stage][i]}"
@@ -364,7 +367,7 @@ def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool)
         column = np.array(_marker_bytes(merged.fps[stage]) + [b""], dtype=object)[:-1]
         if not redact:
             stored = np.full(n, None, dtype=object)
-            _gather(merged, stage, kept, stage, stored)
+            _gather(merged, stage, kept, stage, stored, storage)
             own = kept & (merged.src[stage] >= 0) & (stored != None)  # noqa: E711 (elementwise)
             column[own] = stored[own]
             for code, filler in _FILLERS.items():
@@ -390,19 +393,19 @@ def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool)
                                                                               pa.string())]
             + [pa.array(values[s][start:stop].tolist(), pa.binary()) for s in STAGES], schema=VALUE_SCHEMA)
         for table, folder in ((fp_table, parts_dir), (value_table, values_dir)):
-            with urls.open_write(urls.child(folder, f"{part}.parquet")) as target:
+            with storage.open_write(urls.child(folder, f"{part}.parquet")) as target:
                 pq.write_table(table, target, compression="zstd")
         if n == 0:
             break
 
 
-def iter_stage_keys(set_dir: str) -> dict[str, set[bytes]]:
+def iter_stage_keys(set_dir: str, storage: Storage = Storage()) -> dict[str, set[bytes]]:
     """The key fingerprints each stage's taps wrote (before finalize): what `finalize` merges."""
     result: dict[str, set[bytes]] = {}
-    for tap in _read_taps(set_dir):
+    for tap in _read_taps(set_dir, storage):
         keys = result.setdefault(tap["stage"], set())
-        for path in urls.match(urls.child(tap["dir"], "_parts", "*.parquet")):
-            keys.update(pq.read_table(urls.readable(path), columns=["key_fp"]).column("key_fp").to_pylist())
+        for path in storage.match(urls.child(tap["dir"], "_parts", "*.parquet")):
+            keys.update(pq.read_table(storage.readable(path), columns=["key_fp"]).column("key_fp").to_pylist())
     return result
 
 

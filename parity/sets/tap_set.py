@@ -48,6 +48,7 @@ from parity.sets.fingerprint_set import FP_SCHEMA, VALUE_SCHEMA, VALUES_DIR
 from parity.stages import STAGES
 from parity.stages.window import DROPPED_LATE
 from parity.storage import urls
+from parity.storage.context import Storage
 
 TAP_FORMAT = "parity.taps/1"
 TAPS_DIR = "_taps"
@@ -137,25 +138,25 @@ def tap_dir(set_dir: str, stage: str, label: str) -> str:
     return urls.child(set_dir, TAPS_DIR, stage, label)
 
 
-def write_tap_meta(set_dir: str, meta: dict[str, Any]) -> str:
+def write_tap_meta(set_dir: str, meta: dict[str, Any], storage: Storage) -> str:
     """Starts one tap's folder: removes what an earlier run of the tap left, writes its settings."""
     folder = tap_dir(set_dir, meta["stage"], meta["label"])
-    urls.delete_tree(folder)
+    storage.delete_tree(folder)
     urls.makedirs(folder)
-    _write_json_atomic(urls.child(folder, TAP_META), meta)
+    _write_json_atomic(urls.child(folder, TAP_META), meta, storage)
     return folder
 
 
-def write_worker_environment(folder: str, environment: dict[str, Any]) -> None:
+def write_worker_environment(folder: str, environment: dict[str, Any], storage: Storage) -> None:
     text = json.dumps(environment, sort_keys=True)
     path = urls.child(folder, f"env-{fingerprint_bytes(text.encode()):016x}.json")
-    if not urls.exists(path):
-        _write_json_atomic(path, environment)
+    if not storage.exists(path):
+        _write_json_atomic(path, environment, storage)
 
 
 def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps: list[int],
                    features: tuple[list[int], list[str], list[int]] | None, key_bytes: list[bytes] | None,
-                   values: list[bytes | None]) -> None:
+                   values: list[bytes | None], storage: Storage) -> None:
     """Writes one batch of one tap as a part of the standard layout (FP_SCHEMA and VALUE_SCHEMA, both as Parquet:
     `_parts/<part>.parquet` and `values/<part>.parquet`; `finalize` reads these as it reads a replay's
     `.arrow` fingerprint parts), column by column. Only the tap's stage is filled;
@@ -178,7 +179,7 @@ def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps
     for table, sub in ((fp_table, "_parts"), (value_table, VALUES_DIR)):
         urls.makedirs(urls.child(folder, sub))
         path = urls.child(folder, sub, f"{part}.parquet")
-        with urls.open_write(path) as target:
+        with storage.open_write(path) as target:
             pq.write_table(table, target, compression="zstd")
 
 
@@ -191,8 +192,8 @@ def _feature_map(counts: list[int], names: list[str], fps: list[int]) -> pa.MapA
                      FP_SCHEMA.field("features").type, mask=mask)
 
 
-def _write_json_atomic(path: str, data: Any) -> None:
-    urls.write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+def _write_json_atomic(path: str, data: Any, storage: Storage) -> None:
+    storage.write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 __all__ = [

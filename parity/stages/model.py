@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from parity.errors import ConfigError
+from parity.storage.context import Storage
 
 DECISION_RULES = ("argmax", "threshold")
 _BLOCK = 64  # rows a model batch is padded to a multiple of: above any SIMD packet TensorFlow's CPU kernels use
@@ -82,8 +83,8 @@ def model_identity(path: str) -> str:
 class LoadedModel:
     """A model loaded once per worker, with its signature's input specs, applied a batch at a time."""
 
-    def __init__(self, spec: ModelSpec, side: str):
-        self.spec, self.side = spec, side
+    def __init__(self, spec: ModelSpec, side: str, storage: Storage = Storage()):
+        self.spec, self.side, self._storage = spec, side, storage
         self._load()
 
     def _where(self) -> str:
@@ -92,7 +93,7 @@ class LoadedModel:
     def _load(self) -> None:
         import tensorflow as tf
 
-        path = _local(self.spec.saved)
+        path = _local(self.spec.saved, self._storage)
         try:
             if path.endswith(".keras"):
                 self._load_keras(path)
@@ -229,9 +230,9 @@ def _dtype_name(dtype: Any) -> str:
     return dtype if isinstance(dtype, str) else getattr(dtype, "name", str(dtype))
 
 
-def _local(path: str) -> str:
-    """A local copy of a model at a URL (`urls.local_copy`, once per process: TensorFlow's own file system reads
-    no `s3://`); a local path, or a `file://` URL's, as it is."""
+def _local(path: str, storage: Storage) -> str:
+    """A local copy of a model at a URL (`Storage.local_copy`, once per process: TensorFlow's own file system
+    reads no `s3://`); a local path, or a `file://` URL's, as it is."""
     from parity.storage import urls
 
-    return urls.local_copy(urls.resolved(path, "model.saved"), prefix="parity-model-")
+    return storage.local_copy(urls.resolved(path, "model.saved"), prefix="parity-model-")

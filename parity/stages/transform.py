@@ -28,6 +28,7 @@ from parity.capture.tfmd import newest_execution
 from parity.errors import ConfigError, UserCodeError
 from parity.stages.reference import Reference
 from parity.storage import urls
+from parity.storage.context import Storage
 
 _TF_DTYPE = {"int64": "int64", "int32": "int64", "bool": "int64", "float64": "float32",
              "float32": "float32", "string": "string", "bytes": "string"}
@@ -420,9 +421,9 @@ def find_graph_dir(path: str) -> str:
                       f"transform_graph/<execution id>/ folders")
 
 
-def local_graph(path: str) -> str:
+def local_graph(path: str, storage: Storage) -> str:
     """The exported graph at `path` where TensorFlow can load it: `path` itself when local; for a URL
-    (`saved: s3://...`), `find_graph_dir` of its local copy (`urls.local_copy`, made once per process).
+    (`saved: s3://...`), `find_graph_dir` of its local copy (`Storage.local_copy`, made once per process).
     TensorFlow's own file system (tf.io.gfile) reads only local paths, `gs://` and `ram://` in this installation
     (no `s3://`: that needs tensorflow-io, which has no build for TF 2.21); copying through Beam's FileSystems
     works for every scheme Beam reads, on the client and on workers alike.
@@ -433,7 +434,7 @@ def local_graph(path: str) -> str:
     if not urls.is_url(path):
         return path
     try:
-        target = urls.local_copy(path, prefix="parity-saved-")
+        target = storage.local_copy(path, prefix="parity-saved-")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot copy the exported transform graph to a local folder: {exc}; check "
                           f"the URL and the storage options (e.g. -- --s3_endpoint_url=...)") from exc
@@ -449,8 +450,9 @@ class SavedTransform:
     once, at the first batch), since TFT can only import a TF1 SavedModel into a graph."""
 
     def __init__(self, tft_output_dir: str, field_types: dict[str, FieldType] | None = None,
-                 tfmd_text: str | None = None):
+                 tfmd_text: str | None = None, storage: Storage = Storage()):
         self.tft_output_dir = tft_output_dir
+        self._storage = storage
         self.field_types = field_types
         self.tfmd_text = tfmd_text
         self._output: Any = None
@@ -461,7 +463,7 @@ class SavedTransform:
         import tensorflow_transform as tft
 
         try:
-            self.tft_output_dir = local_graph(self.tft_output_dir)  # a URL's graph: its local copy
+            self.tft_output_dir = local_graph(self.tft_output_dir, self._storage)  # a URL's graph: its local copy
             self._output = tft.TFTransformOutput(self.tft_output_dir)
             try:
                 self._spec = self._output.raw_feature_spec()

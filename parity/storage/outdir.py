@@ -12,7 +12,7 @@ Before a command writes anything into its output folder it `claim`s it:
   A symbolic link among them is removed as a link (its target untouched), and parity only writes names it
   removed or created itself: nothing is written through a link someone planted in the folder.
 
-An `--out` that is a URL Beam's FileSystems support (`s3://bucket/run`, `parity.storage.urls`) is claimed the
+An `--out` that is a URL Beam's FileSystems support (`s3://bucket/run`, `parity.storage.context`) is claimed the
 same way but for the lock: an object store has no lock, so two runs into one URL at once are the user's to
 avoid (give each run its own URL). The marker is an object (`.parity-out`), a prefix holding other objects is
 refused unless `--force`, and the earlier outputs are removed by deleting every object under their names.
@@ -32,6 +32,7 @@ from typing import Iterable
 
 from parity.errors import OutputError
 from parity.storage import files, urls
+from parity.storage.context import Storage
 
 MARKER = ".parity-out"
 LOCK = ".parity-lock"
@@ -85,7 +86,7 @@ class Claim:
 
 
 def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force: bool = False,
-          flag: str = "--out", inputs: Iterable[tuple[str, str]] = ()) -> Claim:
+          flag: str = "--out", inputs: Iterable[tuple[str, str]] = (), storage: Storage = Storage()) -> Claim:
     """Makes `path` this run's output folder: refuses another's folder (unless `force`), locks it, and removes
     the earlier outputs named in `outputs` (names directly in the folder). A folder without parity's marker
     counts as parity's when it holds nothing but `outputs` and `known` (names parity writes there that this
@@ -96,7 +97,7 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     `report.json`) is refused, naming it. (A folder of an earlier release, without the record, counts as
     parity's when it holds parity's marker or parity's names only.) `inputs`, `(path, what)` of each file or
     folder the run reads: an `--out` holding one is refused, naming both (the run would remove or write beside
-    its own inputs).
+    its own inputs). `storage`: the run's storage context, for a URL.
 
     Raises:
         OutputError: the path is a file, another run holds the lock, the folder is not parity's and `force` is
@@ -105,7 +106,7 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     """
     outputs, known = tuple(outputs), tuple(known)
     if urls.is_url(path):
-        return _claim_url(path, outputs, known, force, flag, tuple(inputs))
+        return _claim_url(path, outputs, known, force, flag, tuple(inputs), storage)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise OutputError(f"{flag} {path}: exists and is not a folder; give a folder (parity creates it when "
                           f"it is missing)")
@@ -123,12 +124,12 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
     fd = _lock(path, flag)
     try:
         if ours and not _has_marker(path):
-            urls.remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
+            storage.remove(os.path.join(path, MARKER))  # a link planted under the marker's name goes, as a link
             _write_marker(path)
-        urls.remove(os.path.join(path, WRITTEN))  # as a link, if one was planted: rewritten below
+        storage.remove(os.path.join(path, WRITTEN))  # as a link, if one was planted: rewritten below
         files.write_text(os.path.join(path, WRITTEN), "".join(f"{name}\n" for name in sorted({*written, *outputs})))
         for name in outputs:
-            urls.remove(os.path.join(path, name))
+            storage.remove(os.path.join(path, name))
     except OSError as exc:
         os.close(fd)
         raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc.filename or path}: "
@@ -141,13 +142,13 @@ def claim(path: str, outputs: Iterable[str], *, known: Iterable[str] = (), force
 
 
 def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], force: bool, flag: str,
-               inputs: tuple[tuple[str, str], ...] = ()) -> Claim:
+               inputs: tuple[tuple[str, str], ...], storage: Storage) -> Claim:
     """`claim` of a URL: the same refusal, marker and removal of earlier outputs, without a lock."""
     try:
-        if urls.isfile(path):
+        if storage.isfile(path):
             raise OutputError(f"{flag} {path}: an object of that name exists, not a folder; give a folder URL "
                               f"(parity writes its files under it)")
-        entries = urls.list_names(path)
+        entries = storage.list_names(path)
     except OSError as exc:
         raise OutputError(f"{flag} {path}: cannot list the folder: {exc}; check the URL and the storage options "
                           f"(e.g. -- --s3_endpoint_url=...)") from exc
@@ -156,17 +157,17 @@ def _claim_url(path: str, outputs: tuple[str, ...], known: tuple[str, ...], forc
         raise _foreign(flag, path, entries)
     _refuse_inputs(path, flag, inputs)
     try:
-        record = urls.read_bytes(urls.child(path, WRITTEN)).decode("utf-8") if WRITTEN in entries else None
+        record = storage.read_bytes(urls.child(path, WRITTEN)).decode("utf-8") if WRITTEN in entries else None
     except (OSError, UnicodeDecodeError) as exc:
         raise OutputError(f"{flag} {path}: cannot read {WRITTEN}: {exc}") from exc
     written = _names_written(record, entries, ours, outputs, known)
     _refuse_unwritten(flag, path, [name for name in outputs if name in entries and name not in written])
     try:
         if MARKER not in entries and ours:
-            urls.write_text(urls.child(path, MARKER), _MARKER_TEXT)
-        urls.write_text(urls.child(path, WRITTEN), "".join(f"{name}\n" for name in sorted({*written, *outputs})))
+            storage.write_text(urls.child(path, MARKER), _MARKER_TEXT)
+        storage.write_text(urls.child(path, WRITTEN), "".join(f"{name}\n" for name in sorted({*written, *outputs})))
         for name in outputs:
-            urls.remove(urls.child(path, name))
+            storage.remove(urls.child(path, name))
     except OSError as exc:
         raise OutputError(f"{flag} {path}: cannot prepare the folder: {exc}") from exc
     return Claim(path, None)

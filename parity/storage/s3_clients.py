@@ -1,89 +1,81 @@
-"""One Beam S3 client per thread and set of S3 options for parity's own file access, where Beam makes one per call.
+"""parity's S3 file system: the operations parity's storage uses (open, create, exists, list, delete) on Beam's
+own S3IO, with one Beam S3 client per thread and storage context, where Beam's S3 file system makes one per call.
 
-Beam's S3 file system builds `S3IO(options=...)` in every call (open, create, exists, match, delete), and each
+Beam's `S3FileSystem` builds `S3IO(options=...)` in every call (open, create, exists, match, delete), and each
 S3IO builds a new boto3 session and client, which costs far more CPU than the request itself (boto3 loads and
 parses the S3 service model for every session). A replay into `s3://` opens several objects per batch, so a
 large side would spend most of its CPU building clients.
 
-parity builds its own S3 file system with an options object of its own (`storage_options`), and Beam's S3IO,
-given that very object and no client, takes the client this thread built before for it: still Beam's own
-`boto3_client.Client`, on Beam's own S3IO, its boto3 client built with parity's time limits. Any other caller's
-S3IO, a user's pipeline in the same process included, is built exactly as Beam builds it: the reuse and the
-limits apply to parity's options objects only, and boto3 is left as it is. Per thread, because Beam's client
-keeps its current download stream (a ranged read continues it when the position follows on, and reopens
+`S3Store` is built per storage context (`parity.storage.context.Storage`, one tuple of pipeline options) and
+calls Beam's public S3IO with the client this thread built before for it (`S3IO(client=..., options=...)`):
+still Beam's own `boto3_client.Client` on Beam's own S3IO, its boto3 client built with the context's time
+limits. Beam's classes are not changed and nothing is registered with Beam: a user's S3IO and Beam's
+`FileSystems` in the same process are exactly as Beam makes them, and two contexts with other options in one
+process (a tap in a user's job beside parity's own run) each use their own clients. Per thread, because Beam's
+client keeps its current download stream (a ranged read continues it when the position follows on, and reopens
 otherwise), which threads must not share; an SDK harness runs its bundles on a pool of threads that it reuses,
 so a thread's client is built once.
 """
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from parity import compat
 from parity.storage import limits
 
-_local = threading.local()
-_installed = False
-_lock = threading.Lock()
-
-# the S3Options fields Beam's client is built from: the key of a reusable client
-_FIELDS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token", "s3_endpoint_url", "s3_disable_ssl",
-           "s3_region_name", "s3_api_version", "s3_verify")
+_MIME = "application/octet-stream"  # what Beam's S3 file system writes an uncompressed object as
 
 
-_made: dict[tuple[str, ...], Any] = {}   # parity's options objects, one per tuple of pipeline options
-_ours: dict[int, Any] = {}                # the same objects by id: the ones whose S3IO reuses a client
+class S3Store:
+    """Beam's S3IO for one tuple of pipeline options, with this thread's client. The methods are the file-system
+    calls parity makes (`parity.storage.context`); errors are Beam's and the store's, which the caller turns
+    into OSError."""
 
+    def __init__(self, options: tuple[str, ...]) -> None:
+        from apache_beam.options.pipeline_options import PipelineOptions
 
-def storage_options(options: tuple[str, ...]) -> Any:
-    """The `PipelineOptions` parity's own file systems are built with (`parity.storage.urls`), one object per
-    tuple of options: Beam's S3IO reuses this thread's client for this object, and for no other."""
-    from apache_beam.options.pipeline_options import PipelineOptions
+        self._options = tuple(options)
+        self._beam_options = PipelineOptions(list(options))
+        self._local = threading.local()
 
-    with _lock:
-        made = _made.get(options)
-        if made is None:
-            made = _made[options] = PipelineOptions(list(options))
-            _ours[id(made)] = made
-    _reuse_clients()
-    return made
-
-
-def _reuse_clients() -> None:
-    """Has Beam's S3IO reuse its thread's client when it is given one of parity's options objects and no client;
-    given anything else it does what Beam does. Idempotent; nothing when Beam's S3 support (`apache-beam[aws]`)
-    is not installed."""
-    global _installed
-    if _installed:
-        return
-    with _lock:
-        if _installed:
-            return
+    def _io(self) -> Any:
         s3io, boto3_client = compat.s3io_module(), compat.boto3_client_module()
-        if s3io is None or boto3_client is None:  # no [aws] extra or no boto3: no s3:// at all
-            return
-        built = s3io.S3IO.__init__
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = boto3_client.Client(options=self._beam_options)
+            client.client = bounded_client(self._beam_options, self._options)  # what each method calls
+            self._local.client = client
+        return s3io.S3IO(client=client, options=self._beam_options)
 
-        def __init__(self: Any, client: Any = None, options: Any = None) -> None:
-            if client is None and options is not None and _ours.get(id(options)) is options:
-                client = _thread_client(boto3_client.Client, options)
-            built(self, client=client, options=options)
+    def client(self) -> Any:
+        """This thread's Beam client (built on first use)."""
+        return self._io().client
 
-        s3io.S3IO.__init__ = __init__
-        _installed = True
+    def open(self, path: str) -> Any:
+        return self._io().open(path, "rb", mime_type=_MIME)
+
+    def create(self, path: str) -> Any:
+        return self._io().open(path, "wb", mime_type=_MIME)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._io().exists(path))
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """Every object whose name starts with `prefix` (Beam's match of `prefix**`)."""
+        return (name for name, _size in self._io().list_files(prefix))
+
+    def delete(self, paths: Sequence[str]) -> None:
+        failed = {path: error for path, error in self._io().delete_paths(list(paths)).items() if error is not None}
+        if failed:
+            path, error = sorted(failed.items())[0]
+            raise OSError(f"{path}: delete failed ({error})")
 
 
 # How long one S3 request may wait, and how often it is tried: botocore's defaults (60 s to connect, 60 s per
 # read, 5 attempts in legacy mode) left an unreachable endpoint hanging a run for minutes. Each may be set
 # with a pipeline option after `--` (`--s3_connect_timeout=10`), read by parity, not by Beam.
 TIMEOUT_OPTIONS = {"s3_connect_timeout": 5.0, "s3_read_timeout": 8.0, "s3_max_attempts": 2}
-_run_options: tuple[str, ...] = ()  # the run's pipeline options, given by `parity.storage.urls.configure`
-
-
-def use_options(options: tuple[str, ...]) -> None:
-    """The run's pipeline options, whose S3 time limits the clients built from now on take."""
-    global _run_options
-    _run_options = tuple(options)
 
 
 def client_limits(options: Any) -> dict[str, float]:
@@ -100,41 +92,19 @@ def _limits_config(options: Any) -> Any:
                   retries={"max_attempts": int(bounds["s3_max_attempts"]), "mode": "standard"})
 
 
-def _bounded_client(options: Any) -> Any:
-    """A boto3 S3 client as Beam's `boto3_client.Client` builds one from `options` (a `PipelineOptions`), with
-    the run's time limits: botocore's defaults (60 s to connect, 60 s per read, 5 attempts in legacy mode) left an
-    unreachable endpoint hanging a run for minutes."""
+def bounded_client(pipeline_options: Any, options: Sequence[str]) -> Any:
+    """A boto3 S3 client as Beam's `boto3_client.Client` builds one from `pipeline_options`, with the time limits
+    among `options` (the same options as strings): botocore's defaults (60 s to connect, 60 s per read, 5
+    attempts in legacy mode) left an unreachable endpoint hanging a run for minutes."""
     import boto3
     from apache_beam.options.pipeline_options import S3Options
 
-    s3 = options.view_as(S3Options)
+    s3 = pipeline_options.view_as(S3Options)
     return boto3.session.Session().client(
         "s3", region_name=s3.s3_region_name, api_version=s3.s3_api_version, use_ssl=not s3.s3_disable_ssl,
         verify=s3.s3_verify, endpoint_url=s3.s3_endpoint_url, aws_access_key_id=s3.s3_access_key_id,
         aws_secret_access_key=s3.s3_secret_access_key, aws_session_token=s3.s3_session_token,
-        config=_limits_config(_run_options))
-
-
-def _thread_client(make: Any, options: Any) -> Any:
-    key = _key(options)
-    clients = getattr(_local, "clients", None)
-    if clients is None:
-        clients = _local.clients = {}
-    client = clients.get(key)
-    if client is None:
-        client = make(options=options)
-        client.client = _bounded_client(options)  # the boto3 client every method of Beam's Client calls
-        clients[key] = client
-    return client
-
-
-def _key(options: Any) -> tuple:
-    from apache_beam.options.pipeline_options import S3Options
-
-    bounds = tuple(client_limits(_run_options).values())  # a client is built with the limits of its time
-
-    view = options.view_as(S3Options)
-    return bounds + tuple(getattr(view, name, None) for name in _FIELDS)
+        config=_limits_config(options))
 
 
 _probed: dict[tuple, Exception | None] = {}  # the outcome per bucket and options: a store is asked once
@@ -169,7 +139,7 @@ def probe(url: str, options: Any) -> None:
     s3 = PipelineOptions(list(options or ())).view_as(S3Options)
     endpoint = s3.s3_endpoint_url or f"the AWS S3 endpoint of region {s3.s3_region_name or 'us-east-1 (default)'}"
     within = limits.describe(client_limits(options), "s3")
-    client = _bounded_client(PipelineOptions(list(options or ())))
+    client = bounded_client(PipelineOptions(list(options or ())), tuple(options or ()))
     try:
         _probed[key] = _ask(client, bucket, url, endpoint, within, errors)
     except InputError as exc:

@@ -16,7 +16,6 @@ from parity import commands as run
 from parity.config import load_config
 from parity.errors import OutputError
 from parity.sets.fingerprint_set import read_set
-from parity.storage import urls
 
 from tests.cluster.test_s3_paths import scenario_config
 
@@ -31,7 +30,6 @@ TFX = os.path.join(ROOT, "fixtures", "tfx", "pipeline")
 @pytest.fixture
 def s3(s3_server, monkeypatch):
     monkeypatch.setenv("PARITY_PROGRESS", "off")
-    urls.configure(s3_server.options)
     return s3_server
 
 
@@ -43,36 +41,37 @@ def local_report(tmp_path_factory) -> bytes:
     return (folder / "out" / "report.json").read_bytes()
 
 
-def _capture_on_s3() -> str:
+def _capture_on_s3(s3) -> str:
     url = "s3://parity/out-tests/capture/trips.jsonl"
-    if not urls.isfile(url):
-        urls.write_bytes(url, open(TRIPS, "rb").read())
+    if not s3.storage.isfile(url):
+        s3.storage.write_bytes(url, open(TRIPS, "rb").read())
     return url
 
 
 def test_a_check_from_s3_into_s3_writes_the_report_of_the_local_run(s3, tmp_path, local_report):
     out = "s3://parity/out-tests/check"
-    report = parity.check(scenario_config(tmp_path / "config", _capture_on_s3()), out_dir=out, pipeline_options=s3.options)
+    report = parity.check(scenario_config(tmp_path / "config", _capture_on_s3(s3)), out_dir=out,
+                          pipeline_options=s3.options)
 
-    assert urls.read_bytes(f"{out}/report.json") == local_report
+    assert s3.storage.read_bytes(f"{out}/report.json") == local_report
     assert report["verdict"] == json.loads(local_report)["verdict"]
-    names = urls.list_names(out)
+    names = s3.storage.list_names(out)
     assert names == [".parity-out", ".parity-written", "junit.xml", "report.html", "report.json", "report.md", "sides", "timings.json"]
     for side in ("offline", "production"):  # the workers' parts were read back and removed; no spill left
-        assert urls.list_names(f"{out}/sides/{side}") == [".parity-out", ".parity-written", "buckets.json", "fingerprints",
+        assert s3.storage.list_names(f"{out}/sides/{side}") == [".parity-out", ".parity-written", "buckets.json", "fingerprints",
                                                           "manifest.json", "timings.json", "values"]
-    left = read_set(f"{out}/sides/offline")
+    left = read_set(f"{out}/sides/offline", s3.storage)
     assert left.num_rows == left.manifest["records"]["fingerprinted"] > 0
 
 
 def test_a_second_check_into_the_same_s3_folder_replaces_the_first_ones_outputs(s3, tmp_path, local_report):
     out = "s3://parity/out-tests/again"
-    config = scenario_config(tmp_path / "config", _capture_on_s3())
+    config = scenario_config(tmp_path / "config", _capture_on_s3(s3))
     parity.check(config, out_dir=out, pipeline_options=s3.options)
-    urls.write_bytes(f"{out}/sides/offline/values/stale.parquet", b"left by an earlier run")
+    s3.storage.write_bytes(f"{out}/sides/offline/values/stale.parquet", b"left by an earlier run")
     parity.check(config, out_dir=out, pipeline_options=s3.options)
-    assert not urls.isfile(f"{out}/sides/offline/values/stale.parquet")
-    assert urls.read_bytes(f"{out}/report.json") == local_report
+    assert not s3.storage.isfile(f"{out}/sides/offline/values/stale.parquet")
+    assert s3.storage.read_bytes(f"{out}/report.json") == local_report
 
 
 def test_sides_replayed_into_s3_diff_from_s3_into_s3_to_the_report_of_the_local_run(s3, tmp_path, local_report,
@@ -83,7 +82,7 @@ def test_sides_replayed_into_s3_diff_from_s3_into_s3_to_the_report_of_the_local_
     # folder when the set is on a URL), as a large set does
     monkeypatch.setattr(fingerprint_set, "SORT_ROWS", 16)
     monkeypatch.setattr(fingerprint_set, "SPILL_ROWS", 40)
-    config_path = scenario_config(tmp_path / "config", _capture_on_s3())
+    config_path = scenario_config(tmp_path / "config", _capture_on_s3(s3))
     config = load_config(config_path)
     sets = "s3://parity/out-tests/sets"
     for side in ("offline", "production"):
@@ -92,27 +91,27 @@ def test_sides_replayed_into_s3_diff_from_s3_into_s3_to_the_report_of_the_local_
     code = cli.main(["diff", f"{sets}/offline", f"{sets}/production", "--out", out, "--config", config_path,
                      "--", *s3.options])
     assert code == 1  # diverged, as the local run
-    assert urls.read_bytes(f"{out}/report.json") == local_report
+    assert s3.storage.read_bytes(f"{out}/report.json") == local_report
 
     local_md = tmp_path / "local.md"
     assert cli.main(["report", f"{out}/report.json", "--format", "md", "--out", str(local_md), "--",
                      *s3.options]) == 0
     assert cli.main(["report", f"{out}/report.json", "--format", "md", "--out", f"{out}/again.md", "--",
                      *s3.options]) == 0
-    assert urls.read_bytes(f"{out}/again.md") == local_md.read_bytes()
+    assert s3.storage.read_bytes(f"{out}/again.md") == local_md.read_bytes()
     capsys.readouterr()
 
 
 def test_an_s3_prefix_that_parity_did_not_make_is_refused_without_force(s3, tmp_path):
     out = "s3://parity/out-tests/someone-elses"
-    urls.write_bytes(f"{out}/data/important.csv", b"a,b\n")
-    config = scenario_config(tmp_path / "config", _capture_on_s3())
+    s3.storage.write_bytes(f"{out}/data/important.csv", b"a,b\n")
+    config = scenario_config(tmp_path / "config", _capture_on_s3(s3))
     with pytest.raises(OutputError, match=r"not empty and was not made by parity \(it holds data\).*--force"):
         parity.check(config, out_dir=out, pipeline_options=s3.options)
-    assert urls.list_names(out) == ["data"]  # nothing written, nothing removed
+    assert s3.storage.list_names(out) == ["data"]  # nothing written, nothing removed
 
     parity.check(config, out_dir=out, pipeline_options=s3.options, force=True)
-    assert urls.isfile(f"{out}/data/important.csv") and urls.isfile(f"{out}/report.json")
+    assert s3.storage.isfile(f"{out}/data/important.csv") and s3.storage.isfile(f"{out}/report.json")
 
 
 def test_a_saved_graph_on_s3_gives_the_report_of_the_same_graph_on_disk(s3, tmp_path):
@@ -121,7 +120,7 @@ def test_a_saved_graph_on_s3_gives_the_report_of_the_same_graph_on_disk(s3, tmp_
     for folder, _, names in os.walk(graph):
         for name in names:
             rest = os.path.relpath(os.path.join(folder, name), graph).replace(os.sep, "/")
-            urls.write_bytes(f"{url}/{rest}", open(os.path.join(folder, name), "rb").read())
+            s3.storage.write_bytes(f"{url}/{rest}", open(os.path.join(folder, name), "rb").read())
     base = os.path.join(ROOT, "fixtures", "scenarios", "tfx_graph_tf1_vs_tf2", "parity.yaml")
     with open(base, encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
@@ -140,24 +139,24 @@ def test_a_saved_graph_on_s3_gives_the_report_of_the_same_graph_on_disk(s3, tmp_
     assert reports[1] == reports[0]
 
 
-def _upload(local: str, url: str) -> None:
+def _upload(s3, local: str, url: str) -> None:
     """A local file, or every file under a local folder, as objects under `url`."""
     if os.path.isfile(local):
-        urls.write_bytes(url, open(local, "rb").read())
+        s3.storage.write_bytes(url, open(local, "rb").read())
         return
     for folder, _, names in os.walk(local):
         for name in names:
             rest = os.path.relpath(os.path.join(folder, name), local).replace(os.sep, "/")
-            urls.write_bytes(f"{url}/{rest}", open(os.path.join(folder, name), "rb").read())
+            s3.storage.write_bytes(f"{url}/{rest}", open(os.path.join(folder, name), "rb").read())
 
 
 @pytest.mark.parametrize("model", ["tip_v1", "tip_v1.keras"], ids=["saved-model", "keras-file"])
 def test_a_model_on_s3_gives_the_report_of_the_same_model_on_disk(s3, tmp_path, model):
-    """`model.saved` as a URL: the workers copy it to a local folder once (`urls.local_copy`: a SavedModel's
+    """`model.saved` as a URL: the workers copy it to a local folder once (`Storage.local_copy`: a SavedModel's
     objects, or the one `.keras` object) and load it from there, as TensorFlow reads no `s3://`."""
     local = os.path.join(ROOT, "fixtures", "scenarios", "_models", model)
     url = f"s3://parity/out-tests/models/{model}"
-    _upload(local, url)
+    _upload(s3, local, url)
     base = os.path.join(ROOT, "fixtures", "scenarios", "model_transform_km_flips_decisions", "parity.yaml")
     with open(base, encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
@@ -199,12 +198,11 @@ def test_taps_write_their_set_to_s3_and_it_diffs_as_the_same_taps_on_disk(s3, tm
             rows = rows | "TapInput" >> TapStage("input", set_dir, key_fields=["id"])
             _ = (rows | beam.Map(lambda r: {**r, "fare": r["fare"] * 2})
                  | "TapTransform" >> TapStage("transform", set_dir, key_fields=["id"]))
-        urls.configure(s3.options)
-        finalize(set_dir, key=["id"])
+        finalize(set_dir, key=["id"], storage_options=s3.options)
 
     tapped(str(tmp_path / "taps"))
     tapped("s3://parity/out-tests/taps")
-    assert urls.list_names("s3://parity/out-tests/taps") == ["fingerprints.parquet", "manifest.json", "values"]
+    assert s3.storage.list_names("s3://parity/out-tests/taps") == ["fingerprints.parquet", "manifest.json", "values"]
     assert cli.main(["diff", str(tmp_path / "taps"), "s3://parity/out-tests/taps", "--out", str(tmp_path / "diff"),
                      "--", *s3.options]) == 0
     report = json.loads((tmp_path / "diff" / "report.json").read_text(encoding="utf-8"))
@@ -217,7 +215,7 @@ def test_a_capture_glob_on_s3_leaves_out_parity_s_own_output_below_it(s3):
     base = "s3://parity/out-tests/globbed"
     for name in ("a/one.jsonl", "out/.parity-out", "out/sides/offline/quarantine.jsonl", "set/manifest.json",
                  "set/fingerprints.parquet", "set/quarantine.jsonl", "b/two.jsonl"):
-        urls.write_bytes(f"{base}/{name}", b"{}\n")
-    assert list_capture_files(f"{base}/**/*.jsonl", "/") == [f"{base}/a/one.jsonl", f"{base}/b/two.jsonl"]
+        s3.storage.write_bytes(f"{base}/{name}", b"{}\n")
+    assert list_capture_files(f"{base}/**/*.jsonl", "/", s3.storage) == [f"{base}/a/one.jsonl", f"{base}/b/two.jsonl"]
     with pytest.raises(Exception, match="matches only files in parity's output folders"):
-        list_capture_files(f"{base}/out/**/*.jsonl", "/")
+        list_capture_files(f"{base}/out/**/*.jsonl", "/", s3.storage)

@@ -1,4 +1,4 @@
-"""Paths through Beam's FileSystems (parity.storage.urls) on the test bed's S3 server: Beam's real S3 client,
+"""Paths through Beam's file systems (parity.storage.context) on the test bed's S3 server: Beam's real S3 client,
 with Beam's own options (`--s3_endpoint_url`, ...), no code of parity's for the store. Only the S3 server is
 started here (no Flink): the replay runs on the DirectRunner."""
 from __future__ import annotations
@@ -24,29 +24,28 @@ TRIPS = os.path.join(ROOT, "fixtures", "scenarios", "_data", "trips.jsonl")
 
 @pytest.fixture
 def s3(s3_server):
-    urls.configure(s3_server.options)
     return s3_server
 
 
 def test_the_path_layer_reads_writes_lists_and_deletes_objects(s3):
     base = "s3://parity/urls"
-    urls.write_bytes(f"{base}/a/one.jsonl", b"1\n")
-    urls.write_bytes(f"{base}/a/two.jsonl", b"2\n")
-    urls.write_bytes(f"{base}/a/deeper/three.jsonl", b"3\n")
-    urls.write_bytes(f"{base}/a/.hidden", b"h")
-    assert urls.read_bytes(f"{base}/a/one.jsonl") == b"1\n"
-    assert urls.isfile(f"{base}/a/one.jsonl") and not urls.isfile(f"{base}/a")
-    assert urls.exists(f"{base}/a") and not urls.exists(f"{base}/none")
-    assert urls.list_folder(f"{base}/a") == [f"{base}/a/one.jsonl", f"{base}/a/two.jsonl"]
-    assert urls.match(f"{base}/a/*.jsonl") == [f"{base}/a/one.jsonl", f"{base}/a/two.jsonl"]
-    assert urls.match(f"{base}/**/*.jsonl") == [f"{base}/a/deeper/three.jsonl", f"{base}/a/one.jsonl",
+    s3.storage.write_bytes(f"{base}/a/one.jsonl", b"1\n")
+    s3.storage.write_bytes(f"{base}/a/two.jsonl", b"2\n")
+    s3.storage.write_bytes(f"{base}/a/deeper/three.jsonl", b"3\n")
+    s3.storage.write_bytes(f"{base}/a/.hidden", b"h")
+    assert s3.storage.read_bytes(f"{base}/a/one.jsonl") == b"1\n"
+    assert s3.storage.isfile(f"{base}/a/one.jsonl") and not s3.storage.isfile(f"{base}/a")
+    assert s3.storage.exists(f"{base}/a") and not s3.storage.exists(f"{base}/none")
+    assert s3.storage.list_folder(f"{base}/a") == [f"{base}/a/one.jsonl", f"{base}/a/two.jsonl"]
+    assert s3.storage.match(f"{base}/a/*.jsonl") == [f"{base}/a/one.jsonl", f"{base}/a/two.jsonl"]
+    assert s3.storage.match(f"{base}/**/*.jsonl") == [f"{base}/a/deeper/three.jsonl", f"{base}/a/one.jsonl",
                                                 f"{base}/a/two.jsonl"]
-    urls.write_bytes(f"{base}/a/one.jsonl", b"again\n")  # a retried writer replaces
-    assert urls.read_bytes(f"{base}/a/one.jsonl") == b"again\n"
-    urls.delete([f"{base}/a/one.jsonl", f"{base}/a/gone.jsonl"])
-    assert not urls.isfile(f"{base}/a/one.jsonl")
+    s3.storage.write_bytes(f"{base}/a/one.jsonl", b"again\n")  # a retried writer replaces
+    assert s3.storage.read_bytes(f"{base}/a/one.jsonl") == b"again\n"
+    s3.storage.delete([f"{base}/a/one.jsonl", f"{base}/a/gone.jsonl"])
+    assert not s3.storage.isfile(f"{base}/a/one.jsonl")
     with pytest.raises(OSError):
-        urls.read_bytes(f"{base}/a/one.jsonl")
+        s3.storage.read_bytes(f"{base}/a/one.jsonl")
     assert urls.join(base, "x", "y.json") == f"{base}/x/y.json"
     assert urls.join("/tmp/a", "s3://b/k") == "s3://b/k"
     assert urls.join("/tmp/a", "../b") == "/tmp/b"
@@ -74,7 +73,7 @@ def test_a_capture_on_s3_gives_the_report_of_the_same_records_on_disk(s3, tmp_pa
     half = data.index(b"\n", len(data) // 2) + 1
     name = "trips.jsonl.gz" if gzipped else "trips.jsonl"
     for index, part in enumerate((data[:half], data[half:])):  # two objects, named by a glob
-        urls.write_bytes(f"s3://parity/capture-{name}/part-{index}-{name}", gzip.compress(part) if gzipped else part)
+        s3.storage.write_bytes(f"s3://parity/capture-{name}/part-{index}-{name}", gzip.compress(part) if gzipped else part)
     local = tmp_path / "local"
     local.mkdir()
     (local / "trips.jsonl").write_bytes(data)
@@ -112,10 +111,9 @@ def _check_folders(testbed, name: str) -> tuple[str, str]:
     out URL, the client reads them back from there (`_forget` removes the config's folder)."""
     import tempfile
 
-    urls.configure(testbed.s3.options)
     url = "s3://parity/cluster-capture/trips.jsonl"
-    if not urls.isfile(url):
-        urls.write_bytes(url, open(TRIPS, "rb").read())
+    if not testbed.s3.storage.isfile(url):
+        testbed.s3.storage.write_bytes(url, open(TRIPS, "rb").read())
     client = tempfile.mkdtemp(prefix="parity-cluster-client-")  # the config: the client's alone (mode 700)
     return scenario_config(os.path.join(client, "config"), url), testbed.url("cluster-out", name)
 
@@ -124,8 +122,8 @@ def _forget(config: str) -> None:
     shutil.rmtree(os.path.dirname(os.path.dirname(config)), ignore_errors=True)
 
 
-def _report(out: str) -> bytes:
-    return urls.read_bytes(f"{out}/report.json")
+def _report(testbed, out: str) -> bytes:
+    return testbed.s3.storage.read_bytes(f"{out}/report.json")
 
 
 @contextlib.contextmanager
@@ -181,7 +179,7 @@ def cluster_check(testbed, name: str, while_running=None, job_timeout: float = J
             thread.join(timeout=CHECK_TIMEOUT)
     if errors:
         raise errors[0]
-    return _report(out)
+    return _report(testbed, out)
 
 
 def cluster_checks_at_once(testbed, names: list[str], job_timeout: float = JOB_TIMEOUT) -> list[bytes]:
@@ -219,7 +217,7 @@ def cluster_checks_at_once(testbed, names: list[str], job_timeout: float = JOB_T
     for name, process, output in zip(names, processes, said):
         # 1: the scenario's planted divergence was found; 2 or more: the check failed
         assert process.returncode in (0, 1), f"check {name!r} exited {process.returncode}:\n{output[-3000:]}"
-    return [_report(out) for _, out in runs]
+    return [_report(testbed, out) for _, out in runs]
 
 
 @pytest.fixture(scope="session")

@@ -47,12 +47,9 @@ def direct_passthrough_report(tmp_path_factory) -> bytes:
 
 
 def _check(testbed, pool, name: str, job_timeout: float = 300) -> bytes:
-    from parity.storage import urls
-
-    urls.configure(testbed.s3.options)
     capture = "s3://parity/cluster-capture/trips.jsonl"
-    if not urls.isfile(capture):
-        urls.write_bytes(capture, open(TRIPS, "rb").read())
+    if not testbed.s3.storage.isfile(capture):
+        testbed.s3.storage.write_bytes(capture, open(TRIPS, "rb").read())
     client = tempfile.mkdtemp(prefix="parity-cluster-client-")  # mode 700: the workers cannot read the module here
     out = testbed.url("cluster-out", name)
     try:
@@ -64,7 +61,7 @@ def _check(testbed, pool, name: str, job_timeout: float = 300) -> bytes:
         raise
     finally:
         shutil.rmtree(client, ignore_errors=True)
-    return _report(out)
+    return _report(testbed, out)
 
 
 def test_the_configs_module_in_a_folder_on_the_pools_pythonpath_gives_the_direct_report(

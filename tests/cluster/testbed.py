@@ -97,6 +97,13 @@ class S3Server:
         return [f"--s3_endpoint_url={self.endpoint}", f"--s3_access_key_id={key}",
                 f"--s3_secret_access_key={secret}", f"--s3_region_name={region}"]
 
+    @property
+    def storage(self):
+        """parity's storage context for this server (`parity.storage.context.Storage`)."""
+        from parity.storage.context import Storage
+
+        return Storage.of(self.options)
+
     def client(self):
         import boto3
 

@@ -20,6 +20,7 @@ from parity.encoding import canonical
 from parity.sets import fingerprint_set
 from parity.config import ToleranceSpec
 from parity.stages import STAGES
+from parity.storage.context import Storage
 from parity.encoding.fingerprint import fingerprint, key_fingerprint
 from tests.compare.diffed import compare
 from parity.sets.fingerprint_set import FP_SCHEMA, finalize, read_set
@@ -137,9 +138,9 @@ def test_finalize_removes_each_part_as_soon_as_it_has_read_it(tmp_path, small_ch
     left_when_read = []
     read = fingerprint_set._read_fp_part
 
-    def spy(path):
+    def spy(path, storage):
         left_when_read.append(len(list((tmp_path / "a" / "_parts").glob("*.arrow"))))
-        return read(path)
+        return read(path, storage)
 
     monkeypatch.setattr(fingerprint_set, "_read_fp_part", spy)
     manifest = _write_set(tmp_path / "a", [(i, _values(i)) for i in range(rows)])
@@ -158,7 +159,7 @@ def test_finalize_reads_arrow_and_parquet_parts_alike(tmp_path, small_chunks):
     arrow_parts = sorted(parts.glob("*.arrow"))
     assert len(arrow_parts) == 3 and not list(parts.glob("*.parquet"))
     for path in arrow_parts[:2]:
-        pq.write_table(fingerprint_set._read_fp_part(str(path)), path.with_suffix(".parquet"))
+        pq.write_table(fingerprint_set._read_fp_part(str(path), Storage()), path.with_suffix(".parquet"))
         path.unlink()
     finalize(str(tmp_path / "mixed"), dict(MANIFEST))
 

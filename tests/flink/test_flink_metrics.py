@@ -15,6 +15,7 @@ from parity.replay.job import replay_side
 from parity.replay.pipeline import ReplaySide
 from parity.replay.runners import make_options, make_runner
 from parity.sets.fingerprint_set import finalize
+from parity.storage.context import Storage
 
 from tests.flink import held_transform
 
@@ -49,7 +50,7 @@ def test_a_replay_on_flink_carries_its_counts_in_the_jobs_metrics(tmp_path, flin
     out = str(tmp_path / "offline")
     pipeline = beam.Pipeline(runner=make_runner("FlinkRunner"),
                              options=make_options("FlinkRunner", flink_options))
-    _ = pipeline | ReplaySide(config, config.side("offline"), out)
+    _ = pipeline | ReplaySide(config, config.side("offline"), out, storage=Storage.of(flink_options))
     result = pipeline.run()
     result.wait_until_finish()
     counts = counters.of_result(result, "offline")

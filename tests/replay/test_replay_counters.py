@@ -13,6 +13,7 @@ from apache_beam.portability.api import beam_job_api_pb2
 from google.protobuf import json_format
 
 from parity.config import load_config
+from parity.storage.context import Storage
 from parity.console import progress
 from parity.replay import counters, watch
 from parity.replay.pipeline import ReplaySide
@@ -90,7 +91,8 @@ def test_a_direct_runner_replays_metrics_count_every_record_of_its_fingerprint_s
     side = config.side("offline")
     out = str(tmp_path / "offline")
     pipeline = beam.Pipeline(runner=make_runner("DirectRunner"), options=make_options("DirectRunner", None))
-    _ = pipeline | ReplaySide(config, side, out, batch_size=16)  # several batches: counted once per batch
+    # several batches: counted once per batch
+    _ = pipeline | ReplaySide(config, side, out, batch_size=16, storage=Storage())
     result = pipeline.run()
     result.wait_until_finish()
     counts = counters.of_result(result, "offline")

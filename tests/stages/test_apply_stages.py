@@ -16,6 +16,7 @@ from parity.config import load_config
 from parity.stages.timestamp import EventTime
 from parity.stages import shard as shard_stage
 from parity.stages import window as window_stage
+from parity.storage.context import Storage
 from tests.stages import oracles
 
 CONFIG = """
@@ -49,7 +50,7 @@ def _settled_batches(tmp_path, window: str) -> list:
                                      "fare": round(rnd.uniform(2, 60), 2), "zone": rnd.choice("abc")}) + "\n")
     (tmp_path / "parity.yaml").write_text(CONFIG.format(window=window), encoding="utf-8")
     side = load_config(str(tmp_path / "parity.yaml")).side("offline")
-    read = read_step.ReadBatchesFn(side, 150, str(tmp_path / "out"))
+    read = read_step.ReadBatchesFn(side, 150, str(tmp_path / "out"), storage=Storage())
     read.setup()
     batches = list(read.process((0, str(tmp_path / "capture.jsonl"), "capture.jsonl")))
     late = {}
@@ -71,7 +72,7 @@ def _settled_batches(tmp_path, window: str) -> list:
     specs = side.shard.aggregates
     aggregates = {key: shard_stage.finish_group(specs, shard_stage.merge_group_states(specs, states))
                   for key, states in partials.items()}
-    stages = stages_step.ApplyStagesFn(side)
+    stages = stages_step.ApplyStagesFn(side, storage=Storage())
     stages.setup()
     out = []
     for batch in batches:
@@ -116,7 +117,8 @@ def _read_batches(tmp_path, lines: list[dict], timestamp: str = "{field: t, unit
     config = CONFIG.format(window=WINDOWS["fixed"]).replace("{field: t, unit: s}", timestamp, 1)
     config = config.replace("capture: {path: capture.jsonl,", "capture: {path: capture.jsonl, max_record_bytes: 200,")
     (tmp_path / "parity.yaml").write_text(config, encoding="utf-8")
-    read = read_step.ReadBatchesFn(load_config(str(tmp_path / "parity.yaml")).side("offline"), 4, str(tmp_path / "out"))
+    read = read_step.ReadBatchesFn(load_config(str(tmp_path / "parity.yaml")).side("offline"), 4, str(tmp_path / "out"),
+                                   storage=Storage())
     read.setup()
     batches = list(read.process((0, str(tmp_path / "capture.jsonl"), "capture.jsonl")))
     quarantined = sorted((tmp_path / "out" / "_parts").glob("*.quarantine.jsonl"))
@@ -207,7 +209,8 @@ sides:
             for line in lines:
                 handle.write(json.dumps(line) + "\n")
         (folder / "parity.yaml").write_text(config, encoding="utf-8")
-        fn = read_step.ReadBatchesFn(load_config(str(folder / "parity.yaml")).side("offline"), 8, str(folder / "out"))
+        fn = read_step.ReadBatchesFn(load_config(str(folder / "parity.yaml")).side("offline"), 8, str(folder / "out"),
+                                       storage=Storage())
         fn.setup()
         batches = list(fn.process((0, str(folder / "capture.jsonl"), "capture.jsonl")))
         quarantined = sorted((folder / "out" / "_parts").glob("*.quarantine.jsonl"))

@@ -1,0 +1,414 @@
+"""The storage context of a run: every file parity reads or writes goes through a `Storage` (captures, the `--out`
+folder, its reports and fingerprint sets, the parts workers write, spill files, `saved` graphs, `parity diff`
+inputs, a tap's set).
+
+A `Storage` is the run's pipeline options (a tuple of `--name=value` strings), frozen and picklable: a command
+builds it from the options it was given and passes it down, and a DoFn carries it to its workers, so the same
+options reach a harness started by an SDK worker pool. Nothing reads a "current" setting: two contexts with other
+options in one process (a tap in a user's job beside parity's own run, two taps) each reach their own store.
+
+A local path is handled with the standard library (pyarrow opens local files natively). A URL with a scheme
+(`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own pipeline options for
+credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no code of its own for
+any store. Which schemes work is what the installed Beam extras provide (`[aws]`, `[gcp]`).
+
+Beam's `FileSystems` reads its options from a process-wide setting, which a user's own pipeline in the same
+process relies on; parity leaves it alone. A context builds the file system of a scheme itself with its own
+options (one per scheme and options, kept in a module cache that holds no current setting): for `s3://`
+parity's `S3Store` (`parity.storage.s3_clients`), Beam's S3IO with one client per thread; for other schemes
+Beam's file system class. The pure path helpers (`child`, `join`, `is_url`, `parent`, `basename`, `scheme`, the
+glob helpers, `makedirs`, `resolved`) are plain functions in `parity.storage.urls`: they need no options.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import threading
+from typing import IO, Any, Iterator, Sequence
+
+from parity import compat
+from parity.errors import ParityError
+from parity.storage import files, gcs_probe, s3_clients, urls
+
+__all__ = ["Storage"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Storage:
+    """The pipeline options parity's file access uses for URLs (`--s3_endpoint_url=...`); unknown options are
+    ignored. `Storage()` has none: local paths, and URLs with Beam's defaults (credentials from the environment).
+
+    Example:
+        storage = Storage.of(["--s3_endpoint_url=http://localhost:9000"])
+        storage.write_text("s3://bucket/run/report.json", text)
+    """
+
+    options: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(str(option) for option in self.options))
+
+    @classmethod
+    def of(cls, options: Sequence[str] | None) -> Storage:
+        """The context of a run given these pipeline options (None: none)."""
+        return cls(tuple(options or ()))
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def open_read(self, path: str) -> IO[bytes]:
+        """The bytes of `path`, as a binary file object (compression is left to the caller)."""
+        if not urls.is_url(path):
+            _regular(path)
+            return open(path, "rb")
+        try:
+            return self._store(path).open(path)
+        except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
+            raise _os_error(path, exc) from exc
+
+    def readable(self, path: str) -> Any:
+        """What a reader that takes a file name or a file object (pyarrow's) opens: the path itself locally
+        (pyarrow opens and maps it natively); on a URL a seekable binary file object from `open_read` (Beam's
+        downloading streams seek with ranged reads, so a Parquet reader fetches its footer and the columns it
+        wants, not the whole object)."""
+        if not urls.is_url(path):
+            _regular(path)
+            return path
+        return self.open_read(path)
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.open_read(path) as handle:
+            return handle.read()
+
+    def read_text(self, path: str) -> str:
+        """The UTF-8 text of `path`."""
+        if not urls.is_url(path):
+            _regular(path)
+            with open(path, encoding="utf-8") as handle:
+                return handle.read()
+        return self.read_bytes(path).decode("utf-8")
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Writes `path` whole or not at all. Locally: `parity.storage.files.write_bytes`. On an object store:
+        one upload, which becomes visible only once complete (S3, GCS), so a reader never sees part of it and a
+        retried writer replaces it.
+
+        Raises:
+            OSError: also for empty `data` on a URL: Beam's S3 upload (2.77) completes a multipart upload of no
+                part, which S3 refuses; callers write no file where it would be empty.
+        """
+        if not urls.is_url(path):
+            files.write_bytes(path, data)  # the project's one atomic local write
+            return
+        if not data:
+            raise OSError(f"{path}: an empty object cannot be written through Beam's FileSystems (an S3 multipart "
+                          f"upload needs a part); write nothing instead")
+        try:
+            with self._store(path).create(path) as handle:
+                handle.write(data)
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+
+    def write_text(self, path: str, text: str) -> None:
+        """`write_bytes` of `text` as UTF-8 (locally `parity.storage.files.write_text`)."""
+        if not urls.is_url(path):
+            files.write_text(path, text)
+            return
+        self.write_bytes(path, text.encode("utf-8"))
+
+    @contextlib.contextmanager
+    def open_write(self, path: str) -> Iterator[Any]:
+        """Yields where a streaming writer that takes a file name or a file object (pyarrow's `pq.write_table`,
+        `pq.ParquetWriter`, `pa.ipc.new_file`) writes `path` whole or not at all: locally a temporary path beside
+        it, renamed to `path` when the block ends (`parity.storage.files.replacing`); on an object store a binary
+        file object from the store's `create`, one upload that becomes visible only when it is closed at the end
+        of the block (a block that raises leaves the object as it was: the upload is not completed).
+
+        Example:
+            with storage.open_write(path) as sink:
+                pq.write_table(table, sink)
+        """
+        if not urls.is_url(path):
+            with files.replacing(path) as temporary:
+                yield temporary
+            return
+        try:
+            handle = self._store(path).create(path)
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+        try:
+            yield handle
+        except BaseException:
+            _abandon(handle)
+            raise
+        try:
+            handle.close()
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+
+    # -- what is there ---------------------------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        if not urls.is_url(path):
+            return os.path.exists(path)
+        try:
+            return self._store(path).exists(path) or bool(self.list_folder(path))
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+
+    def isfile(self, path: str) -> bool:
+        """Whether `path` is a file (a local file, or an object that exists under exactly that key)."""
+        if not urls.is_url(path):
+            return os.path.isfile(path)
+        if path.endswith("/"):
+            return False
+        try:
+            return self._store(path).exists(path)
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+
+    def isdir(self, path: str) -> bool:
+        """Whether `path` is a folder (a local folder, or a URL prefix with at least one object under `path/`)."""
+        if not urls.is_url(path):
+            return os.path.isdir(path)
+        return bool(self._match_prefix(path.rstrip("/") + "/"))
+
+    def list_names(self, path: str) -> list[str]:
+        """The names directly in the folder `path`, files and folders alike, hidden ones too, sorted (os.listdir's
+        names, sorted). For a URL: the next segment of every object under `path/`."""
+        if not urls.is_url(path):
+            return sorted(os.listdir(path))
+        prefix = path.rstrip("/") + "/"
+        return sorted({found[len(prefix):].split("/", 1)[0] for found in self._match_prefix(prefix)} - {""})
+
+    def list_tree(self, path: str) -> list[str]:
+        """Every file under the folder `path`, at any depth, sorted."""
+        if not urls.is_url(path):
+            return sorted(os.path.join(folder, name) for folder, _, names in os.walk(path) for name in names)
+        return sorted(self._match_prefix(path.rstrip("/") + "/"))
+
+    def list_folder(self, path: str) -> list[str]:
+        """The files directly in the folder `path` (no subfolders, no hidden names), sorted; [] if none."""
+        if not urls.is_url(path):
+            if not os.path.isdir(path):
+                return []
+            return sorted(os.path.join(path, name) for name in os.listdir(path)
+                          if not name.startswith(".") and os.path.isfile(os.path.join(path, name)))
+        prefix = path.rstrip("/") + "/"
+        found = []
+        for found_path in self._match_prefix(prefix):
+            rest = found_path[len(prefix):]
+            if rest and "/" not in rest and not rest.startswith("."):
+                found.append(found_path)
+        return sorted(found)
+
+    def match(self, pattern: str) -> list[str]:
+        """The files a glob names, sorted (`**` crosses folders, `*` does not, as glob.glob(recursive=True))."""
+        if not urls.is_url(pattern):
+            import glob
+
+            return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        regex = urls.glob_regex(pattern)
+        return sorted(p for p in self._match_prefix(urls.glob_prefix(pattern)) if regex.fullmatch(p))
+
+    # -- removing --------------------------------------------------------------------------------------------
+
+    def delete(self, paths: Sequence[str]) -> None:
+        """Removes files; one already gone is not an error."""
+        for path in (p for p in paths if not urls.is_url(p)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        remote = [p for p in paths if urls.is_url(p)]
+        if remote:
+            try:
+                present = [p for p in remote if self._store(p).exists(p)]
+                for name in sorted({urls.scheme(p) for p in present}):
+                    same = [p for p in present if urls.scheme(p) == name]
+                    self._store(same[0]).delete(same)
+            except Exception as exc:
+                raise _os_error(remote[0], exc) from exc
+
+    def delete_tree(self, path: str) -> None:
+        """Removes the folder `path` and everything under it; nothing if missing. For a URL: every object whose
+        name starts with `path/`, and an object named `path` itself."""
+        if not urls.is_url(path):
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        found = self._match_prefix(path.rstrip("/") + "/")
+        try:
+            if self._store(path).exists(path.rstrip("/")):
+                found.append(path.rstrip("/"))
+            for start in range(0, len(found), 1000):  # S3 deletes at most 1000 objects a request
+                self._store(path).delete(found[start:start + 1000])
+        except Exception as exc:
+            raise _os_error(path, exc) from exc
+
+    def remove(self, path: str) -> None:
+        """Removes a file or a folder tree at `path`, whichever it is; nothing if missing. Locally a link goes as
+        a link, never its target (links inside a tree too: what the out folder's claim relies on); for a URL,
+        `delete_tree`."""
+        if not urls.is_url(path):
+            if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+                os.unlink(path)
+            elif os.path.isdir(path):
+                shutil.rmtree(path)
+            return
+        self.delete_tree(path)
+
+    # -- local copies ----------------------------------------------------------------------------------------
+
+    def copy_tree_to_local(self, path: str, target: str) -> str:
+        """Copies every object under the URL folder `path` into the local folder `target` (made if missing),
+        keeping their relative names; returns `target`. For a reader that opens local files only (TensorFlow's
+        loader of a `saved` graph, where tf.io.gfile has no filesystem for the scheme)."""
+        prefix = path.rstrip("/") + "/"
+        found = self._match_prefix(prefix)
+        if not found:
+            raise FileNotFoundError(f"{path}: no object under this prefix")
+        for source in found:
+            rest = source[len(prefix):]
+            if not rest or rest.endswith("/"):
+                continue
+            local = os.path.join(target, *rest.split("/"))
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with self.open_read(source) as handle, open(local, "wb") as out:
+                shutil.copyfileobj(handle, out, 1 << 20)
+        return target
+
+    def local_copy(self, path: str, prefix: str = "parity-copy-") -> str:
+        """`path` where a library that opens only local files can read it (TensorFlow's loaders: tf.io.gfile has
+        no `s3://` without tensorflow-io): `path` itself when local; for a URL, a copy of its object (when one
+        exists under exactly that name, e.g. a `.keras` file) or of the folder under it, in a local temporary
+        folder named with `prefix`, made once per process and options and removed when it exits. Workers call
+        it too.
+
+        Raises:
+            OSError: nothing can be read under the URL.
+        """
+        if not urls.is_url(path):
+            return path
+        key = (path.rstrip("/"), self.options)
+        with _COPYING:
+            if key not in _LOCAL_COPIES:
+                _LOCAL_COPIES[key] = self._copy(key[0], prefix)
+            return _LOCAL_COPIES[key]
+
+    def _copy(self, url: str, prefix: str) -> str:
+        import atexit
+        import tempfile
+
+        target = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, target, True)
+        if self.isfile(url):
+            local = os.path.join(target, urls.basename(url))
+            with self.open_read(url) as source, open(local, "wb") as out:
+                shutil.copyfileobj(source, out, 1 << 20)
+            return local
+        return self.copy_tree_to_local(url, target)
+
+    # -- the store of a URL ----------------------------------------------------------------------------------
+
+    def _match_prefix(self, prefix: str) -> list[str]:
+        """Every object whose name starts with `prefix` (Beam's match of `prefix**`; its `*` stops at a `/`)."""
+        try:
+            return list(self._store(prefix).list_prefix(prefix))
+        except Exception as exc:
+            raise _os_error(prefix, exc) from exc
+
+    def _store(self, path: str) -> Any:
+        """The file system of `path`'s scheme built with these options, after a bounded check that the store
+        `path` is on answers (`s3_clients.probe`, `gcs_probe.probe`, once per bucket and options): Beam retries
+        an unreachable store for minutes. One per scheme and options, kept for the process."""
+        name = urls.scheme(path)
+        if name == "s3":
+            s3_clients.probe(path, self.options)
+        elif name == "gs":
+            gcs_probe.probe(path, self.options)
+        key = (name, self.options)
+        found = _STORES.get(key)
+        if found is None:
+            with _BUILDING:
+                found = _STORES.get(key)
+                if found is None:
+                    found = _STORES[key] = _build_store(name, self.options)
+        return found
+
+
+_STORES: dict[tuple[str, tuple[str, ...]], Any] = {}  # (scheme, options) -> its file system, built once
+_BUILDING = threading.Lock()
+_LOCAL_COPIES: dict[tuple[str, tuple[str, ...]], str] = {}  # (URL, options) -> its local copy, made once
+_COPYING = threading.Lock()
+
+
+def _build_store(name: str, options: tuple[str, ...]) -> Any:
+    if name == "s3" and compat.s3io_module() is not None and compat.boto3_client_module() is not None:
+        return s3_clients.S3Store(options)
+    cls = urls.filesystem_class(name)
+    if cls is None:
+        raise ValueError(f"no installed Beam file system serves {name}://")
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return _BeamStore(cls(pipeline_options=PipelineOptions(list(options))))
+
+
+class _BeamStore:
+    """Beam's file system of a scheme (GCS, HDFS, ...) with the calls `Storage` makes, as `S3Store` has them."""
+
+    def __init__(self, filesystem: Any) -> None:
+        self._fs = filesystem
+
+    def open(self, path: str) -> Any:
+        from apache_beam.io.filesystem import CompressionTypes
+
+        return self._fs.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    def create(self, path: str) -> Any:
+        from apache_beam.io.filesystem import CompressionTypes
+
+        return self._fs.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs.exists(path))
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        return (meta.path for result in self._fs.match([prefix + "**"]) for meta in result.metadata_list)
+
+    def delete(self, paths: Sequence[str]) -> None:
+        self._fs.delete(list(paths))
+
+
+def _regular(path: str) -> None:
+    """Refuses a local path that is a FIFO, a device or a socket before it is opened: opening a FIFO blocks until
+    a writer comes, and a device may never end, so a `parity report` or `parity diff` given one hung until
+    killed.
+
+    Raises:
+        OSError: naming the path and what it is, which callers turn into their own error.
+    """
+    special = files.special_kind(path)
+    if special is not None:
+        raise OSError(f"{path} is {special}, not a regular file; parity reads only regular files (and folders "
+                      f"where one is asked for)")
+
+
+def _abandon(handle: Any) -> None:
+    """Drops an upload without completing it, so that a writer that raised leaves no half object: Beam's
+    uploading streams (`filesystemio.UploaderStream`, S3's and others') complete the upload when closed, which
+    the garbage collector would otherwise do."""
+    compat.abandon_upload(handle)
+    with contextlib.suppress(Exception):
+        handle.close()
+
+
+def _os_error(path: str, exc: Exception) -> Exception:
+    """Beam's and the store's errors as an OSError naming the path, as local file errors are (parity's own,
+    e.g. an unreachable store's, as they are)."""
+    if isinstance(exc, (OSError, ParityError)):
+        return exc
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return OSError(f"{path}: {message}")
