@@ -86,6 +86,10 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     order = _replay_order(config)
     side_dirs = [urls.child(out_dir, SIDES_DIR, side.name) for side in order]
     at_once = overlap.wanted(config, order, runner, pipeline_options, sides_at_once)
+    if runner == "FlinkRunner":
+        # the job server resolved once (started here unless given): both sides' jobs, the child's included,
+        # and the noise replays' go to it
+        pipeline_options = flink.flink_defaults(pipeline_options or [])
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
     urls.configure(pipeline_options)  # an `--out` URL is claimed with the run's storage options
@@ -101,8 +105,12 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                    noise: bool, timings: dict[str, Any]) -> dict[str, Any]:
     second = None
     if at_once:
-        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd)
+        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd,
+                                          beam_args=pipeline_options)
         timings["sides_at_once"] = True
+    # the first side's pipeline opens the child's gate where its steps run in this process; else finish() does,
+    # once the first side's job has ended
+    gate = second if second is not None and overlap.steps_here(runner, pipeline_options) else None
     try:
         if at_once:
             config = load_config(config_path)  # the same config, its references imported and checked
@@ -113,7 +121,7 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                 started = second.started  # the child's side: from the child's start
             else:
                 # a TFT first side opens the waiting child's gate as soon as its graph is written
-                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options, gate=second)
+                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options, gate=gate)
             timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
             if second is not None and side is order[1] and second.ended is not None:
                 # the line above counts until this process had the child's result (after its own replay)

@@ -215,7 +215,13 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
     monkeypatch.setattr(overlap, "usable_cores", lambda: 2)
     assert not overlap.wanted(config, order, "DirectRunner", [], "auto")  # the example's capture is small
     assert overlap.wanted(config, order, "DirectRunner", [], "on")
-    assert not overlap.wanted(config, order, "FlinkRunner", [], "on")
+    # on Flink both sides' jobs go to the job server together, whatever the capture's size (issue 44): on the
+    # embedded Flink parity starts (a MiniCluster per job), or when asked; a user's job server whose Flink's free
+    # slots cannot be read runs them one after the other (a job short of slots fails after 5 minutes)
+    assert overlap.wanted(config, order, "FlinkRunner", [], "auto")
+    assert not overlap.wanted(config, order, "FlinkRunner", ["--job_endpoint=localhost:1"], "auto")
+    assert overlap.wanted(config, order, "FlinkRunner", ["--job_endpoint=localhost:1", "--parallelism=2"], "on")
+    assert not overlap.wanted(config, order, "FlinkRunner", [], "off")
     assert not overlap.wanted(config, order, "DirectRunner", ["--direct_num_workers=2"], "on")
     assert not overlap.wanted(config, order, "DirectRunner", [], "off")
     big = tmp_path / "big.jsonl"
@@ -229,6 +235,13 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
     assert not overlap.wanted(config, list(config.sides), "DirectRunner", [], "auto")
     with pytest.raises(ConfigError, match="sometimes"):
         overlap.wanted(config, order, "DirectRunner", [], "sometimes")
+
+
+def test_the_gate_travels_with_the_steps_only_where_they_run_in_the_submitting_process():
+    assert overlap.steps_here("DirectRunner", [])
+    assert overlap.steps_here("FlinkRunner", [])  # parity's default: LOOPBACK workers
+    assert overlap.steps_here("FlinkRunner", ["--environment_type=loopback"])
+    assert not overlap.steps_here("FlinkRunner", ["--environment_type=EXTERNAL", "--environment_config=host:50000"])
 
 
 def test_the_cli_rejects_an_unknown_sides_at_once_setting(capsys):
