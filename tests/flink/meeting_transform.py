@@ -1,0 +1,42 @@
+"""`transform.python` functions whose two sides meet: with PARITY_TEST_MEET_DIR set, each side's first record
+waits (up to MEET_LIMIT) until the other side has reached its own transform, so a check passes only when both
+sides' jobs run at the same time; unset, they are transform_bucket_boundary's functions as they are. The sides run
+in two processes (`--sides-at-once`: this process and its child) and meet through files in that folder."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "fixtures", "scenarios", "transform_bucket_boundary"))
+
+import sc_transform_bucket_boundary_fns as fns  # noqa: E402
+
+MEET_ENV = "PARITY_TEST_MEET_DIR"
+MEET_LIMIT = 180.0  # seconds: sides that never meet fail their replay rather than hanging the session
+_met: set[str] = set()
+
+
+def _meet(side: str, other: str) -> None:
+    folder = os.environ.get(MEET_ENV)
+    if not folder or side in _met:
+        return
+    with open(os.path.join(folder, side), "w", encoding="utf-8") as handle:
+        handle.write(f"{time.time()}\n")
+    deadline = time.monotonic() + MEET_LIMIT
+    while not os.path.exists(os.path.join(folder, other)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"meeting_transform: side {side} waited {MEET_LIMIT:g} s for side {other}'s job")
+        time.sleep(0.05)
+    _met.add(side)
+
+
+def offline_features(record: dict) -> dict:
+    _meet("offline", "production")
+    return fns.offline_features(record)
+
+
+def production_features(record: dict) -> dict:
+    _meet("production", "offline")
+    return fns.production_features(record)
