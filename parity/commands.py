@@ -132,7 +132,7 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
     noise_result = None
     if noise:
         started = time.monotonic()
-        noise_result = noise_baseline(config, out_dir, runner, pipeline_options)
+        noise_result = noise_baseline(config, out_dir, runner, pipeline_options, at_once=at_once)
         timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
     left, right = (urls.child(out_dir, SIDES_DIR, s.name) for s in config.sides)
@@ -184,17 +184,19 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
 NOISE_DIR = "noise"
 
 
-def noise_baseline(config: Config, out_dir: str, runner: str,
-                   beam_args: Sequence[str] | None) -> dict[str, dict[str, list[str]]]:
-    """Replays each side again in a subprocess (other hash salt, batching, order) and finds what changed."""
+def noise_baseline(config: Config, out_dir: str, runner: str, beam_args: Sequence[str] | None,
+                   at_once: bool = False) -> dict[str, dict[str, list[str]]]:
+    """Replays each side again in a subprocess (other hash salt, batching, order) and finds what changed.
+
+    `at_once`: the two subprocesses run at the same time, as the check's own sides did (`sides_at_once.wanted`);
+    each reads only its own side's primary set (and a `saved: {from_side}` side the first side's graph, already
+    written), so neither waits for the other."""
     import subprocess
     import sys
+    import tempfile
 
-    from parity.config import ToleranceSpec
-
-    result: dict[str, dict[str, list[str]]] = {}
+    commands = []
     for side in _replay_order(config):
-        primary = urls.child(out_dir, SIDES_DIR, side.name)
         again = urls.child(out_dir, NOISE_DIR, side.name)
         command = [sys.executable, "-m", "parity", "replay", config.path, "--side", side.name, "--out", again,
                    "--runner", runner, "--reorder"]
@@ -206,14 +208,39 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
         salt = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
         # it ends with this process, imports what it can and reuses its Flink job server; another hash salt
         env = children.environment({**flink.child_environment(), "PYTHONHASHSEED": salt})
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {done.returncode}): "
-                              f"{(done.stderr.strip().splitlines() or [''])[-1]}")
-        outcome = DiffStream(read_set(primary), read_set(again), ToleranceSpec(), keep_unpaired=0)
-        features = sorted({name for m in outcome for name in m.feature_deltas})  # counts are complete after
-        result[side.name] = {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
+        commands.append((side, command, env))
+    running: list[tuple[SideConfig, subprocess.Popen, Any]] = []
+    result: dict[str, dict[str, list[str]]] = {}
+    try:
+        for side, command, env in commands:
+            said = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # read once it ends
+            running.append((side, subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=said), said))
+            if not at_once:
+                result[side.name] = _noise_of(out_dir, *running[-1])
+        for side, process, said in running:
+            if side.name not in result:
+                result[side.name] = _noise_of(out_dir, side, process, said)
+    finally:
+        for _side, process, said in running:
+            if process.poll() is None:  # the other side's noise replay failed, or this process was interrupted
+                process.kill()
+                process.wait()
+            said.close()
     return result
+
+
+def _noise_of(out_dir: str, side: SideConfig, process: Any, said: Any) -> dict[str, list[str]]:
+    """Waits for a side's noise replay; the stages and features that differ between the side's two replays."""
+    from parity.config import ToleranceSpec
+
+    if process.wait() != 0:
+        said.seek(0)
+        raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {process.returncode}): "
+                          f"{(said.read().strip().splitlines() or [''])[-1]}")
+    primary, again = urls.child(out_dir, SIDES_DIR, side.name), urls.child(out_dir, NOISE_DIR, side.name)
+    outcome = DiffStream(read_set(primary), read_set(again), ToleranceSpec(), keep_unpaired=0)
+    features = sorted({name for m in outcome for name in m.feature_deltas})  # counts are complete after
+    return {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
 
 
 def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,

@@ -2,7 +2,7 @@
 (this process submits the first side's, the `--sides-at-once` child the second's), and the report is the one the
 sides give one after the other, byte for byte. That the jobs ran at the same time is read from the job server's
 own state timestamps (`GetStateStream`), not from a wall clock around the check; a python transform whose sides
-meet (tests/flink/meeting_transform.py) makes the check fail outright if they did not. A `saved: {from_side}`
+meet (tests/meeting_transform.py) makes the check fail outright if they did not. A `saved: {from_side}`
 second side still waits for the first side's TFT graph, with LOOPBACK workers (the gate in the pipelines' steps)
 and with a worker pool's harnesses (`--environment_type=EXTERNAL`: the gate before the second job is submitted).
 """
@@ -21,7 +21,7 @@ from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 import parity
 from parity import compat
 
-from tests.flink import meeting_transform
+from tests import meeting_transform
 from tests.flink.test_flink_scenarios import assert_same_bytes
 
 # LOOPBACK workers log "CANCELLED: Multiplexer hanging up" from their gRPC reader threads when a job ends: harmless.
@@ -66,30 +66,10 @@ def _checked(config: str, out: str, endpoint: str, options: list[str], sides_at_
     return sorted(jobs, key=lambda job: job["RUNNING"])
 
 
-def _meeting_config(tmp_path) -> str:
-    text = f"""version: 1
-name: sides-meet
-capture:
-  path: {os.path.join(SCENARIOS, "_data", "trips.jsonl")}
-  format: jsonl
-  key: [trip_id]
-  schema: {{trip_id: int64, event_time: int64, ingest_time: int64, zone: string, company: string,
-           fare: float64, miles: float64}}
-sides:
-  offline:
-    transform: {{python: "tests.flink.meeting_transform:offline_features"}}
-  production:
-    transform: {{python: "tests.flink.meeting_transform:production_features"}}
-"""
-    path = tmp_path / "parity.yaml"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
 def test_both_sides_jobs_run_at_once_on_flink_and_the_report_is_the_one_after_the_other_byte_for_byte(
         tmp_path, flink_options, flink_job_endpoint, monkeypatch):
     monkeypatch.setenv("PARITY_PROGRESS", "off")
-    config = _meeting_config(tmp_path)
+    config = meeting_transform.write_config(str(tmp_path))
     one_after_the_other = _checked(config, str(tmp_path / "off"), flink_job_endpoint, flink_options, "off")
     first, second = one_after_the_other
     assert second["RUNNING"] >= first["DONE"]  # the sequential path stays sequential
@@ -100,7 +80,7 @@ def test_both_sides_jobs_run_at_once_on_flink_and_the_report_is_the_one_after_th
     first, second = at_once
     # by the job server's clock: the second job ran before the first one ended
     assert second["RUNNING"] < first["DONE"], at_once
-    assert sorted(os.listdir(meet)) == ["offline", "production"]
+    assert sorted(os.listdir(meet)) == ["check-offline", "check-production"]
     with open(tmp_path / "on" / "timings.json", encoding="utf-8") as handle:
         assert json.load(handle)["sides_at_once"] is True
     assert_same_bytes(str(tmp_path / "on" / "report.json"), str(tmp_path / "off" / "report.json"), "sides-meet")

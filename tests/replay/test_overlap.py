@@ -21,6 +21,7 @@ from parity.replay import sides_at_once as overlap
 from parity.replay.pipeline import FromSideGraph, await_graph
 from parity.sets.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR, read_values
 
+from tests import meeting_transform
 from tests.set_files import fingerprint_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -242,6 +243,22 @@ def test_the_gate_travels_with_the_steps_only_where_they_run_in_the_submitting_p
     assert overlap.steps_here("FlinkRunner", [])  # parity's default: LOOPBACK workers
     assert overlap.steps_here("FlinkRunner", ["--environment_type=loopback"])
     assert not overlap.steps_here("FlinkRunner", ["--environment_type=EXTERNAL", "--environment_config=host:50000"])
+
+
+@pytest.mark.slow  # two checks with noise: eight replays in six processes
+def test_the_noise_replays_of_a_check_at_once_run_at_once_and_report_as_one_after_the_other(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARITY_PROGRESS", "off")
+    config = meeting_transform.write_config(str(tmp_path), noise=True)
+    parity.check(config, out_dir=str(tmp_path / "off"), sides_at_once="off")
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    # each side's transform waits for the other's, in the check's replays and again in its noise replays
+    monkeypatch.setenv(meeting_transform.MEET_ENV, str(meet))
+    parity.check(config, out_dir=str(tmp_path / "on"), sides_at_once="on")
+    assert sorted(os.listdir(meet)) == ["check-offline", "check-production", "noise-offline", "noise-production"]
+    for name in REPORTS:
+        assert (tmp_path / "on" / name).read_bytes() == (tmp_path / "off" / name).read_bytes().replace(
+            str(tmp_path / "off").encode(), str(tmp_path / "on").encode()), name
 
 
 def test_the_cli_rejects_an_unknown_sides_at_once_setting(capsys):
