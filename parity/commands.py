@@ -70,8 +70,9 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     made by parity, unless `force`.
 
     `sides_at_once` (auto, on, off): replay the second side in a child process while this one replays the
-    first (`parity.replay.sides_at_once`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
-    of 16 MiB or more). The fingerprint sets and the report are the same either way.
+    first (`parity.replay.sides_at_once`); auto does where it pays (two cores, the in-process DirectRunner, a second
+    capture of 16 MiB or more; on Flink, where it has room for both sides' jobs). The fingerprint sets and the report
+    are the same either way.
 
     With `noise` (or `report.noise` in the config) each side is replayed a second time, in another process
     with another hash salt, other batching and reversed input order; stages that differ between a side's two
@@ -87,9 +88,9 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     side_dirs = [urls.child(out_dir, SIDES_DIR, side.name) for side in order]
     at_once = overlap.wanted(config, order, runner, pipeline_options, sides_at_once)
     if runner == "FlinkRunner":
-        # the job server resolved once (started here unless given): both sides' jobs, the child's included,
-        # and the noise replays' go to it
-        pipeline_options = flink.flink_defaults(pipeline_options or [])
+        # the job server resolved once: both sides' jobs, the child's included, and the noise replays' go to it.
+        # One this process starts is started once the child is (`_check_claimed`), which imports meanwhile.
+        pipeline_options = flink.flink_defaults(pipeline_options or [], start=not at_once)
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
     urls.configure(pipeline_options)  # an `--out` URL is claimed with the run's storage options
@@ -105,13 +106,17 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                    noise: bool, timings: dict[str, Any]) -> dict[str, Any]:
     second = None
     if at_once:
+        endpoint_later = runner == "FlinkRunner" and not flink.option_value(pipeline_options or [], "--job_endpoint")
         second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd,
-                                          beam_args=pipeline_options)
+                                          beam_args=pipeline_options, endpoint_later=endpoint_later)
         timings["sides_at_once"] = True
     # the first side's pipeline opens the child's gate where its steps run in this process; else finish() does,
     # once the first side's job has ended
     gate = second if second is not None and overlap.steps_here(runner, pipeline_options) else None
     try:
+        if second is not None and second.endpoint_later:
+            pipeline_options = flink.flink_defaults(pipeline_options or [])  # the job server this process starts
+            second.tell_endpoint(flink.option_value(pipeline_options, "--job_endpoint"))  # type: ignore[arg-type]
         if at_once:
             config = load_config(config_path)  # the same config, its references imported and checked
         for side, side_dir in zip(order, side_dirs):

@@ -51,6 +51,7 @@ from parity.replay.gate import TransformGate
 MIN_CAPTURE_BYTES = 16 << 20
 SETTINGS = ("auto", "on", "off")
 _GO = "go"
+_ENDPOINT = "endpoint"  # the first line a child started with `endpoint_later` reads: "endpoint HOST:PORT"
 # the children this process has started and not closed, by token: Beam pickles a step's arguments and the
 # in-process runner unpickles them here, so a SecondSide handed to a step as its gate must come back as
 # itself (`__reduce__`), not as a copy that has no child
@@ -124,6 +125,7 @@ class SecondSide(TransformGate):
         self._gate_open = False
         self._lock = threading.Lock()  # the gate opens from a pipeline step's thread or from check()
         self._token = f"{os.getpid()}-{next(_TOKENS)}"
+        self.endpoint_later = False  # whether the child waits for the job server's endpoint (`tell_endpoint`)
         _STARTED[self._token] = self
 
     def __reduce__(self) -> tuple:
@@ -131,12 +133,15 @@ class SecondSide(TransformGate):
 
     @classmethod
     def start(cls, config: Config, side: SideConfig, out_dir: str, first_dir: str, runner: str,
-              lock_fd: int | None = None, beam_args: Sequence[str] | None = None) -> "SecondSide":
+              lock_fd: int | None = None, beam_args: Sequence[str] | None = None,
+              endpoint_later: bool = False) -> "SecondSide":
         """Starts the child. `lock_fd`, the output folder's lock (`parity.storage.outdir`), is inherited by the child:
         the folder stays locked until both processes have ended, however they end. `beam_args`: the run's Beam
-        options, the same for both sides (on Flink, with the job server's `--job_endpoint` already in them)."""
+        options, the same for both sides (on Flink, with the job server's `--job_endpoint` in them). With
+        `endpoint_later`, this process starts the Flink job server once the child is started, and `tell_endpoint`s
+        it: the child's seconds of imports overlap the JVM's start. The child reads it before its replay starts."""
         request = {"config": config.path, "side": side.name, "out": out_dir, "transform_from": first_dir,
-                   "runner": runner, "beam_args": list(beam_args or [])}
+                   "runner": runner, "beam_args": list(beam_args or []), "endpoint_later": endpoint_later}
         env = flink.child_environment()  # the child reuses this process's Flink job server
         from parity.console import terminal
 
@@ -147,7 +152,22 @@ class SecondSide(TransformGate):
             f"the replay of side '{side.name}' in its own process", "parity.replay.sides_at_once", request,
             extra_env=env, fix="Run `parity check --sides-at-once off` to replay the sides one after the other",
             stdin=subprocess.PIPE, pass_fds=[one for one in (lock_fd, fd) if one is not None])
-        return cls(side, child)
+        second = cls(side, child)
+        second.endpoint_later = endpoint_later
+        return second
+
+    def tell_endpoint(self, endpoint: str) -> None:
+        """Tells a child started with `endpoint_later` the job server's endpoint: the first line of its standard
+        input, before the gate's word."""
+        with self._lock:
+            if self._gate_open:
+                return  # the child is being stopped
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(f"{_ENDPOINT} {endpoint}\n")
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the child has ended already; finish() says how
 
     def wait(self) -> bool:
         raise TypeError("the child waits at its gate; this process only opens it")
@@ -225,6 +245,12 @@ def _replay(request: dict[str, Any]) -> tuple[dict[str, Any], float]:
     side = config.side(request["side"])
     graph = FromSideGraph.of(config, side, request["out"], request["transform_from"])
     runner, beam_args = request["runner"], request.get("beam_args") or []
+    if request.get("endpoint_later"):  # the parent starts the job server while this process imports
+        said = sys.stdin.readline().split()
+        if len(said) != 2 or said[0] != _ENDPOINT:
+            raise RunnerError(f"the replay of side '{side.name}' did not get the Flink job server's endpoint: the "
+                              f"check stopped before its job server answered")
+        beam_args = [*beam_args, f"--job_endpoint={said[1]}"]
     gate = None
     if graph is not None:  # a gate for a side that waits for the first side's graph only
         if steps_here(runner, beam_args):

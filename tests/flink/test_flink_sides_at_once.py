@@ -20,6 +20,7 @@ from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
 import parity
 from parity import compat
+from parity.sets.fingerprint_set import VALUES_DIR
 
 from tests import meeting_transform
 from tests.flink.test_flink_scenarios import assert_same_bytes
@@ -93,11 +94,11 @@ def _graph_written_at(out: str) -> float:
 
 
 def _transformed_at(out: str) -> float:
-    """When the production side's first transformed batch was written: its earliest fingerprint part."""
-    folder = os.path.join(out, "sides", "production")
-    parts = [os.path.join(root, name) for root, _, names in os.walk(folder) for name in names
-             if name.endswith(".parquet") and "spill" not in root]
-    assert parts, os.listdir(folder)
+    """When the production side's first transformed batch was written: its earliest values part (a gated side
+    writes its stage values, `stage_values/`, before it waits; a part's transform outputs after)."""
+    folder = os.path.join(out, "sides", "production", VALUES_DIR)
+    parts = [os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".parquet")]
+    assert parts, folder
     return min(os.path.getmtime(path) for path in parts)
 
 

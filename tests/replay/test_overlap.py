@@ -238,6 +238,31 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
         overlap.wanted(config, order, "DirectRunner", [], "sometimes")
 
 
+@pytest.mark.slow  # a whole TFT replay in a child process
+def test_a_child_told_the_job_servers_endpoint_later_replays_with_it(tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    child = overlap.SecondSide.start(config, config.side("offline"), str(tmp_path / "offline"),
+                                     str(tmp_path / "none"), "DirectRunner", endpoint_later=True)
+    try:
+        child.tell_endpoint("localhost:1")  # Beam's portable option; the DirectRunner leaves it unused
+        manifest = child.finish()
+    finally:
+        child.close()
+    assert manifest["side"] == "offline" and manifest["records"]["read"] == 3000
+
+
+def test_a_child_waiting_for_the_job_servers_endpoint_stops_naming_it_when_the_check_stops_first(tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    child = overlap.SecondSide.start(config, config.side("offline"), str(tmp_path / "offline"),
+                                     str(tmp_path / "none"), "DirectRunner", endpoint_later=True)
+    try:
+        child.never()  # what close() says when the job server could not be started
+        with pytest.raises(RunnerError, match="side 'offline' did not get the Flink job server's endpoint"):
+            child.finish()
+    finally:
+        child.close()
+
+
 def test_the_gate_travels_with_the_steps_only_where_they_run_in_the_submitting_process():
     assert overlap.steps_here("DirectRunner", [])
     assert overlap.steps_here("FlinkRunner", [])  # parity's default: LOOPBACK workers
