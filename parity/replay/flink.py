@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -30,11 +31,17 @@ DEFAULT_START_TIMEOUT = 300.0  # seconds; Beam's own portable tests allow 300 s 
 ENDPOINT_PROBE_TIMEOUT = 30.0  # seconds a user-given --job_endpoint has to answer
 JVM_OPTIONS = (
     "-Xmx1536m",
+    # The client compiler only, and the serial collector: a job server parity starts lives for one command, and
+    # a small check's job server spent most of its CPU compiling and collecting in parallel threads on the
+    # machine's few cores (benchmarks/RESULTS.md, issue 44); a later -XX option in PARITY_FLINK_JVM_OPTIONS wins.
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
     # What Beam's flink_runner_test.py passes on Java 17.
     "--add-opens=java.base/java.lang=ALL-UNNAMED",
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--add-opens=java.base/java.util=ALL-UNNAMED",
 )
+JVM_OPTIONS_ENV = "PARITY_FLINK_JVM_OPTIONS"  # more options for the job server's JVM, after JVM_OPTIONS
 REST_ENV = "PARITY_FLINK_REST"  # where the client reaches Flink's REST API, when --flink_master does not say it
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # parity/replay/flink.py
 _JARS = os.path.join(_REPO_ROOT, "vendor", "jars")
@@ -203,7 +210,7 @@ class JobServer:
         self.flink_master = flink_master
         self.port = port or compat.free_port()
         self.java = java or os.environ.get("PARITY_JAVA") or "java"
-        self.jvm_options = list(jvm_options)
+        self.jvm_options = [*jvm_options, *shlex.split(os.environ.get(JVM_OPTIONS_ENV, ""))]
         self.start_seconds: float | None = None
         self._process: subprocess.Popen | None = None
         self._dir: str | None = None
