@@ -5,8 +5,9 @@ about one core busy. With two cores or more, when captures are large enough to p
 (importing Beam and TensorFlow takes a few seconds), the second side replays in a child process meanwhile.
 
 On Flink the two sides are two jobs submitted together to one job server: the child submits the second side's
-job while this process submits the first's, with the same Beam options (`check` resolves the job server once,
-before the child starts, so both jobs go to it). A small check's time there is mostly each job's start-up
+job while this process submits the first's, with the same Beam options and one job server, which `check`
+resolves once (one it starts, it starts right after the child, and tells the child its endpoint on its standard
+input: the child's imports overlap the JVM's start). A small check's time there is mostly each job's start-up
 (submission, the job's own start on Flink, the SDK harness's start), which the two jobs then spend at the same
 time; with LOOPBACK workers each side's steps also run in its own process, on its own core.
 
