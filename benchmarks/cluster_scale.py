@@ -54,7 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="SDK harnesses per TaskManager (Beam's --sdk_worker_parallelism): one per slot, since a "
                              "harness runs its bundles in threads of one Python process")
     parser.add_argument("--contenders", default="flink_s3,direct",
-                        help="flink_s3 (the cluster, S3 in and out), direct (DirectRunner, local disk)")
+                        help="flink_s3 (the cluster, S3 in and out, both sides' jobs at once), flink_s3_serial (the "
+                             "same, the sides' jobs one after the other: --sides-at-once off), direct (DirectRunner, "
+                             "local disk)")
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"),
                         help="where captures are generated and cached (as benchmarks/run.py)")
     parser.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -197,16 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {name: [] for name in contenders}
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     state_before = bench.machine_state()
-    cluster = Cluster(base) if "flink_s3" in contenders else None
+    cluster = Cluster(base) if any(name.startswith("flink_s3") for name in contenders) else None
     try:
         capture = cluster.upload(files, f"capture-n{args.records}-s{args.seed}") if cluster else None
         for round_index in range(args.rounds):
             for name in bench.round_order(contenders, round_index + 1):
                 out_local = os.path.join(base, f"out-{name}-{round_index}")
-                if name == "flink_s3":
+                if name.startswith("flink_s3"):
                     config = _shared_config(base, files, capture)
+                    # the sides at once is asked for: with a given job server and no --flink_master, auto cannot
+                    # read Flink's free slots and would replay them one after the other
                     command = [parity, "check", config, "--runner", "FlinkRunner",
-                               "--out", f"s3://{BUCKET}/out-{round_index}", "--",
+                               "--sides-at-once", "off" if name == "flink_s3_serial" else "on",
+                               "--out", f"s3://{BUCKET}/out-{name}-{round_index}", "--",
                                *cluster.options(args.parallelism, args.sdk_worker_parallelism)]
                 else:
                     config = bench.write_config(os.path.join(base, "direct"), files, "python", variant="fixed")
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 jobs_before = {job["jid"] for job in cluster.flink.get("/jobs/overview")["jobs"]} if cluster else set()
                 run = _run(name, command, os.path.join(base, f"{name}-{round_index}.log"))
                 run.update(round=round_index + 1, timings=_timings(cluster, name, round_index, out_local))
-                if name == "flink_s3":
+                if name.startswith("flink_s3"):
                     run["flink_jobs"] = _flink_steps(cluster, jobs_before)
                 runs[name].append(run)
                 shutil.rmtree(out_local, ignore_errors=True)
@@ -249,6 +254,7 @@ def _flink_steps(cluster: Cluster, before: set[str], top: int = 6) -> list[dict[
         detail = cluster.flink.get(f"/jobs/{job['jid']}")
         vertices = sorted(detail.get("vertices", []), key=lambda v: -v.get("duration", 0))[:top]
         steps.append({"job": job["name"], "seconds": round(job.get("duration", 0) / 1000, 1),
+                      "start_ms": job.get("start-time"), "end_ms": job.get("end-time"),
                       "vertices": [{"name": v["name"][:160], "seconds": round(v.get("duration", 0) / 1000, 1),
                                     "parallelism": v.get("parallelism")} for v in vertices]})
     return sorted(steps, key=lambda s: s["job"])
@@ -257,8 +263,8 @@ def _flink_steps(cluster: Cluster, before: set[str], top: int = 6) -> list[dict[
 def _timings(cluster: Cluster | None, name: str, round_index: int, out_local: str) -> dict[str, Any]:
     """The check's own timings.json (each side's replay, the diff): where the wall time went."""
     try:
-        if name == "flink_s3":
-            body = cluster.s3.client().get_object(Bucket=BUCKET, Key=f"out-{round_index}/timings.json")["Body"]
+        if name.startswith("flink_s3"):
+            body = cluster.s3.client().get_object(Bucket=BUCKET, Key=f"out-{name}-{round_index}/timings.json")["Body"]
             return json.loads(body.read())
         with open(os.path.join(out_local, "timings.json"), encoding="utf-8") as handle:
             return json.load(handle)
@@ -277,6 +283,15 @@ def _summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
     if "flink_s3" in summary and "direct" in summary:
         summary["flink_over_direct_wall"] = round(summary["flink_s3"]["wall_median_s"]
                                                   / summary["direct"]["wall_median_s"], 2)
+    if "flink_s3_serial" in summary and "direct" in summary:
+        summary["flink_serial_over_direct_wall"] = round(summary["flink_s3_serial"]["wall_median_s"]
+                                                         / summary["direct"]["wall_median_s"], 2)
+    for name in ("flink_s3", "flink_s3_serial"):
+        harness = [r["cluster_cpu_s"]["sdk_workers"] for r in runs.get(name, []) if "cluster_cpu_s" in r]
+        if harness and "direct" in summary:
+            summary[f"{name}_sdk_workers_cpu_median_s"] = round(statistics.median(harness), 1)
+            summary[f"{name}_sdk_workers_cpu_over_direct_cpu"] = round(statistics.median(harness)
+                                                                       / summary["direct"]["cpu_median_s"], 2)
     return summary
 
 
@@ -300,6 +315,12 @@ def _markdown(result: dict[str, Any]) -> str:
                          f"{run['load_before']} |")
     for name, rounds in result["runs"].items():
         for run in rounds:
+            jobs = sorted((job for job in run.get("flink_jobs", []) if job.get("start_ms") and job.get("end_ms")),
+                          key=lambda job: job["start_ms"])
+            if len(jobs) == 2:  # by Flink's JobManager clock: how long the two sides' jobs ran at the same time
+                together = max(0, min(jobs[0]["end_ms"], jobs[1]["end_ms"]) - jobs[1]["start_ms"]) / 1000
+                lines += ["", f"{name} round {run['round']}: the sides' Flink jobs ran {jobs[0]['seconds']} s and "
+                              f"{jobs[1]['seconds']} s, {together:.1f} s of it at the same time"]
             for job in run.get("flink_jobs", []):
                 lines += ["", f"{name} round {run['round']}, Flink job {job['job']}: {job['seconds']} s; its longest "
                               f"vertices (fused steps, waiting included):", ""]

@@ -21,7 +21,8 @@ separately as `process_s`). Each writes its result as JSON to `--result`.
              `parity.check` with `sides_at_once="off"`: one side after the other, against the serial floor
     parity_flink
              `parity.check` with `runner="FlinkRunner"` and parity's Flink defaults: an embedded Flink
-             MiniCluster in the job server the check starts (its start is in the time), LOOPBACK, parallelism 1
+             MiniCluster in the job server the check starts (its start is in the time), LOOPBACK, parallelism 1,
+             both sides' jobs at once (`--sides-at-once auto` on the embedded Flink parity starts)
     kernel   parity's fingerprinting of record batches (dicts, Arrow batches to Python lists, Arrow batches to
              Arrow arrays) vs a plain xxh3 loop over pre-encoded bytes
     export   (not timed) the two sides' final features of a parity run as tf.Example TFRecord files for TFDV

@@ -74,8 +74,9 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     made by parity, unless `force`.
 
     `sides_at_once` (auto, on, off): replay the second side in a child process while this one replays the
-    first (`parity.replay.sides_at_once`); auto does where it pays (two cores, the in-process DirectRunner, a second capture
-    of 16 MiB or more). The fingerprint sets and the report are the same either way.
+    first (`parity.replay.sides_at_once`); auto does where it pays (two cores, the in-process DirectRunner, a second
+    capture of 16 MiB or more; on Flink, where it has room for both sides' jobs). The fingerprint sets and the report
+    are the same either way.
 
     `diff_on` (auto, engine, local): where the diff's per-pair work runs (`diff`).
 
@@ -92,6 +93,10 @@ def check(config_path: str, *, out_dir: str | None = None, runner: str = "Direct
     order = _replay_order(config)
     side_dirs = [urls.child(out_dir, SIDES_DIR, side.name) for side in order]
     at_once = overlap.wanted(config, order, runner, pipeline_options, sides_at_once)
+    if runner == "FlinkRunner":
+        # the job server resolved once: both sides' jobs, the child's included, and the noise replays' go to it.
+        # One this process starts is started once the child is (`_check_claimed`), which imports meanwhile.
+        pipeline_options = flink.flink_defaults(pipeline_options or [], start=not at_once)
     if not at_once:
         config = load_config(config_path)  # its references imported and checked before anything is written
     storage = Storage.of(pipeline_options)  # every file of the run is read and written with its storage options
@@ -109,9 +114,17 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                    noise: bool, timings: dict[str, Any], diff_on: str, storage: Storage) -> dict[str, Any]:
     second = None
     if at_once:
-        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd)
+        endpoint_later = runner == "FlinkRunner" and not flink.option_value(pipeline_options or [], "--job_endpoint")
+        second = overlap.SecondSide.start(config, order[1], side_dirs[1], side_dirs[0], runner, lock_fd=claimed.fd,
+                                          beam_args=pipeline_options, endpoint_later=endpoint_later)
         timings["sides_at_once"] = True
+    # the first side's pipeline opens the child's gate where its steps run in this process; else finish() does,
+    # once the first side's job has ended
+    gate = second if second is not None and overlap.steps_here(runner, pipeline_options) else None
     try:
+        if second is not None and second.endpoint_later:
+            pipeline_options = flink.flink_defaults(pipeline_options or [])  # the job server this process starts
+            second.tell_endpoint(flink.option_value(pipeline_options, "--job_endpoint"))  # type: ignore[arg-type]
         if at_once:
             config = load_config(config_path)  # the same config, its references imported and checked
         for side, side_dir in zip(order, side_dirs):
@@ -121,7 +134,7 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
                 started = second.started  # the child's side: from the child's start
             else:
                 # a TFT first side opens the waiting child's gate as soon as its graph is written
-                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options, gate=second)
+                replay(config, side.name, side_dir, runner=runner, beam_args=pipeline_options, gate=gate)
             timings[f"replay_{side.name}_seconds"] = round(time.monotonic() - started, 3)
             if second is not None and side is order[1] and second.ended is not None:
                 # the line above counts until this process had the child's result (after its own replay)
@@ -132,7 +145,7 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
     noise_result = None
     if noise:
         started = time.monotonic()
-        noise_result = noise_baseline(config, out_dir, runner, pipeline_options)
+        noise_result = noise_baseline(config, out_dir, runner, pipeline_options, at_once=at_once)
         timings["noise_seconds"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
     left, right = (urls.child(out_dir, SIDES_DIR, s.name) for s in config.sides)
@@ -185,17 +198,20 @@ def cause_context(config: Config | None, left: FingerprintSet, right: Fingerprin
 NOISE_DIR = "noise"
 
 
-def noise_baseline(config: Config, out_dir: str, runner: str,
-                   beam_args: Sequence[str] | None) -> dict[str, dict[str, list[str]]]:
-    """Replays each side again in a subprocess (other hash salt, batching, order) and finds what changed."""
+def noise_baseline(config: Config, out_dir: str, runner: str, beam_args: Sequence[str] | None,
+                   at_once: bool = False) -> dict[str, dict[str, list[str]]]:
+    """Replays each side again in a subprocess (other hash salt, batching, order) and finds what changed.
+
+    `at_once`: the two subprocesses run at the same time, as the check's own sides did (`sides_at_once.wanted`);
+    each reads only its own side's primary set (and a `saved: {from_side}` side the first side's graph, already
+    written), so neither waits for the other."""
     import subprocess
     import sys
+    import tempfile
 
-    from parity.config import ToleranceSpec
-
-    result: dict[str, dict[str, list[str]]] = {}
+    storage = Storage.of(beam_args)
+    commands = []
     for side in _replay_order(config):
-        primary = urls.child(out_dir, SIDES_DIR, side.name)
         again = urls.child(out_dir, NOISE_DIR, side.name)
         command = [sys.executable, "-m", "parity", "replay", config.path, "--side", side.name, "--out", again,
                    "--runner", runner, "--reorder"]
@@ -207,15 +223,39 @@ def noise_baseline(config: Config, out_dir: str, runner: str,
         salt = str((int(seed) + 1) % 4294967295) if seed and seed.isdigit() else "random"
         # it ends with this process, imports what it can and reuses its Flink job server; another hash salt
         env = children.environment({**flink.child_environment(), "PYTHONHASHSEED": salt})
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {done.returncode}): "
-                              f"{(done.stderr.strip().splitlines() or [''])[-1]}")
-        storage = Storage.of(beam_args)
-        outcome = DiffStream(read_set(primary, storage), read_set(again, storage), ToleranceSpec(), keep_unpaired=0)
-        features = sorted({name for m in outcome for name in m.feature_deltas})  # counts are complete after
-        result[side.name] = {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
+        commands.append((side, command, env))
+    running: list[tuple[SideConfig, subprocess.Popen, Any]] = []
+    result: dict[str, dict[str, list[str]]] = {}
+    try:
+        for side, command, env in commands:
+            said = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # read once it ends
+            running.append((side, subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=said), said))
+            if not at_once:
+                result[side.name] = _noise_of(out_dir, storage, *running[-1])
+        for side, process, said in running:
+            if side.name not in result:
+                result[side.name] = _noise_of(out_dir, storage, side, process, said)
+    finally:
+        for _side, process, said in running:
+            if process.poll() is None:  # the other side's noise replay failed, or this process was interrupted
+                process.kill()
+                process.wait()
+            said.close()
     return result
+
+
+def _noise_of(out_dir: str, storage: Storage, side: SideConfig, process: Any, said: Any) -> dict[str, list[str]]:
+    """Waits for a side's noise replay; the stages and features that differ between the side's two replays."""
+    from parity.config import ToleranceSpec
+
+    if process.wait() != 0:
+        said.seek(0)
+        raise RunnerError(f"the noise replay of side '{side.name}' failed (exit {process.returncode}): "
+                          f"{(said.read().strip().splitlines() or [''])[-1]}")
+    primary, again = urls.child(out_dir, SIDES_DIR, side.name), urls.child(out_dir, NOISE_DIR, side.name)
+    outcome = DiffStream(read_set(primary, storage), read_set(again, storage), ToleranceSpec(), keep_unpaired=0)
+    features = sorted({name for m in outcome for name in m.feature_deltas})  # counts are complete after
+    return {"stages": [s for s in STAGES if outcome.stage_diverged[s]], "features": features}
 
 
 def diff(left_dir: str, right_dir: str, out_dir: str, *, config: Config | None = None,

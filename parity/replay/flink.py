@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -30,11 +31,17 @@ DEFAULT_START_TIMEOUT = 300.0  # seconds; Beam's own portable tests allow 300 s 
 ENDPOINT_PROBE_TIMEOUT = 30.0  # seconds a user-given --job_endpoint has to answer
 JVM_OPTIONS = (
     "-Xmx1536m",
+    # The client compiler only, and the serial collector: a job server parity starts lives for one command, and
+    # a small check's job server spent most of its CPU compiling and collecting in parallel threads on the
+    # machine's few cores (benchmarks/RESULTS.md, issue 44); a later -XX option in PARITY_FLINK_JVM_OPTIONS wins.
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
     # What Beam's flink_runner_test.py passes on Java 17.
     "--add-opens=java.base/java.lang=ALL-UNNAMED",
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--add-opens=java.base/java.util=ALL-UNNAMED",
 )
+JVM_OPTIONS_ENV = "PARITY_FLINK_JVM_OPTIONS"  # more options for the job server's JVM, after JVM_OPTIONS
 REST_ENV = "PARITY_FLINK_REST"  # where the client reaches Flink's REST API, when --flink_master does not say it
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # parity/replay/flink.py
 _JARS = os.path.join(_REPO_ROOT, "vendor", "jars")
@@ -203,7 +210,7 @@ class JobServer:
         self.flink_master = flink_master
         self.port = port or compat.free_port()
         self.java = java or os.environ.get("PARITY_JAVA") or "java"
-        self.jvm_options = list(jvm_options)
+        self.jvm_options = [*jvm_options, *shlex.split(os.environ.get(JVM_OPTIONS_ENV, ""))]
         self.start_seconds: float | None = None
         self._process: subprocess.Popen | None = None
         self._dir: str | None = None
@@ -299,15 +306,19 @@ class JobServer:
     def rest_after(self, offset: int) -> str | None:
         """The REST address (`http://localhost:PORT`) the embedded Flink says in this server's log after byte
         `offset`: with `[local]`, each job runs on a MiniCluster of its own, which says it when the job starts."""
+        found = self.rests_after(offset)
+        return found[0] if found else None
+
+    def rests_after(self, offset: int) -> list[str]:
+        """Every REST address the embedded Flink says in this server's log after byte `offset`, in order: one per
+        job started since, two when both sides' jobs run at once (`parity.replay.sides_at_once`)."""
         if not self.log_path or not os.path.exists(self.log_path):
-            return None
+            return []
         with open(self.log_path, "rb") as handle:
             handle.seek(offset)
-            found = re.search(rb"Rest endpoint listening at (\S+)", handle.read())
-        if found is None:
-            return None
-        address = found.group(1).decode("ascii", "replace")
-        return address if "://" in address else f"http://{address}"
+            found = re.findall(rb"Rest endpoint listening at (\S+)", handle.read())
+        addresses = [one.decode("ascii", "replace") for one in found]
+        return [one if "://" in one else f"http://{one}" for one in addresses]
 
     def log_size(self) -> int:
         return os.path.getsize(self.log_path) if self.log_path and os.path.exists(self.log_path) else 0
@@ -388,7 +399,8 @@ def stop_job_servers() -> None:
         os.environ.pop(_INHERITED, None)
 
 
-def rest_source(flink_master: str | None, job_endpoint: str | None) -> Callable[[], str | None] | None:
+def rest_source(flink_master: str | None, job_endpoint: str | None,
+                job: str | None = None) -> Callable[[], str | None] | None:
     """Where Flink's REST API of a job about to be submitted will answer (`parity.replay.watch` reads the job's
     counts there while it runs), as a function that returns None until it is known; None when it cannot be
     known: a user's own job server, unless its `--flink_master` is passed too.
@@ -396,7 +408,8 @@ def rest_source(flink_master: str | None, job_endpoint: str | None) -> Callable[
     `PARITY_FLINK_REST` (`http://HOST:PORT`) names it where the client reaches the cluster at another address
     than the job server does (a job server in a container). Else a `--flink_master` address is the cluster's
     REST address. The embedded Flink (`[local]`) of a job server this process started says its address in the
-    server's log when the job starts."""
+    server's log when the job starts; with `job` (the job's name), the address whose Flink runs a job of that
+    name, since another job (the other side's, submitted at the same time) may have started its own first."""
     given = os.environ.get(REST_ENV) or (flink_master if flink_master not in (None, LOCAL_MASTER, "[auto]",
                                                                               "[collection]") else None)
     if given:
@@ -412,13 +425,49 @@ def rest_source(flink_master: str | None, job_endpoint: str | None) -> Callable[
 
     def address() -> str | None:
         if not known:
-            found = server.rest_after(offset)
-            if found is None:
+            found = server.rests_after(offset)
+            if job is not None and len(found) > 1:
+                found = [one for one in found if _runs_job(one, job)]
+            if not found:
                 return None
-            known.append(found)
+            known.append(found[0])
         return known[0]
 
     return address
+
+
+def started_here(endpoint: str) -> bool:
+    """Whether `endpoint` is a job server on an embedded Flink (`[local]`) that this process or its parent parity
+    process started (`shared_job_endpoint`)."""
+    with _LOCK:
+        if any(server.endpoint == endpoint and server.flink_master == LOCAL_MASTER for server in _SERVERS.values()):
+            return True
+    known = json.loads(child_environment().get(_INHERITED, "{}"))
+    return any(key.endswith(f"|{LOCAL_MASTER}") and value == endpoint for key, value in known.items())
+
+
+def free_slots(rest: str) -> int | None:
+    """The task slots free on the Flink cluster whose REST API is at `rest` (`/overview`), or None when it does
+    not answer."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{rest.rstrip('/')}/overview", timeout=5.0) as response:  # noqa: S310
+            return int(json.loads(response.read())["slots-available"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _runs_job(rest: str, name: str) -> bool:
+    """Whether the Flink whose REST API is at `rest` lists a job named `name` (False when it does not answer)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{rest.rstrip('/')}/jobs/overview", timeout=5.0) as response:  # noqa: S310
+            jobs = json.loads(response.read()).get("jobs", ())
+    except (OSError, ValueError):
+        return False
+    return any(one.get("name") == name for one in jobs)
 
 
 def _has(args: Sequence[str], name: str) -> bool:

@@ -74,7 +74,7 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
         _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, graph, reorder=reorder,
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner),
                                                             storage=storage)
-        rest = _flink_rest(options) if job else None
+        rest = _flink_rest(options, job) if job else None
         result = None
         try:
             try:
@@ -150,12 +150,13 @@ def _flink_job(side: SideConfig, runner: str, beam_args: Sequence[str] | None) -
     return args, job
 
 
-def _flink_rest(options: PipelineOptions) -> Callable[[], str | None] | None:
-    """Where Flink's REST API of the job submitted with `options` answers (`parity.replay.flink.rest_source`)."""
+def _flink_rest(options: PipelineOptions, job: str) -> Callable[[], str | None] | None:
+    """Where Flink's REST API of the job `job` submitted with `options` answers
+    (`parity.replay.flink.rest_source`)."""
     from parity.replay import flink
 
     given = options.get_all_options()
-    return flink.rest_source(given.get("flink_master"), given.get("job_endpoint"))
+    return flink.rest_source(given.get("flink_master"), given.get("job_endpoint"), job)
 
 
 def _tensorflow_error(exc: BaseException) -> str | None:

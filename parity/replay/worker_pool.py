@@ -56,6 +56,8 @@ def harness_python(given: str | None = None) -> str:
 # Starts of one worker id after the first, for harnesses that died before they connected: a harness that cannot
 # start at all (an interpreter without Beam) is not started for ever.
 MAX_RESTARTS = 3
+# Seconds a stop of a worker id under which several harnesses are alive waits for one of them to exit (`_take`).
+STOP_GRACE = 3.0
 
 
 def harness_command(python: str, control_url: str, worker_id: str, state_cache_size: int,
@@ -211,17 +213,26 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
 
     def _take(self, worker_id: str) -> tuple[subprocess.Popen | None, bool]:
         """The harness a stop of `worker_id` is for, no longer kept: the first that has exited, else the oldest;
-        and whether it had exited."""
-        with self._lock:
-            started = self._harnesses.get(worker_id)
-            if not started:
-                return None, False
-            exited = [process for process in started if process.poll() is not None]
-            process = exited[0] if exited else started[0]
-            started.remove(process)
-            if not started:
-                del self._harnesses[worker_id]
-            return process, bool(exited)
+        and whether it had exited.
+
+        With several alive under the id (two jobs at once through this pool: both sides of `parity check`), it
+        waits up to STOP_GRACE for one to exit first: Beam's runner closes an environment's control channel before
+        it sends StopWorker (`ExternalEnvironmentFactory`'s `close`), so the harness the stop is for is the one whose
+        `run()` has just returned; the oldest may be the other job's, still at work."""
+        deadline = time.monotonic() + STOP_GRACE
+        while True:
+            with self._lock:
+                started = self._harnesses.get(worker_id)
+                if not started:
+                    return None, False
+                exited = [process for process in started if process.poll() is not None]
+                if exited or len(started) == 1 or time.monotonic() >= deadline:
+                    process = exited[0] if exited else started[0]
+                    started.remove(process)
+                    if not started:
+                        del self._harnesses[worker_id]
+                    return process, bool(exited)
+            time.sleep(0.02)
 
     def stop_all(self) -> None:
         with self._lock:

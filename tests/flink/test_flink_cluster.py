@@ -69,8 +69,11 @@ def test_a_replay_submitted_to_the_standalone_cluster_gives_the_direct_runners_r
                      pipeline_options=[f"--flink_master={flink_cluster}", "--environment_type=LOOPBACK"])
     finally:
         flink.stop_job_servers()
-    # Both sides ran as jobs on the cluster, and finished.
+    # Both sides ran as jobs on the cluster, and finished; at once (`auto`): its REST API said the slots of both
+    # jobs were free (issue 44)
     assert _get("/overview")["jobs-finished"] - finished_before == 2
+    with open(tmp_path / "cluster" / "timings.json", encoding="utf-8") as handle:
+        assert json.load(handle).get("sides_at_once") is True
     parity.check(CONFIG, out_dir=str(tmp_path / "direct"), runner="DirectRunner")
     cluster, direct = ((tmp_path / run / "report.json").read_bytes() for run in ("cluster", "direct"))
     assert cluster == direct, "report.json differs between the standalone cluster and the DirectRunner"

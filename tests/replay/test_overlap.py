@@ -21,6 +21,7 @@ from parity.replay import sides_at_once as overlap
 from parity.replay.pipeline import FromSideGraph, await_graph
 from parity.sets.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR, read_values
 
+from tests import meeting_transform
 from tests.set_files import fingerprint_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,7 +216,13 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
     monkeypatch.setattr(overlap, "usable_cores", lambda: 2)
     assert not overlap.wanted(config, order, "DirectRunner", [], "auto")  # the example's capture is small
     assert overlap.wanted(config, order, "DirectRunner", [], "on")
-    assert not overlap.wanted(config, order, "FlinkRunner", [], "on")
+    # on Flink both sides' jobs go to the job server together, whatever the capture's size (issue 44): on the
+    # embedded Flink parity starts (a MiniCluster per job), or when asked; a user's job server whose Flink's free
+    # slots cannot be read runs them one after the other (a job short of slots fails after 5 minutes)
+    assert overlap.wanted(config, order, "FlinkRunner", [], "auto")
+    assert not overlap.wanted(config, order, "FlinkRunner", ["--job_endpoint=localhost:1"], "auto")
+    assert overlap.wanted(config, order, "FlinkRunner", ["--job_endpoint=localhost:1", "--parallelism=2"], "on")
+    assert not overlap.wanted(config, order, "FlinkRunner", [], "off")
     assert not overlap.wanted(config, order, "DirectRunner", ["--direct_num_workers=2"], "on")
     assert not overlap.wanted(config, order, "DirectRunner", [], "off")
     big = tmp_path / "big.jsonl"
@@ -229,6 +236,54 @@ def test_auto_replays_at_once_only_where_it_pays(monkeypatch, tmp_path):
     assert not overlap.wanted(config, list(config.sides), "DirectRunner", [], "auto")
     with pytest.raises(ConfigError, match="sometimes"):
         overlap.wanted(config, order, "DirectRunner", [], "sometimes")
+
+
+@pytest.mark.slow  # a whole TFT replay in a child process
+def test_a_child_told_the_job_servers_endpoint_later_replays_with_it(tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    child = overlap.SecondSide.start(config, config.side("offline"), str(tmp_path / "offline"),
+                                     str(tmp_path / "none"), "DirectRunner", endpoint_later=True)
+    try:
+        child.tell_endpoint("localhost:1")  # Beam's portable option; the DirectRunner leaves it unused
+        manifest = child.finish()
+    finally:
+        child.close()
+    assert manifest["side"] == "offline" and manifest["records"]["read"] == 3000
+
+
+def test_a_child_waiting_for_the_job_servers_endpoint_stops_naming_it_when_the_check_stops_first(tmp_path):
+    config = load_config(str(TAXI / "parity.yaml"))
+    child = overlap.SecondSide.start(config, config.side("offline"), str(tmp_path / "offline"),
+                                     str(tmp_path / "none"), "DirectRunner", endpoint_later=True)
+    try:
+        child.never()  # what close() says when the job server could not be started
+        with pytest.raises(RunnerError, match="side 'offline' did not get the Flink job server's endpoint"):
+            child.finish()
+    finally:
+        child.close()
+
+
+def test_the_gate_travels_with_the_steps_only_where_they_run_in_the_submitting_process():
+    assert overlap.steps_here("DirectRunner", [])
+    assert overlap.steps_here("FlinkRunner", [])  # parity's default: LOOPBACK workers
+    assert overlap.steps_here("FlinkRunner", ["--environment_type=loopback"])
+    assert not overlap.steps_here("FlinkRunner", ["--environment_type=EXTERNAL", "--environment_config=host:50000"])
+
+
+@pytest.mark.slow  # two checks with noise: eight replays in six processes
+def test_the_noise_replays_of_a_check_at_once_run_at_once_and_report_as_one_after_the_other(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARITY_PROGRESS", "off")
+    config = meeting_transform.write_config(str(tmp_path), noise=True)
+    parity.check(config, out_dir=str(tmp_path / "off"), sides_at_once="off")
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    # each side's transform waits for the other's, in the check's replays and again in its noise replays
+    monkeypatch.setenv(meeting_transform.MEET_ENV, str(meet))
+    parity.check(config, out_dir=str(tmp_path / "on"), sides_at_once="on")
+    assert sorted(os.listdir(meet)) == ["check-offline", "check-production", "noise-offline", "noise-production"]
+    for name in REPORTS:
+        assert (tmp_path / "on" / name).read_bytes() == (tmp_path / "off" / name).read_bytes().replace(
+            str(tmp_path / "off").encode(), str(tmp_path / "on").encode()), name
 
 
 def test_the_cli_rejects_an_unknown_sides_at_once_setting(capsys):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import threading
 import time
 
 import grpc
@@ -95,6 +96,19 @@ def test_a_stop_for_a_repeated_worker_id_reaps_the_harness_that_died_and_leaves_
     restarted = pool.start("1-1")  # the restarted attempt's, before the failed attempt's stop
     pool.stop("1-1")  # returns once a harness it stops has ended
     assert _alive(restarted)
+
+
+def test_a_stop_for_a_worker_id_two_live_jobs_share_stops_the_harness_that_exits_not_the_older_one(pool):
+    older = pool.start("1-1")  # the first side's job's environment
+    newer = pool.start("1-1")  # the second side's, at the same time, through the same pool
+    # Beam's runner closes the newer job's control channel, then sends StopWorker: that harness's run() returns
+    # and it exits, a moment after the stop arrives
+    threading.Timer(0.5, os.kill, (newer, signal.SIGTERM)).start()
+    pool.stop("1-1")
+    assert not _alive(newer)
+    assert _alive(older)  # the other job's harness, still at work, is left running
+    pool.stop("1-1")
+    _poll("stop of the older harness", lambda: not _alive(older))
 
 
 def test_a_stop_for_a_worker_id_stops_only_that_ids_harness(pool):
