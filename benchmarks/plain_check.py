@@ -17,6 +17,8 @@ CPU and in wall. The two contenders' counts (matched records, first differing st
 or the run stops. `--json FILE` writes the same figures. `--before-tree DIR` adds a third contender in every
 round, `parity_before`: the same check from another source tree (a checkout of the code before a change, with
 its C extension), first on `PYTHONPATH`; the before/after ratio is then of rounds run side by side.
+`--sides-in-turn` adds another, `parity_in_turn`: this tree's check with `--sides-at-once off` (the sides one
+after the other in one process), to tell what running both sides at once costs in CPU.
 """
 from __future__ import annotations
 
@@ -110,8 +112,9 @@ def ensure_inputs(records: int, work: str) -> str:
 
 
 def command(name: str, config: str, scratch: str) -> list[str]:
-    if name in ("parity", "parity_before"):
-        return [sys.executable, "-m", "parity", "check", config, "--out", os.path.join(scratch, "out"), "--force"]
+    if name in ("parity", "parity_before", "parity_in_turn"):
+        return [sys.executable, "-m", "parity", "check", config, "--out", os.path.join(scratch, "out"), "--force"] + \
+            (["--sides-at-once", "off"] if name == "parity_in_turn" else [])
     return [sys.executable, os.path.join(HERE, "plain_naive.py"), "--config", config, "--work", scratch,
             "--result", os.path.join(scratch, "result.json")]
 
@@ -168,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-tree", default=None,
                         help="also run parity's check from this source tree (a checkout of the code before a change) "
                              "in every round, as the contender parity_before")
+    parser.add_argument("--sides-in-turn", action="store_true",
+                        help="also run this tree's check with --sides-at-once off in every round (parity_in_turn)")
     args = parser.parse_args(argv)
-    contenders = (("parity_before",) if args.before_tree else ()) + CONTENDERS
+    contenders = (("parity_before",) if args.before_tree else ()) + CONTENDERS + \
+        (("parity_in_turn",) if args.sides_in_turn else ())
     config = ensure_inputs(args.records, args.work)
     log(f"config {config}; {args.rounds} rounds of {', '.join(contenders)}; load {os.getloadavg()}")
     rounds: list[dict[str, Any]] = []
@@ -212,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parity (this tree) / parity_before, ratio of the medians: CPU {summary['parity_over_parity_before_cpu']}, "
               f"wall {summary['parity_over_parity_before_wall']}; plain naive / parity_before, CPU "
               f"{summary['naive_over_parity_before_cpu']}")
+    if args.sides_in_turn:
+        in_turn = summary["contenders"]["parity_in_turn"]
+        summary["in_turn_over_parity_cpu"] = round(in_turn["median_cpu_s"] / ours["median_cpu_s"], 3)
+        summary["in_turn_over_parity_wall"] = round(in_turn["median_wall_s"] / ours["median_wall_s"], 3)
+        print(f"parity_in_turn (--sides-at-once off) / parity, ratio of the medians: CPU "
+              f"{summary['in_turn_over_parity_cpu']}, wall {summary['in_turn_over_parity_wall']}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({**summary, "every_round": rounds}, handle, indent=2)

@@ -28,6 +28,8 @@ from parity.storage.context import Storage
 
 
 _IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
+# the most windows and groups whose values `ApplyStagesFn._on_time_values` keeps across batches
+_APART_LIMIT = 100_000
 
 
 # the stages ApplyStagesFn computes and settles (window to seed): the input stage's bytes come from the read,
@@ -67,6 +69,9 @@ class ApplyStagesFn(beam.DoFn):
                                     f"{type(exc).__name__}: {exc}") from exc
         self._seed = _seed_spec(side)
         self._counts = counters.SideCounters(side.name, counters.STAGED)
+        # (window lists per windows, shard value per group) of a side without merges or aggregates: the same
+        # values in every batch, and only read after (encoded), so shared by its records (`_on_time_values`)
+        self._apart: tuple[dict[tuple, list], dict[bytes, dict]] = ({}, {})
 
     def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
         # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
@@ -131,11 +136,7 @@ class ApplyStagesFn(beam.DoFn):
         its windows). An on-time record's are those of its (group, windows), computed once per batch and kept
         in `shared` (`_shared`), unless an aggregate is a mutable value that each record must own."""
         if not expired:
-            key = (group_bytes, *windows)
-            common = shared.get(key, MISSING)
-            if common is MISSING:
-                common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
-                                                    shard_ids)
+            common = self._on_time_values(shared, windows, group, group_bytes, merges, aggregates, names, shard_ids)
             if common is not None:
                 return common
         kept = window_stage.final_windows(windows, expired, group_bytes, merges)
@@ -145,6 +146,36 @@ class ApplyStagesFn(beam.DoFn):
         attached = shard_stage.attached_aggregates(kept, group_bytes, aggregates, names)
         return window_lists, attached, shard_stage.shard_value(self._side.shard, group, group_bytes, attached,
                                                                shard_ids)
+
+    def _on_time_values(self, shared: dict, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict,
+                        aggregates: dict, names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
+        """An on-time record's window lists, attached aggregates and shard value: those of its (group, windows),
+        kept in `shared` (`_shared`; None when each record must own its aggregates). Without merges or aggregates
+        neither its windows nor its (empty) aggregates depend on its group, nor its shard value on its windows:
+        the window lists are then kept per windows and the shard value per group, across batches (bounded,
+        `_APART_LIMIT`), so each is built once for the few windows and groups there are instead of once per
+        (group, windows), which most records of a batch do not share."""
+        if merges or names:
+            key = (group_bytes, *windows)
+            common = shared.get(key, MISSING)
+            if common is MISSING:
+                common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
+                                                    shard_ids)
+            return common
+        by_windows, by_group = self._apart
+        key = (*windows,)
+        window_lists = by_windows.get(key)
+        if window_lists is None:
+            if len(by_windows) >= _APART_LIMIT:
+                by_windows.clear()
+            window_lists = by_windows[key] = [list(w) for w in windows]
+        shard_value = by_group.get(group_bytes)
+        if shard_value is None:
+            if len(by_group) >= _APART_LIMIT:
+                by_group.clear()
+            shard_value = by_group[group_bytes] = shard_stage.shard_value(self._side.shard, group, group_bytes, {},
+                                                                          shard_ids)
+        return window_lists, shard_value["aggregates"], shard_value
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:

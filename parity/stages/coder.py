@@ -23,10 +23,13 @@ from __future__ import annotations
 import functools
 import io
 import json
+import math
 import numbers
 import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from types import ModuleType
 from typing import Any
 
@@ -159,6 +162,18 @@ class JsonRecordCoder(Coder):
             return json.loads(encoded, parse_int=_int_through_double)
         return json.loads(encoded)
 
+    def roundtrip_many(self, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`decode(encode(v))` of each value. A batch whose round trip is known (`json_roundtrip_known`: flat
+        records of plain JSON scalars) is not encoded; any other goes through `encode` and `decode` record by
+        record. Raises when any record fails or decodes to something other than a dict."""
+        known = json_roundtrip_known(values)
+        if known is not None:
+            return known
+        decoded = [self.decode(self.encode(value)) for value in values]
+        if not all(type(value) is dict for value in decoded):
+            raise TypeError("a record decoded to something other than a dict")  # roundtrip_batch says which
+        return decoded
+
     def is_deterministic(self) -> bool:
         return True
 
@@ -167,6 +182,75 @@ class JsonRecordCoder(Coder):
 
     def __repr__(self) -> str:
         return f"JsonRecordCoder(int_as_double={self.int_as_double})"
+
+
+# Values whose JSON text reads back as an equal value of the same type (with limits: `_json_column_known`).
+_JSON_SCALARS = frozenset({type(None), bool, int, float, str})
+# Ints within it are written and read back exactly by either reading (a double holds every one of them).
+_JSON_EXACT_INT = 2 ** 53
+
+
+def json_roundtrip_known(records: list[Any]) -> list[dict[str, Any]] | None:
+    """What `JsonRecordCoder`'s round trip gives for each record, when it is known without running it; else None.
+
+    It is known for exact dicts of str keys whose values are None, bool, int within +-2**53, finite float or
+    str, or exact lists of those (`_json_column_known` checks them a column at a time): `json.dumps` writes each
+    such value as text that `json.loads` reads back equal and of the same type, with or without
+    `int_as_double` (floats bit for bit, -0.0 included, as `repr` writes them; strs and keys without
+    surrogates, which `ensure_ascii` would write as escapes that read back paired). The round trip then gives
+    each record as a new dict with its keys in sorted order (`sort_keys`) and new lists. Declined (None), so
+    that the real round trip runs: a NaN or an infinity (read back as a new float, its sign and payload lost),
+    a larger int (rounded under `int_as_double`; beyond Python's digit limit json cannot write it), bytes
+    (read back as str), tuples (as lists), nested dicts and lists, subclasses, numpy values, non-str keys."""
+    if set(map(type, records)) - {dict}:
+        return None
+    keys = set(chain.from_iterable(records))
+    if not _json_column_known(keys, frozenset({str})):
+        return None
+    order = sorted(keys)
+    if set(map(len, records)) - {len(order)}:  # the records differ in their keys: their values as one column
+        values = list(chain.from_iterable(map(dict.values, records)))
+        if not _json_column_known(values, _JSON_SCALARS | {list}):
+            return None
+        return [{key: list(record[key]) if type(record[key]) is list else record[key] for key in sorted(record)}
+                for record in records]
+    columns = [list(map(itemgetter(key), records)) for key in order]
+    for index, column in enumerate(columns):
+        if not _json_column_known(column, _JSON_SCALARS | {list}):
+            return None
+        if list in set(map(type, column)):
+            columns[index] = [list(value) if type(value) is list else value for value in column]
+    if not order:
+        return [{} for _ in records]
+    return [dict(zip(order, row)) for row in zip(*columns)]
+
+
+def _json_column_known(column: Any, kinds: frozenset[type]) -> bool:
+    """Whether each value of `column` (a collection) has one of the exact types `kinds` allows (a list's items:
+    the JSON scalars) and reads back from its JSON text as `json_roundtrip_known` says: ints within +-2**53,
+    floats finite, strs without surrogates."""
+    found = set(map(type, column))
+    if found - kinds:
+        return False
+    for kind in found:
+        values = column if len(found) == 1 else [value for value in column if type(value) is kind]
+        if kind is int:
+            if not -_JSON_EXACT_INT <= min(values) <= max(values) <= _JSON_EXACT_INT:
+                return False
+        elif kind is float:
+            if not all(map(math.isfinite, values)):
+                return False
+        elif kind is str:
+            text = "".join(values)
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")  # fails on a surrogate
+                except UnicodeEncodeError:
+                    return False
+        elif kind is list:
+            if not _json_column_known(list(chain.from_iterable(values)), _JSON_SCALARS):
+                return False
+    return True
 
 
 class TFExampleRecordCoder(Coder):
@@ -386,7 +470,7 @@ class ArrowRecordCoder(Coder):
 
 
 # Built-in coders with a batch round trip (a user's subclass may override encode/decode: it goes one by one).
-_BATCHED: frozenset[type] = frozenset({AvroRecordCoder, PickleRecordCoder})
+_BATCHED: frozenset[type] = frozenset({AvroRecordCoder, JsonRecordCoder, PickleRecordCoder})
 
 
 def _json_default(value: Any) -> Any:

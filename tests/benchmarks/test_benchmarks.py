@@ -320,3 +320,17 @@ def test_the_engine_diff_benchmark_measures_both_diffs_of_a_set_whose_every_reco
         assert len(found[name]["rounds"]) == 2 and found[name]["cpu_s_median"] > 0
     assert [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("round ")] == \
         ["round 1 local", "round 1 engine-direct", "round 2 engine-direct", "round 2 local"]
+
+
+def test_the_plain_benchmark_with_sides_in_turn_also_runs_the_check_with_its_sides_one_after_the_other(tmp_path):
+    result = tmp_path / "plain.json"
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "plain_check.py"), "--records", "300",
+                           "--rounds", "1", "--sides-in-turn", "--work", str(tmp_path / "work"), "--json", str(result)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(result.read_text(encoding="utf-8"))
+    assert [r["contender"] for r in data["every_round"]] == ["parity", "plain_naive", "parity_in_turn"]
+    assert all(r["counts"] == {"matched": 297, "first:transform": 3} for r in data["every_round"])
+    timings = json.loads((tmp_path / "work" / "plain-runs" / "parity_in_turn" / "out" / "timings.json").read_text(
+        encoding="utf-8"))
+    assert "sides_at_once" not in timings and data["in_turn_over_parity_cpu"] > 0

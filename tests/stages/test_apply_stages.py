@@ -40,7 +40,7 @@ WINDOWS = {
 }
 
 
-def _settled_batches(tmp_path, window: str) -> list:
+def _settled_batches(tmp_path, window: str, aggregates: bool = True, batches_of: int = 150) -> list:
     tmp_path.mkdir(exist_ok=True)
     rnd = random.Random(5)
     with open(tmp_path / "capture.jsonl", "w", encoding="utf-8") as handle:
@@ -48,9 +48,13 @@ def _settled_batches(tmp_path, window: str) -> list:
             t = 1_709_942_400 + i * 7
             handle.write(json.dumps({"id": i, "t": t, "arr": t + rnd.choice([0, 0, 0, 900]),
                                      "fare": round(rnd.uniform(2, 60), 2), "zone": rnd.choice("abc")}) + "\n")
-    (tmp_path / "parity.yaml").write_text(CONFIG.format(window=window), encoding="utf-8")
+    config = CONFIG.format(window=window)
+    if not aggregates:
+        config = config.replace(", aggregates: {trips: {op: count}, fare: {op: mean, field: fare}}", "")
+    (tmp_path / "parity.yaml").write_text(config, encoding="utf-8")
     side = load_config(str(tmp_path / "parity.yaml")).side("offline")
-    read = read_step.ReadBatchesFn(side, 150, str(tmp_path / "out"), storage=Storage())
+    assert bool(side.shard.aggregates) == aggregates
+    read = read_step.ReadBatchesFn(side, batches_of, str(tmp_path / "out"), storage=Storage())
     read.setup()
     batches = list(read.process((0, str(tmp_path / "capture.jsonl"), "capture.jsonl")))
     late = {}
@@ -101,6 +105,26 @@ def test_shared_values_settle_the_batch_the_per_record_path_settles(tmp_path, mo
         assert None in settled and any(value is not None for value in settled)  # some records were late
     if window == "sliding":
         assert all(isinstance(value["trips"], list) for value in settled)
+
+
+@pytest.mark.parametrize("window", ["fixed", "sliding", "fixed-late"])
+def test_without_aggregates_the_values_kept_per_windows_and_per_group_settle_what_the_per_record_path_settles(
+        tmp_path, monkeypatch, window):
+    calls = []
+    shard_value = shard_stage.shard_value
+    monkeypatch.setattr(shard_stage, "shard_value", lambda *args: calls.append(args[2]) or shard_value(*args))
+    apart = _settled_batches(tmp_path / "a", WINDOWS[window], aggregates=False, batches_of=60)
+    built_apart = len(calls)
+    monkeypatch.setattr(stages_step.ApplyStagesFn, "_on_time_values", lambda self, *args: None)  # each on its own
+    alone = _settled_batches(tmp_path / "b", WINDOWS[window], aggregates=False, batches_of=60)
+
+    assert len(apart) == len(alone) > 2  # values kept from one batch serve the next ones
+    for ours, theirs in zip(apart, alone):
+        assert ours.value_bytes == theirs.value_bytes and ours.value_fps == theirs.value_fps
+        assert ours.transform_inputs == theirs.transform_inputs
+    built_alone = len(calls) - built_apart  # the per-record path: one per record it did not drop
+    assert built_apart == 3  # one per zone, for every batch
+    assert built_alone == 400 if window != "fixed-late" else 3 < built_alone < 400
 
 
 def test_records_of_a_group_get_their_own_record_dicts(tmp_path):

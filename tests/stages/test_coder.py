@@ -24,6 +24,7 @@ from parity.stages.coder import (
     PickleRecordCoder,
     TFExampleRecordCoder,
     build_coder,
+    json_roundtrip_known,
     roundtrip_batch,
 )
 
@@ -315,3 +316,172 @@ def test_a_batch_with_one_value_that_is_not_plain_goes_through_pickle() -> None:
 
     assert batched[1]["pickup_zone"] == "loop" and type(batched[1]["pickup_zone"]) is str
     assert batched[0] == records[0] and batched[0] is not records[0]
+
+
+# ------------------------------------------------------------------ the json coder's known round trip
+
+
+def json_roundtrip(record: Any, int_as_double: bool = False) -> Any:
+    """The real round trip, through the coder's own encode and decode."""
+    coder = JsonRecordCoder(int_as_double=int_as_double)
+    return coder.decode(coder.encode(record))
+
+
+def same_objects(actual: Any, expected: Any) -> bool:
+    """Equal values of the same types, dict keys in the same order, floats bit for bit."""
+    if type(actual) is not type(expected):
+        return False
+    if type(actual) is float:
+        return struct.pack("<d", actual) == struct.pack("<d", expected)
+    if type(actual) is dict:
+        return list(actual) == list(expected) and all(same_objects(actual[k], expected[k]) for k in actual)
+    if type(actual) is list:
+        return len(actual) == len(expected) and all(map(same_objects, actual, expected))
+    return actual == expected
+
+
+class _Count(int):
+    pass
+
+
+@pytest.mark.parametrize("record", [
+    {"trip_id": 7, "fare": 12.3, "zone": "Zürich Hbf – 東京 🚕", "tip": None, "shared": False},
+    {"b": 1, "a": 2, "C": 3, "_": 4, "é": 5},  # sorted as json's sort_keys sorts them
+    {"zero": -0.0, "tiny": 5e-324, "huge": 1.7976931348623157e308, "whole": 5.0},
+    {"flag": True, "count": 1, "off": False, "none": 0},
+    {"edge": 2**53, "low": -(2**53)},
+    {"tags": ["a", 1, 2.5, None, True], "empty": []},
+    {"control": "\x00\n\t\"\\", "astral": "🚕"},
+    {},
+], ids=["taxi", "key-order", "floats", "bool-vs-int", "ints-at-2-to-the-53", "lists", "escapes", "empty"])
+@pytest.mark.parametrize("int_as_double", [False, True], ids=["exact-ints", "int-as-double"])
+def test_the_known_json_round_trip_gives_what_the_real_one_gives(record: dict, int_as_double: bool) -> None:
+    known = json_roundtrip_known([record])
+
+    assert known is not None
+    assert same_objects(known, [json_roundtrip(record, int_as_double)])
+    assert list(known[0]) == sorted(record)
+
+
+def test_the_known_json_round_trip_gives_new_dicts_and_new_lists() -> None:
+    record = {"tags": ["a"], "n": 1}
+
+    (known,) = json_roundtrip_known([record])
+
+    assert known is not record and known["tags"] is not record["tags"]
+
+
+@pytest.mark.parametrize("record", [
+    {"x": float("nan")},  # json writes NaN and reads back a new nan: its sign and payload are lost
+    {"x": -float("nan")},
+    {"x": float("inf")},
+    {"x": [float("-inf")]},
+    {"x": 2**53 + 1},  # rounded under int_as_double
+    {"x": -(2**53) - 1},
+    {"x": 10**5000},  # beyond Python's int digit limit: json cannot write it
+    {"x": "\ud800"},  # a lone surrogate
+    {"x": "\ud83d\ude00"},  # a surrogate pair written as two code points reads back as one: "😀"
+    {"\udfff": 1},
+    {1: "a"},  # json writes the key as "1"
+    {None: "a"},
+    {"x": {"y": 1}},
+    {"x": [[1]]},
+    {"x": (1, 2)},  # read back as a list
+    {"x": b"abc"},  # read back as a str
+    {"x": _Count(3)},
+    {"x": np.float64(1.5)},
+    {"x": np.int64(3)},
+], ids=["nan", "negative-nan", "inf", "inf-in-list", "beyond-2-to-the-53", "below-minus-2-to-the-53",
+        "beyond-digit-limit", "lone-surrogate", "surrogate-pair", "surrogate-key", "int-key", "none-key",
+        "nested-dict", "nested-list", "tuple", "bytes", "int-subclass", "numpy-float", "numpy-int"])
+def test_the_json_round_trip_is_not_known_for_values_it_may_change(record: dict) -> None:
+    assert json_roundtrip_known([{"ok": 1}, record]) is None
+
+
+@pytest.mark.parametrize("record", [
+    {"x": float("nan"), "y": -0.0}, {"x": -float("nan")}, {"x": float("-inf")}, {"x": 2**53 + 1},
+    {"x": "\ud83d\ude00"}, {"x": "\ud800"}, {1: "a", 2: True}, {"x": {"y": [1, (2, 3)]}}, {"x": b"abc"},
+    {"x": np.float32(0.1)},
+], ids=["nan", "negative-nan", "inf", "beyond-2-to-the-53", "surrogate-pair", "lone-surrogate", "int-key",
+        "nested", "bytes", "numpy"])
+@pytest.mark.parametrize("int_as_double", [False, True], ids=["exact-ints", "int-as-double"])
+def test_a_json_batch_with_a_declined_record_gives_each_record_its_real_round_trip(
+        record: dict, int_as_double: bool) -> None:
+    records = [taxi_record(), record, {"b": 1, "a": [2.5]}]
+
+    batched = roundtrip_batch(JsonRecordCoder(int_as_double=int_as_double), records)
+
+    expected = [json_roundtrip(r, int_as_double) for r in records]
+    # NaN is not equal to itself: compare the canonical bytes, which hold the float's bits
+    assert [canonical.encode(r) for r in batched] == [canonical.encode(r) for r in expected]
+    assert [list(r) for r in batched] == [list(r) for r in expected]
+
+
+def test_a_json_batch_with_a_record_it_cannot_write_still_fails_only_that_record() -> None:
+    records = [{"trip_id": 1}, {"payload": b"\xff"}, {"trip_id": 10**5000}, {1: "a", "b": 2}, {"trip_id": 3}]
+
+    batched = roundtrip_batch(JsonRecordCoder(), records)
+
+    assert batched[0] == {"trip_id": 1} and batched[4] == {"trip_id": 3}
+    assert batched[1].message.startswith("encode: UnicodeDecodeError: ")
+    assert batched[2].message.startswith("encode: ValueError: ")
+    assert batched[3].message.startswith("encode: TypeError: ")
+
+
+_JSON_KNOWN_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**53), max_value=2**53),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+_JSON_ODD_SCALARS = st.one_of(
+    st.integers(min_value=2**53 + 1, max_value=2**70), st.integers(max_value=-(2**53) - 1, min_value=-(2**70)),
+    st.sampled_from([float("nan"), -float("nan"), float("inf"), float("-inf")]),
+    st.sampled_from(["\ud800", "\udfff", "a\ud83d\ude00b"]), st.binary(max_size=4), st.builds(np.float64, st.floats()),
+    st.builds(_Count, st.integers(min_value=0, max_value=9)))
+_JSON_VALUES = st.recursive(
+    st.one_of(_JSON_KNOWN_SCALARS, _JSON_KNOWN_SCALARS, _JSON_KNOWN_SCALARS, _JSON_ODD_SCALARS),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+                            st.dictionaries(st.text(max_size=2), inner, max_size=2)),
+    max_leaves=4)
+_JSON_KEYS = st.one_of(st.text(max_size=3), st.text(max_size=3), st.sampled_from(["\ud800", 1, None, 2.5]))
+_JSON_KNOWN_VALUES = st.one_of(_JSON_KNOWN_SCALARS, st.lists(_JSON_KNOWN_SCALARS, max_size=3))
+_JSON_KNOWN_RECORDS = st.dictionaries(st.text(max_size=3), _JSON_KNOWN_VALUES, max_size=5)
+# most batches all known (so that the known round trip runs), the others with a record of anything
+_JSON_BATCHES = st.one_of(
+    st.lists(_JSON_KNOWN_RECORDS, max_size=5),
+    st.lists(st.text(max_size=3), max_size=4).flatmap(  # every record with the same keys
+        lambda keys: st.lists(st.fixed_dictionaries({key: _JSON_KNOWN_VALUES for key in keys}), max_size=5)),
+    st.lists(st.one_of(_JSON_KNOWN_RECORDS, st.dictionaries(_JSON_KEYS, _JSON_VALUES, max_size=5)), max_size=5),
+    st.builds(lambda records, at, key, odd: records[:at] + [{**(records or [{}])[0], key: odd}] + records[at:],
+              st.lists(_JSON_KNOWN_RECORDS, max_size=3), st.integers(0, 3), st.text(max_size=3),  # one odd value
+              st.one_of(_JSON_ODD_SCALARS, st.lists(_JSON_ODD_SCALARS, min_size=1, max_size=2))))
+
+
+def _known_scalar(value: Any) -> bool:
+    if type(value) is int:
+        return abs(value) <= 2**53
+    if type(value) is float:
+        return value == value and abs(value) != float("inf")
+    if type(value) is str:
+        return not any("\ud800" <= char <= "\udfff" for char in value)
+    return value is None or type(value) is bool
+
+
+def _known_record(record: Any) -> bool:
+    """The independent statement of which records `json_roundtrip_known` accepts."""
+    return type(record) is dict and all(
+        type(key) is str and _known_scalar(key) and (
+            _known_scalar(value) or type(value) is list and all(_known_scalar(item) for item in value))
+        for key, value in record.items())
+
+
+@settings(max_examples=500)
+@given(_JSON_BATCHES, st.booleans())
+def test_the_known_json_round_trip_is_the_real_one_for_every_batch_it_accepts_and_declines_all_others(
+        records: list[dict], int_as_double: bool) -> None:
+    known = json_roundtrip_known(records)
+
+    if not all(_known_record(record) for record in records):
+        assert known is None
+        return
+    assert known is not None
+    assert same_objects(known, [json_roundtrip(record, int_as_double) for record in records])
+    assert same_objects(roundtrip_batch(JsonRecordCoder(int_as_double=int_as_double), records), known)
