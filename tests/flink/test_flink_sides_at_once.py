@@ -59,9 +59,11 @@ def _job_ids(endpoint: str) -> set[str]:
 
 
 def _checked(config: str, out: str, endpoint: str, options: list[str], sides_at_once: str) -> list[dict]:
-    """Runs the check on Flink; returns its two jobs' state timestamps, the first submitted first."""
+    """Runs the check on Flink; returns its two sides' jobs' state timestamps, the first submitted first (its diff
+    runs in this process: with a worker pool's harnesses `--diff-on auto` would add the diff's own job)."""
     before = _job_ids(endpoint)
-    parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=options, sides_at_once=sides_at_once)
+    parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=options, sides_at_once=sides_at_once,
+                 diff_on="local")
     jobs = _jobs_since(endpoint, before)
     assert len(jobs) == 2 and all("RUNNING" in job and "DONE" in job for job in jobs), jobs
     return sorted(jobs, key=lambda job: job["RUNNING"])
