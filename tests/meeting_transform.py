@@ -17,14 +17,15 @@ import sc_transform_bucket_boundary_fns as fns  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEET_ENV = "PARITY_TEST_MEET_DIR"
 MEET_LIMIT = 180.0  # seconds: sides that never meet fail their replay rather than hanging the session
-_met: set[str] = set()
+_met: set[tuple[str, str, str]] = set()
 
 
 def _meet(side: str, other: str) -> None:
     folder = os.environ.get(MEET_ENV)
-    if not folder or side in _met:
-        return
     phase = "noise" if "--reorder" in sys.argv else "check"  # a noise replay is `parity replay ... --reorder`
+    # one meeting per folder, phase and side: a test process that met in an earlier test's folder meets again
+    if not folder or (folder, phase, side) in _met:
+        return
     with open(os.path.join(folder, f"{phase}-{side}"), "w", encoding="utf-8") as handle:
         handle.write(f"{time.time()}\n")
     deadline = time.monotonic() + MEET_LIMIT
@@ -32,7 +33,7 @@ def _meet(side: str, other: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"meeting_transform: side {side} waited {MEET_LIMIT:g} s for side {other}'s job")
         time.sleep(0.05)
-    _met.add(side)
+    _met.add((folder, phase, side))
 
 
 def offline_features(record: dict) -> dict:
