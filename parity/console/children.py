@@ -37,6 +37,9 @@ from parity.errors import RunnerError, portable
 
 REQUEST_FILE = "request.pickle"
 RESULT_FILE = "result.pickle"
+# seconds a child asked to stop has to end its work: a replay's cancel waits up to parity.replay.cancel.CANCEL_WAIT
+# (60 s) for Flink to confirm it, plus a call or two
+STOP_GRACE = 90.0
 
 
 def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -88,10 +91,18 @@ class Child:
         raise value
 
     def close(self) -> None:
-        """Stops the child if it still runs (this process failed or is interrupted); removes its scratch folder."""
+        """Stops the child if it still runs (this process failed or is interrupted); removes its scratch folder.
+
+        SIGTERM first, as an operator's stop would reach a `parity` process: the child's work ends the way the
+        CLI's does (`serve` runs it with SIGTERM raising), so a child that submitted a Flink job cancels it and
+        waits for Flink to confirm. Only a child still running after STOP_GRACE seconds is killed."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -103,7 +114,8 @@ def serve(argv: Sequence[str], work: Callable[[Any], Any]) -> int:
     try:
         with open(os.path.join(scratch, REQUEST_FILE), "rb") as handle:
             request = pickle.load(handle)
-        outcome: tuple[str, Any] = ("ok", work(request))
+        with signals.handled():  # SIGTERM (`Child.close`) raises in `work`, whose clean-up then runs
+            outcome: tuple[str, Any] = ("ok", work(request))
     except BaseException as exc:  # every error goes back to the parent, which raises it
         outcome = ("error", portable(exc))
     try:

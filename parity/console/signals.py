@@ -45,13 +45,38 @@ class Interrupted(KeyboardInterrupt):
         return self.args[1] if len(self.args) > 1 else signal.SIGINT
 
 
+_held: list[int] | None = None  # inside `deferred`: the signals that arrived, raised when it ends
+
+
 def _handler(signum: int, unused_frame: object) -> None:
     global _received
     _received = signum
     # Beam logs the interrupted step's exception with its traceback as an error; after a signal nothing
     # that follows is news (the CLI prints the one line that is)
     logging.disable(logging.CRITICAL)
+    if _held is not None:
+        _held.append(signum)
+        return
     raise Interrupted(signal.Signals(signum).name, signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM arriving inside the block are held until it ends, then raised as `Interrupted` (unless
+    the block raised already): a job's cancel, which waits a bounded time for Flink to confirm it, is not cut
+    short by a second stop (a second Ctrl-C, or the parent's SIGTERM to a child cancelling its own job), which
+    would leave the job running. Nested, the outer block holds them."""
+    global _held
+    if _held is not None:
+        yield
+        return
+    _held = []
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+    if held:
+        raise Interrupted(signal.Signals(held[0]).name, held[0])
 
 
 @contextlib.contextmanager

@@ -18,6 +18,8 @@ import time
 import urllib.request
 from typing import Any, Callable
 
+from parity.console import signals
+
 CANCEL_WAIT = 60.0   # seconds to wait until no job of the side's name is live on Flink
 CALL_TIMEOUT = 10.0  # seconds one job-server or REST call may take
 POLL = 0.5
@@ -63,7 +65,13 @@ def end_job(result: Any | None, rest: Callable[[], str | None] | None, name: str
             wait: float = CANCEL_WAIT) -> str:
     """Cancels a side's job through the job server (`result.cancel()`) and through Flink's REST API, and waits
     (at most `wait` s) until Flink lists no job of that name as live; returns what happened, for a message
-    (`it was cancelled: Flink job ... CANCELED`, or what is left and how to end it)."""
+    (`it was cancelled: Flink job ... CANCELED`, or what is left and how to end it). A stop that arrives
+    meanwhile waits for it (`signals.deferred`)."""
+    with signals.deferred():
+        return _end_job(result, rest, name, wait)
+
+
+def _end_job(result: Any | None, rest: Callable[[], str | None] | None, name: str | None, wait: float) -> str:
     if result is not None:
         _call(result.cancel)
     address = None

@@ -50,18 +50,32 @@ def test_a_child_that_leaves_no_result_is_a_runner_error_naming_it_its_exit_code
         child.close()
 
 
-def test_close_kills_a_running_child_and_removes_its_scratch_folder(tmp_path):
+def _started(request: dict, started) -> children.Child:
+    child = _start(request)
+    end = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert started.exists() and child.process.poll() is None
+    assert os.path.isdir(child.scratch)
+    return child
+
+
+def test_close_asks_a_running_child_to_stop_so_its_work_cleans_up_and_removes_its_scratch_folder(tmp_path):
     started = tmp_path / "started"
-    child = _start({"do": "sleep", "started": str(started)})
-    try:
-        end = time.monotonic() + 30
-        while not started.exists() and time.monotonic() < end:
-            time.sleep(0.05)
-        assert started.exists() and child.process.poll() is None
-        assert os.path.isdir(child.scratch)
-    finally:
-        child.close()
+    child = _started({"do": "sleep", "started": str(started)}, started)
+    child.close()
+    assert child.process.returncode == 0  # SIGTERM raised in its work, which ended through its `finally`
+    assert (tmp_path / "started.cleaned").read_text(encoding="utf-8") == "cleaned"
+    assert not os.path.exists(child.scratch)
+
+
+def test_close_kills_a_child_that_does_not_stop_within_the_grace(tmp_path, monkeypatch):
+    monkeypatch.setattr(children, "STOP_GRACE", 1.0)
+    started = tmp_path / "started"
+    child = _started({"do": "stubborn", "started": str(started)}, started)
+    child.close()
     assert child.process.returncode == -9
+    assert not (tmp_path / "started.cleaned").exists()
     assert not os.path.exists(child.scratch)
 
 
@@ -69,3 +83,4 @@ def test_the_environment_puts_this_processes_path_before_the_callers_and_names_t
     env = children.environment({"PYTHONPATH": "/elsewhere", "PARITY_TEST_EXTRA": "x"})
     assert env["PYTHONPATH"].split(os.pathsep) == [p for p in sys.path if p] + ["/elsewhere"]
     assert env["PARITY_TEST_EXTRA"] == "x" and env["PARITY_PARENT_PID"] == str(os.getpid())
+

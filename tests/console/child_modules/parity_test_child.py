@@ -3,6 +3,7 @@ through the helper's environment) does what its request says."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -18,10 +19,16 @@ def work(request: dict) -> object:
     if request["do"] == "exit":
         sys.stdout.flush()
         os._exit(3)  # before any result is written
-    if request["do"] == "sleep":
+    if request["do"] in ("sleep", "stubborn"):
+        if request["do"] == "stubborn":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a child that will not stop when asked
         with open(request["started"], "w", encoding="utf-8") as handle:
             handle.write(str(os.getpid()))
-        time.sleep(60)
+        try:
+            time.sleep(60)
+        finally:
+            with open(request["started"] + ".cleaned", "w", encoding="utf-8") as handle:
+                handle.write("cleaned")  # the work's own clean-up (a replay cancels its Flink job here)
     raise ValueError(f"unknown request {request!r}")
 
 
