@@ -67,20 +67,11 @@ def wanted(diff_on: str, runner: str, out_dir: str, stream: DiffStream,
     left, right = stream.sets
     if diff_on == "local" or left.buckets is None or right.buckets is None:
         return False
-    return diff_on == "engine" or urls.is_url(out_dir) or workers_elsewhere(runner, pipeline_options or ())
+    if diff_on == "engine" or urls.is_url(out_dir):
+        return True
+    from parity.replay.flink import steps_in_this_process
 
-
-def workers_elsewhere(runner: str, pipeline_options: Sequence[str]) -> bool:
-    """Whether a job of `runner` with `pipeline_options` runs its SDK workers outside this process: not on the
-    in-process DirectRunner, nor with LOOPBACK workers (parity's default for Flink, `parity.replay.flink`)."""
-    if runner == "DirectRunner":
-        return False
-    from parity.replay.flink import option_value
-
-    environment = option_value(pipeline_options, "--environment_type")
-    if environment is None:
-        environment = "LOOPBACK" if runner == "FlinkRunner" else "DOCKER"  # parity's Flink default; Beam's portable one
-    return environment.upper() != "LOOPBACK"
+    return not steps_in_this_process(runner, pipeline_options)
 
 
 @dataclass(frozen=True)

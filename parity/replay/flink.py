@@ -436,6 +436,18 @@ def rest_source(flink_master: str | None, job_endpoint: str | None,
     return address
 
 
+def steps_in_this_process(runner: str, args: Sequence[str] | None) -> bool:
+    """Whether a job's steps run in the process that submits it: the in-process DirectRunner's, and LOOPBACK
+    workers' (parity's default on Flink, `flink_defaults`); not a worker pool's (EXTERNAL), PROCESS or DOCKER
+    harnesses (DOCKER: Beam's portable default)."""
+    if runner == "DirectRunner":
+        return True
+    environment = option_value(args or [], "--environment_type")
+    if environment is None:
+        environment = "LOOPBACK" if runner == "FlinkRunner" else "DOCKER"
+    return environment.upper() == "LOOPBACK"
+
+
 def started_here(endpoint: str) -> bool:
     """Whether `endpoint` is a job server on an embedded Flink (`[local]`) that this process or its parent parity
     process started (`shared_job_endpoint`)."""

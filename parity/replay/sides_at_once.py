@@ -94,14 +94,9 @@ def _room_for_two_jobs(beam_args: Sequence[str]) -> bool:
     return free is not None and free >= 2 * parallelism
 
 
-def steps_here(runner: str, beam_args: Sequence[str] | None) -> bool:
-    """Whether a replay's steps run in the process that submits it: the DirectRunner, and Flink with LOOPBACK
-    workers (parity's default). Only then can a gate travel with the steps (`parity.replay.gate`): a step run
-    by a worker pool's harness would unpickle this process's end of the gate in another process."""
-    if runner != "FlinkRunner":
-        return True
-    args = flink.flink_defaults(beam_args or [], start=False)
-    return (flink.option_value(args, "--environment_type") or "").upper() == "LOOPBACK"
+# Only where a replay's steps run in the submitting process can a gate travel with them (`parity.replay.gate`): a
+# step run by a worker pool's harness would unpickle this process's end of the gate in another process.
+steps_here = flink.steps_in_this_process
 
 
 def _capture_bytes(config: Config, side: SideConfig) -> int:

@@ -183,4 +183,6 @@ def test_a_set_damaged_under_the_engine_diff_fails_naming_the_file_and_leaves_no
 ])
 def test_auto_puts_the_diff_on_the_engine_only_where_the_sdk_workers_run_outside_the_client(runner, options,
                                                                                             elsewhere):
-    assert engine.workers_elsewhere(runner, options) is elsewhere
+    from parity.replay.flink import steps_in_this_process
+
+    assert (not steps_in_this_process(runner, options)) is elsewhere
