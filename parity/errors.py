@@ -1,4 +1,6 @@
 """One exception tree for parity; each exception carries its process exit code."""
+from __future__ import annotations
+
 import pickle
 
 
@@ -49,3 +51,23 @@ def portable(exc: BaseException) -> BaseException:
         return exc
     except Exception:
         return RunnerError(f"{type(exc).__name__}: {exc}")
+
+
+# The errors a worker's traceback text is searched for, most specific first (`from_worker_text`).
+_TEXT_KINDS = (UserCodeError, ConfigError, InputError, FingerprintSetError)
+
+
+def from_worker_text(text: str) -> ParityError | None:
+    """The last ParityError named in a worker's traceback text (a multi-process runner, or Flink's job exception,
+    sends a step's error as text), rebuilt with its message's first line; None when it names none."""
+    for cls in _TEXT_KINDS:
+        marker = f"{cls.__name__}: "
+        if marker in text:
+            message = text.rsplit(marker, 1)[1].split("\n")[0].strip()
+            return cls(without_beam_suffix(message))
+    return None
+
+
+def without_beam_suffix(message: str) -> str:
+    """The message without the ` [while running 'Replay[x]/Step']` Beam appends to errors raised in a DoFn."""
+    return message.split(" [while running", 1)[0].split("[while running", 1)[0].strip()

@@ -61,6 +61,12 @@ def cancel_on_flink(rest: str, jid: str) -> None:
         pass
 
 
+def stop_invocation(result: Any) -> None:
+    """Cancels the job server's invocation of a job (its `wait_until_finish` then returns), within CALL_TIMEOUT;
+    the caller still ends the Flink job itself (`end_job`)."""
+    _call(result.cancel)
+
+
 def end_job(result: Any | None, rest: Callable[[], str | None] | None, name: str | None,
             wait: float = CANCEL_WAIT) -> str:
     """Cancels a side's job through the job server (`result.cancel()`) and through Flink's REST API, and waits

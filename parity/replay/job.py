@@ -75,13 +75,15 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner),
                                                             storage=storage)
         rest = _flink_rest(options, job) if job else None
-        result = None
+        result = watch = None
         try:
             try:
                 result = pipeline.run()
                 watch = Watch(side.name, result, rest=rest, job=job)
                 with watch:
                     result.wait_until_finish()
+                if watch.failure is not None:  # the watch stopped a job whose every attempt would fail alike
+                    raise watch.failure
             except BaseException as exc:  # a timeout, Ctrl-C or SIGTERM, a failure: no job of it goes on running
                 if job is None:
                     raise
@@ -89,6 +91,8 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
                 progress.event("flink_job_ended_early", side=side.name, job=job, outcome=outcome)
                 if isinstance(exc, JobTimeout):
                     raise RunnerError(exc.said(outcome)) from exc
+                if watch is not None and watch.failure is not None:
+                    raise watch.failure from exc
                 raise
             counts = watch.final() or {}
         except ParityError as exc:  # raised in a step: Beam appended its " [while running ...]" to the message

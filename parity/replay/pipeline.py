@@ -21,8 +21,8 @@ from typing import Any, Iterable
 import apache_beam as beam
 
 from parity.config import Config, SideConfig
-from parity.errors import (ConfigError, FingerprintSetError, InputError, OutputError, ParityError, RunnerError,
-                           UserCodeError, first_line)
+from parity.errors import (ConfigError, OutputError, ParityError, RunnerError, UserCodeError, first_line,
+                           from_worker_text, without_beam_suffix)
 from parity.replay import spill
 from parity.replay.batch import RecBatch, side_field_types
 from parity.replay.bucket_step import WriteBuckets
@@ -423,20 +423,7 @@ def unwrap_pipeline_error(exc: BaseException) -> ParityError | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, ParityError):
-            return type(current)(_without_beam_suffix(str(current)))
+            return type(current)(without_beam_suffix(str(current)))
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    text = str(exc)
-    # a worker process (multi_processing, Flink) sends the traceback as text: find the last ParityError in it
-    for cls in (UserCodeError, ConfigError, InputError, FingerprintSetError):
-        marker = f"{cls.__name__}: "
-        if marker in text:
-            message = text.rsplit(marker, 1)[1].split("\n")[0].strip()
-            return cls(_without_beam_suffix(message))
-    return None
-
-
-def _without_beam_suffix(message: str) -> str:
-    """The message without the ` [while running 'Replay[x]/Step']` Beam appends to errors raised in a DoFn."""
-    return message.split(" [while running", 1)[0].split("[while running", 1)[0].strip()
-
+    return from_worker_text(str(exc))  # a worker process (multi_processing, Flink) sends the traceback as text

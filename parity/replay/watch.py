@@ -11,7 +11,15 @@ Where the counts are, as measured with Beam 2.77's client and the bundled 2.70 F
   unless the user did). Flink's batch mode runs a task's whole partition of a fused stage as one bundle, and a
   counter reaches the runner when its bundle ends: on Flink the counts move one stage (and task) at a time.
 
-Nothing here fails a replay: a reading that raises is logged once (`counters.said_once`) and skipped.
+Nothing here fails a replay because a reading failed: a reading that raises is logged once
+(`counters.said_once`) and skipped.
+
+On Flink the watch also reads the job's exceptions (`flink_failure`). Flink restarts a failed job by its restart
+strategy, which is right for a lost TaskManager or SDK harness but only repeats a failure of the user's code or
+config (a module the workers cannot import, a transform that raises on a record): every attempt fails the same
+way, and with a fixed-delay strategy of 10 attempts the check waited minutes for the error it already had. Such a
+failure (`FINAL`) stops the job at once: the watch keeps the error and cancels the job through the job server,
+and the replay raises the error (and ends the job on Flink too, `parity.replay.cancel.end_job`).
 """
 from __future__ import annotations
 
@@ -22,11 +30,14 @@ import uuid
 from typing import Any, Callable
 
 from parity.console import progress
-from parity.replay import counters
+from parity.errors import ConfigError, ParityError, UserCodeError, from_worker_text
+from parity.replay import cancel, counters
 
 POLL_SECONDS = 2.0  # between two readings while a job runs: a REST call or two, far below Flink's own UI
 REST_TIMEOUT = 5.0  # seconds one Flink REST call may take
 ACCUMULATOR = "__metricscontainers"  # Beam's Flink runner: FlinkMetricContainer.ACCUMULATOR_NAME
+# Errors that a restart of the job only repeats: the same code and config fail the same way on every attempt
+FINAL = (UserCodeError, ConfigError)
 
 
 def job_name(side: str) -> str:
@@ -54,14 +65,37 @@ def _get(rest: str, path: str) -> dict:
         return json.load(response)
 
 
+def _latest(rest: str, name: str) -> str | None:
+    """The id of the latest Flink job named `name`, or None."""
+    jobs = [job for job in _get(rest, "/jobs/overview").get("jobs", ()) if job.get("name") == name]
+    return max(jobs, key=lambda one: one.get("start-time", 0))["jid"] if jobs else None
+
+
 def flink_counts(rest: str, name: str, side: str) -> dict[str, int] | None:
     """A side's counts from the Flink cluster whose REST API is at `rest` (`http://host:port`), for the job named
     `name` (the latest one of that name), or None when there is no such job or no count yet."""
-    jobs = [job for job in _get(rest, "/jobs/overview").get("jobs", ()) if job.get("name") == name]
-    if not jobs:
+    jid = _latest(rest, name)
+    return None if jid is None else accumulator_counts(_get(rest, f"/jobs/{jid}/accumulators"), side)
+
+
+def exception_texts(answer: dict) -> list[str]:
+    """The stack traces in Flink's `/jobs/<id>/exceptions` answer: the exception history's entries (Flink 1.15
+    on), then the deprecated root exception, where older Flinks put it."""
+    history = answer.get("exceptionHistory") or {}
+    texts = [entry.get("stacktrace") or "" for entry in history.get("entries", ())]
+    return [text for text in [*texts, answer.get("root-exception") or ""] if text]
+
+
+def flink_failure(rest: str, name: str) -> ParityError | None:
+    """The error of user code or config (`FINAL`) that failed an attempt of the job named `name`, or None."""
+    jid = _latest(rest, name)
+    if jid is None:
         return None
-    job = max(jobs, key=lambda one: one.get("start-time", 0))
-    return accumulator_counts(_get(rest, f"/jobs/{job['jid']}/accumulators"), side)
+    for text in exception_texts(_get(rest, f"/jobs/{jid}/exceptions")):
+        error = from_worker_text(text)
+        if isinstance(error, FINAL):
+            return error
+    return None
 
 
 def _larger(*readings: dict[str, int] | None) -> dict[str, int] | None:
@@ -89,6 +123,8 @@ class Watch:
         self._interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._shown = progress.mode() in ("tty", "log")
+        self.failure: ParityError | None = None  # a FINAL error an attempt of the job failed with; it is cancelled
 
     def reading(self) -> dict[str, int] | None:
         """The counts now: the larger of the runner's metrics and, on Flink, its REST accumulators."""
@@ -105,14 +141,31 @@ class Watch:
                                f"({type(exc).__name__}: {exc}); progress shows them when the job ends")
             return None
 
+    def _failed(self) -> ParityError | None:
+        if self._rest is None or self._job is None:
+            return None
+        try:
+            rest = self._rest()
+            return flink_failure(rest, self._job) if rest else None
+        except Exception as exc:  # a cluster that does not answer: Flink's restarts and the job's end still hold
+            counters.said_once(f"flink-exceptions:{type(exc).__name__}", f"Flink's REST API did not give the job's "
+                               f"exceptions ({type(exc).__name__}: {exc})")
+            return None
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            counts = self.reading()
+            failure = self._failed()
+            if failure is not None and not self._stop.is_set():
+                self.failure = failure
+                cancel.stop_invocation(self._result)  # the wait returns; the replay ends the job on Flink too
+                return
+            counts = self.reading() if self._shown else None
             if counts is not None and not self._stop.is_set():
                 progress.counts(self.side, counts)
 
     def __enter__(self) -> "Watch":
-        if progress.mode() in ("tty", "log") and not _ended(self._result):
+        flink = self._rest is not None and self._job is not None
+        if (self._shown or flink) and not _ended(self._result):
             self._thread = threading.Thread(target=self._run, name=f"parity-watch-{self.side}", daemon=True)
             self._thread.start()
         return self

@@ -72,8 +72,13 @@ def test_the_configs_module_in_a_folder_on_the_pools_pythonpath_gives_the_direct
 
 def test_a_module_the_workers_lack_stops_the_check_naming_the_worker_and_the_fix(testbed, monkeypatch):
     monkeypatch.setenv("PARITY_PROGRESS", "off")
+    failures_before = testbed.flink.failures()
     with pytest.raises(UserCodeError) as caught:
         _check(testbed, testbed.pool, "modules-missing")
+    # the first failed attempt stops the job (parity.replay.watch.FINAL): the test bed's restart strategy would
+    # have made 10 more attempts of each side's job, each failing the same way
+    failed = testbed.flink.failures() - failures_before
+    assert 1 <= failed <= 4, f"{failed} failed attempts: the check waited for Flink's restarts"
     said = str(caught.value)
     assert f"cannot import '{MODULE}:offline_features' on an SDK worker" in said or \
         f"cannot import '{MODULE}:production_features' on an SDK worker" in said, said
