@@ -2,7 +2,8 @@
 #   make demo    set up, then run the bundled taxi example (it has a planted bug: the verdict is "diverged")
 #   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
 #                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_profile.sh oldest,
-#                .venv-oldest/) and on a TFX 1.21 environment's pins (scripts/test_profile.sh tfx, .venv-tfx/)
+#                .venv-oldest/) and on a TFX 1.21 environment's pins (scripts/test_profile.sh tfx, .venv-tfx/);
+#                scripts/run_tests.sh installs the two profiles while the suite runs and runs them side by side
 #   make test-fast  set up, then the suite without its `slow` tests (Flink, cluster, benchmarks, the scenario suites,
 #                the robustness modules that run whole checks) nor the profiles: the developer's loop, under 5 min
 #   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
@@ -27,10 +28,7 @@ demo: setup
 # pytest exits 5 when it collected no test: that fails like any other non-zero exit.
 test: setup
 	bash scripts/install_chromium.sh >&2   # the HTML report's browser test needs Debian's chromium
-	mkdir -p test-results
-	$(PYTHON) -m pytest -q -p no:cacheprovider --junitxml=test-results/junit.xml tests
-	bash scripts/test_profile.sh oldest
-	bash scripts/test_profile.sh tfx
+	bash scripts/run_tests.sh
 
 # Everything but the tests marked `slow` (by path in tests/conftest.py: Flink, the cluster test bed, the benchmarks'
 # harness; by a mark in their module: the scenario suites, the robustness modules that run whole checks, a few single

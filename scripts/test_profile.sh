@@ -7,13 +7,17 @@
 #           pyarrow 10 (setup.py's lower bounds), in .venv-oldest
 #   tfx     constraints-tfx.txt: the pins of a TFX 1.21.0 environment (pyarrow 18, attrs 23, apache-beam 2.78),
 #           in .venv-tfx (TFX itself is not installed: its ml-metadata wheel needs glibc 2.39)
-# Idempotent: a second run checks a stamp and skips the install.
+# Idempotent: a second run checks a stamp and skips the install. A second argument runs one half: `install` (the
+# virtualenv only: scripts/run_tests.sh does it while the main suite runs) or `run` (the tests only, on an installed
+# virtualenv); without it, both.
 #
 # Environment: PARITY_PROFILE_VENV=DIR (default .venv-<profile> in the repo; PARITY_OLDEST_VENV for oldest),
 # PARITY_PYTHON=EXE (default python3).
 set -euo pipefail
 
-PROFILE="${1:?usage: scripts/test_profile.sh oldest|tfx}"
+PROFILE="${1:?usage: scripts/test_profile.sh oldest|tfx [install|run]}"
+PHASE="${2:-all}"
+case "$PHASE" in all|install|run) ;; *) echo "test_profile: unknown phase '$PHASE' (install | run)" >&2; exit 2 ;; esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "$PROFILE" in
   oldest) CONSTRAINTS="$ROOT/constraints-oldest.txt"; VENV="${PARITY_OLDEST_VENV:-${PARITY_PROFILE_VENV:-$ROOT/.venv-oldest}}" ;;
@@ -24,12 +28,14 @@ PYTHON="${PARITY_PYTHON:-python3}"
 log() { echo "test_profile($PROFILE): $*" >&2; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-stamp="$VENV/.parity-$PROFILE-stamp"
-want="$(cat "$ROOT/setup.py" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-  log "installed in $VENV (stamp matches)"
-else
+install() {
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  local stamp="$VENV/.parity-$PROFILE-stamp" want started
+  want="$(cat "$ROOT/setup.py" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    log "installed in $VENV (stamp matches)"
+    return
+  fi
   started=$(date +%s)
   log "installing $(basename "$CONSTRAINTS")'s combination into $VENV (a few minutes)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
@@ -38,7 +44,14 @@ else
   "$VENV/bin/python" -m pip check >&2 || log "warning: pip check reports conflicts (above)"
   echo "$want" >"$stamp"
   log "installed in $(( $(date +%s) - started )) s"
+}
+
+if [ "$PHASE" = run ]; then
+  [ -x "$VENV/bin/python" ] || { log "no virtualenv in $VENV: run 'scripts/test_profile.sh $PROFILE install' first"; exit 2; }
+else
+  install
 fi
+[ "$PHASE" = install ] && exit 0
 
 cd "$ROOT"
 mkdir -p test-results
