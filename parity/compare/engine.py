@@ -44,7 +44,7 @@ from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
 from parity.console import progress
-from parity.errors import RunnerError
+from parity.errors import FingerprintSetError, RunnerError
 from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
 from parity.storage.context import Storage
@@ -59,13 +59,22 @@ def wanted(diff_on: str, runner: str, out_dir: str, stream: DiffStream,
            pipeline_options: Sequence[str] | None = None) -> bool:
     """Whether the diff runs on the engine: `engine`, or `auto` when the replays' SDK workers run outside this
     process (a runner other than the in-process DirectRunner, with an environment other than LOOPBACK) or the out
-    folder is a URL; never for sets that are not both bucketed (a tap set, a set of one fingerprints file: they
-    have no key ranges to spread), which `local` diffs as always.
+    folder is a URL. Sets that are not both bucketed (a set written by taps, a set of one fingerprints file) have
+    no key ranges to spread: `auto` diffs them here, and `engine` is refused for them (FingerprintSetError, exit
+    2, naming the sets) rather than quietly run here.
 
     LOOPBACK workers (parity's default on Flink) run in this very process, so a diff job there would only add a
     job's start-up and Beam's per-element cost to the same client CPU and memory: `auto` keeps it local."""
     left, right = stream.sets
-    if diff_on == "local" or left.buckets is None or right.buckets is None:
+    if diff_on == "local":
+        return False
+    unbucketed = [fset.path for fset in (left, right) if fset.buckets is None]
+    if unbucketed and diff_on == "engine":
+        raise FingerprintSetError(
+            f"--diff-on engine: {' and '.join(unbucketed)} {'has' if len(unbucketed) == 1 else 'have'} no key "
+            f"ranges to spread over the engine's workers (a set written by taps, or of one fingerprints file, is "
+            f"diffed in this process); run the diff with --diff-on local or auto")
+    if unbucketed:
         return False
     if diff_on == "engine" or urls.is_url(out_dir):
         return True
