@@ -353,7 +353,7 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
 
 
 @dataclass(frozen=True)
-class _ModelStage:
+class _ModelPlan:
     """How a diff compares its model stage: `comparison` (given each differing pair's judgement, the tally's
     `upstream`), and the report's `decision` (None when no side's model names one)."""
 
@@ -362,9 +362,9 @@ class _ModelStage:
 
 
 def _model_stage(config: Config | None, left: FingerprintSet, right: FingerprintSet, tolerance: Any,
-                 examples: int) -> _ModelStage | None:
+                 examples: int) -> _ModelPlan | None:
     """None unless both sets hold model outputs (a `model:` replayed on both sides), so reports without a model
-    keep their bytes; else how the model stage is compared (`_ModelStage`)."""
+    keep their bytes; else how the model stage is compared (`_ModelPlan`)."""
     from parity.sets.model_outputs import first_outputs, has_model_outputs
     from parity.stages.model import model_identity
 
@@ -380,7 +380,7 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
     if specs[0] is not None and specs[1] is not None:
         same = (model_identity(specs[0].saved), specs[0].signature, specs[0].inputs) == \
             (model_identity(specs[1].saved), specs[1].signature, specs[1].inputs)
-    return _ModelStage(ModelComparison(tolerance, decision, tuple(names), examples, same),
+    return _ModelPlan(ModelComparison(tolerance, decision, tuple(names), examples, same),
                        None if decision is None else {"output": decision.output, "rule": decision.rule,
                                                       **({"at": decision.at} if decision.rule == "threshold" else {})})
 
