@@ -58,15 +58,16 @@ class FrozenFeatureStats:
         stats = dict(self.stats)
         for name, (mismatched, within, delta) in later.stats.items():
             mine = stats.get(name, _NO_STATS)
-            largest = mine[2] if delta is None or (mine[2] is not None and mine[2] >= delta) else delta
+            largest = delta if delta is not None and (mine[2] is None or delta > mine[2]) else mine[2]
             stats[name] = (mine[0] + mismatched, mine[1] + within, largest)
-        numbers = None
+        numbers = self.numbers
         if self.numbers is not None and later.numbers is not None:
-            numbers = dict(self.numbers)
+            joined = dict(self.numbers)
             for name, (lefts, rights) in later.numbers.items():
-                mine_left, mine_right = numbers.get(name, (b"", b""))
-                numbers[name] = (mine_left + lefts, mine_right + rights)
-        return FrozenFeatureStats(MappingProxyType(stats), None if numbers is None else MappingProxyType(numbers))
+                mine_left, mine_right = joined.get(name, (b"", b""))
+                joined[name] = (mine_left + lefts, mine_right + rights)
+            numbers = MappingProxyType(joined)
+        return FrozenFeatureStats(MappingProxyType(stats), numbers)
 
     def with_histograms(self, histograms: Mapping[str, Any]) -> FrozenFeatureStats:
         """These statistics with every feature's histograms given (a feature absent has none), which `features`
