@@ -47,6 +47,7 @@ REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, HERE]
 
 import run as bench  # noqa: E402  (benchmarks/run.py: capture, config, machine state)
+from tests.flink.job_states import job_ids, job_states  # noqa: E402  (the Flink tests' reader of the same)
 
 CONTENDERS = ("direct", "flink_off", "flink_on", "cli_off", "cli_on")
 # A contender's own environment: `cli_on_c2` is `cli_on` with the job server's JVM as before issue 44 (the JIT's
@@ -72,37 +73,6 @@ def jvm_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def job_states(endpoint: str, known: set[str]) -> list[dict[str, Any]]:
-    """The jobs of the job server not in `known`: id, name and each state with the server's timestamp."""
-    import grpc
-    from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
-
-    jobs = []
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
-        for info in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30).job_info:
-            if info.job_id in known:
-                continue
-            states = []
-            for event in stub.GetStateStream(beam_job_api_pb2.GetJobStateRequest(job_id=info.job_id), timeout=30):
-                states.append({"state": beam_job_api_pb2.JobState.Enum.Name(event.state),
-                               "t": event.timestamp.seconds + event.timestamp.nanos / 1e9})
-                if event.state in (beam_job_api_pb2.JobState.DONE, beam_job_api_pb2.JobState.FAILED,
-                                   beam_job_api_pb2.JobState.CANCELLED):
-                    break
-            jobs.append({"job_id": info.job_id, "name": info.job_name, "states": states})
-    return jobs
-
-
-def job_ids(endpoint: str) -> set[str]:
-    import grpc
-    from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
-
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
-        return {info.job_id for info in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30).job_info}
 
 
 def _spans(events: list[dict], jobs: list[dict]) -> dict[str, Any]:

@@ -115,7 +115,8 @@ def _add_diff_on(command: argparse.ArgumentParser) -> None:
                          help="where the diff's per-pair work runs: engine (a Beam job on --runner, over the sets' "
                               "key ranges), local (this process), auto (default: engine when the SDK workers run "
                               "outside this process, i.e. not the DirectRunner and not LOOPBACK, or --out is a "
-                              "URL); the report is the same")
+                              "URL); the report is the same. Sets written by taps have no key ranges: auto diffs "
+                              "them here, engine refuses them")
 
 
 def _add_force(command: argparse.ArgumentParser) -> None:

@@ -324,15 +324,15 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
         if engine.wanted(on.where, on.runner, out_dir, stream, on.pipeline_options):
             summary = engine.summarize(stream, tally, runner=on.runner, pipeline_options=on.pipeline_options,
                                        work_dir=urls.child(out_dir, output.DIFF_WORK),
-                                       model=model[0] if model is not None else None)
+                                       model=model.comparison if model is not None else None)
         else:
             summary = halves.summarize(stream, tally)
             if model is not None:
                 from parity.sets.model_outputs import read_model_outputs
 
-                summary = summary.with_model(model[0].compare(read_model_outputs(left.path, left.storage),
-                                                              read_model_outputs(right.path, right.storage),
-                                                              summary.tally.upstream or {}))
+                summary = summary.with_model(model.comparison.compare(read_model_outputs(left.path, left.storage),
+                                                                      read_model_outputs(right.path, right.storage),
+                                                                      summary.tally.upstream or {}))
         report = build_report(
             name=config.name if config else left.manifest.get("config_name", ""),
             sides=(left.side, right.side), summary=summary,
@@ -342,7 +342,7 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
             tolerance=tolerance, noise=noise, analysis_noise=analysis_noise, analyzers=analyzer_entries,
             environments=(left.manifest.get("environment", {}), right.manifest.get("environment", {})),
             feature_names=(left.manifest.get("features", []), right.manifest.get("features", [])),
-            decision=None if model is None else model[1])
+            decision=None if model is None else model.decision)
     _require_pairs(report, left, right)
     taps = tap_align.report_taps(left, right)
     if taps is not None:  # only when a set was written by taps: other reports stay byte for byte as they were
@@ -352,11 +352,19 @@ def _diff_claimed(left_dir: str, right_dir: str, out_dir: str, *, config: Config
     return report
 
 
+@dataclass(frozen=True)
+class _ModelPlan:
+    """How a diff compares its model stage: `comparison` (given each differing pair's judgement, the tally's
+    `upstream`), and the report's `decision` (None when no side's model names one)."""
+
+    comparison: ModelComparison
+    decision: dict[str, Any] | None
+
+
 def _model_stage(config: Config | None, left: FingerprintSet, right: FingerprintSet, tolerance: Any,
-                 examples: int) -> tuple[ModelComparison, dict[str, Any] | None] | None:
+                 examples: int) -> _ModelPlan | None:
     """None unless both sets hold model outputs (a `model:` replayed on both sides), so reports without a model
-    keep their bytes; else how the model stage is compared (given each differing pair's judgement, the tally's
-    `upstream`), and the report's `decision`."""
+    keep their bytes; else how the model stage is compared (`_ModelPlan`)."""
     from parity.sets.model_outputs import first_outputs, has_model_outputs
     from parity.stages.model import model_identity
 
@@ -372,9 +380,9 @@ def _model_stage(config: Config | None, left: FingerprintSet, right: Fingerprint
     if specs[0] is not None and specs[1] is not None:
         same = (model_identity(specs[0].saved), specs[0].signature, specs[0].inputs) == \
             (model_identity(specs[1].saved), specs[1].signature, specs[1].inputs)
-    return (ModelComparison(tolerance, decision, tuple(names), examples, same),
-            None if decision is None else {"output": decision.output, "rule": decision.rule,
-                                           **({"at": decision.at} if decision.rule == "threshold" else {})})
+    return _ModelPlan(ModelComparison(tolerance, decision, tuple(names), examples, same),
+                       None if decision is None else {"output": decision.output, "rule": decision.rule,
+                                                      **({"at": decision.at} if decision.rule == "threshold" else {})})
 
 
 _KEYS_NAMED = 3  # example keys per side in the no-pairs message

@@ -19,7 +19,9 @@ left out of the schema, and readers that need none (jsonl, parquet) keep it as t
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import re
@@ -71,9 +73,9 @@ def infer(pattern: str, base_dir: str, fmt: str | None = None, sample: int = SAM
     fmt = fmt or detect_format(files[0], storage)
     first = files[0]
     if fmt == "parquet":
-        return _parquet(first, files)
+        return _parquet(first, files, storage)
     if fmt == "csv":
-        return _csv(first, files, sample)
+        return _csv(first, files, sample, storage)
     records = _records(first, fmt, sample, storage)
     if not records:
         raise InputError(f"{first}: no readable record among the first {sample}; parity init infers the schema "
@@ -188,25 +190,32 @@ def _tfexample_fields(records: list[dict]) -> tuple[InferredField, ...]:
     return tuple(fields)
 
 
-def _parquet(path: str, files: list[str]) -> CaptureSample:
+def _parquet(path: str, files: list[str], storage: Storage) -> CaptureSample:
+    """The fields of a Parquet capture, from its first file's schema, read through `storage` (on a URL pyarrow
+    fetches the footer and the first row group with ranged reads, not the whole object)."""
     import pyarrow.parquet as pq
 
-    try:
-        parquet_file = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file it cannot open
-        raise InputError(f"{path}: cannot open as Parquet: {exc}") from exc
-    metadata = parquet_file.metadata
-    nulls: dict[str, int] = {}
-    for group in range(metadata.num_row_groups):
-        row_group = metadata.row_group(group)
-        for column in range(row_group.num_columns):
-            chunk = row_group.column(column)
-            stats = chunk.statistics
-            if stats is not None and stats.has_null_count:
-                nulls[chunk.path_in_schema] = nulls.get(chunk.path_in_schema, 0) + stats.null_count
-    sample = _parquet_sample(parquet_file, path)
+    with contextlib.ExitStack() as opened:
+        try:
+            source = storage.readable(path)
+            if not isinstance(source, str):
+                opened.callback(source.close)
+            parquet_file = pq.ParquetFile(source)
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file it cannot open
+            raise InputError(f"{path}: cannot open as Parquet: {exc}") from exc
+        metadata = parquet_file.metadata
+        nulls: dict[str, int] = {}
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for column in range(row_group.num_columns):
+                chunk = row_group.column(column)
+                stats = chunk.statistics
+                if stats is not None and stats.has_null_count:
+                    nulls[chunk.path_in_schema] = nulls.get(chunk.path_in_schema, 0) + stats.null_count
+        sample = _parquet_sample(parquet_file, path, storage)
+        schema = parquet_file.schema_arrow
     fields = []
-    for arrow_field in parquet_file.schema_arrow:
+    for arrow_field in schema:
         kind, why = _arrow_type(arrow_field.type)
         if kind is None:
             fields.append(InferredField(arrow_field.name, None, why))
@@ -218,7 +227,7 @@ def _parquet(path: str, files: list[str]) -> CaptureSample:
     return CaptureSample("parquet", tuple(files), metadata.num_rows, tuple(fields))
 
 
-def _parquet_sample(parquet_file: Any, path: str) -> dict[str, list]:
+def _parquet_sample(parquet_file: Any, path: str, storage: Storage) -> dict[str, list]:
     """The first row group's first rows, for the numbers' guesses; none when that group holds a page the
     capture's reader would refuse to decode (a value of gigabytes): the types come from the schema."""
     from parity.capture.items import MAX_RECORD_BYTES
@@ -226,7 +235,7 @@ def _parquet_sample(parquet_file: Any, path: str) -> dict[str, list]:
 
     if parquet_file.metadata.num_row_groups == 0:
         return {}
-    if oversized_page(path, parquet_file.metadata.row_group(0), MAX_RECORD_BYTES, "row group 0"):
+    if oversized_page(path, parquet_file.metadata.row_group(0), MAX_RECORD_BYTES, "row group 0", storage):
         return {}
     try:
         return parquet_file.read_row_group(0).slice(0, SAMPLE_RECORDS).to_pydict()
@@ -261,9 +270,10 @@ def _arrow_type(arrow_type: Any) -> tuple[str | None, str]:
     return None, f"Arrow {arrow_type} has no parity type (the reader keeps its values as docs/capture says)"
 
 
-def _csv(path: str, files: list[str], sample: int) -> CaptureSample:
+def _csv(path: str, files: list[str], sample: int, storage: Storage) -> CaptureSample:
     try:
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as handle:
+        with io.TextIOWrapper(storage.open_read(path), encoding="utf-8-sig", errors="replace",
+                              newline="") as handle:
             rows = csv.reader(handle)
             header = next(rows, None)
             if not header:

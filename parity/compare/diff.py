@@ -240,9 +240,14 @@ class DiffStream:
 
 def summarized(stream: DiffStream, tally: Tally) -> DiffSummary:
     """The summary of `stream` (not yet iterated): its differing pairs added to the empty `tally` in key order."""
+    return DiffSummary(tallied(stream, tally), tally.frozen())
+
+
+def tallied(stream: DiffStream, tally: Tally) -> DiffCounts:
+    """Adds the differing pairs of `stream` (not yet iterated) to `tally` in key order; the stream's counts."""
     for m in stream:
         tally.add(m)
-    return DiffSummary(stream.counts(), tally)
+    return stream.counts()
 
 
 _ALL_RANGES = frozenset(range(1 << KEY_RANGE_BITS))  # every key range (bucket number) of a bucketed set

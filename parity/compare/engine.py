@@ -13,7 +13,7 @@ entry per feature) but for two things a tally gathers per differing pair:
 - the (left, right) numbers behind each feature's histograms: they stay on the workers. Each range's numbers go
   on in the job: their extents are merged per feature, each range's are binned on the merged bins and the counts
   summed (parity.compare.histograms: exactly `histograms_of` all of them); the client reads one histogram per
-  feature (`HISTOGRAMS`) and gives them to the merged tally (`FeatureStats.use_histograms`);
+  feature (`HISTOGRAMS`) and gives them to the merged summary (`DiffSummary.with_histograms`);
 - with a model stage, `Tally.upstream` (one judgement per differing pair, which the model stage is compared
   with): each worker compares its range's model stage (the model outputs of its range's keys) and drops them; the
   client merges the ranges' model stages (`ModelComparison.merged`: counts, largest deltas, the first examples by
@@ -37,14 +37,14 @@ import apache_beam as beam
 import pyarrow as pa
 
 from parity import compat
-from parity.compare.diff import DiffStream, diff_gc, summarized
+from parity.compare.diff import DiffStream, diff_gc, tallied
 from parity.compare.histograms import Counts, Extent, counts_of, extent_of, histograms_of_counts, summed_counts
-from parity.compare.model_stage import ModelComparison
+from parity.compare.model_stage import ModelComparison, ModelStage, Upstream
 from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
 from parity.console import progress
-from parity.errors import RunnerError
+from parity.errors import FingerprintSetError, RunnerError
 from parity.sets.fingerprint_set import KEY_RANGE_BITS, FingerprintSet
 from parity.storage import urls
 from parity.storage.context import Storage
@@ -59,13 +59,22 @@ def wanted(diff_on: str, runner: str, out_dir: str, stream: DiffStream,
            pipeline_options: Sequence[str] | None = None) -> bool:
     """Whether the diff runs on the engine: `engine`, or `auto` when the replays' SDK workers run outside this
     process (a runner other than the in-process DirectRunner, with an environment other than LOOPBACK) or the out
-    folder is a URL; never for sets that are not both bucketed (a tap set, a set of one fingerprints file: they
-    have no key ranges to spread), which `local` diffs as always.
+    folder is a URL. Sets that are not both bucketed (a set written by taps, a set of one fingerprints file) have
+    no key ranges to spread: `auto` diffs them here, and `engine` is refused for them (FingerprintSetError, exit
+    2, naming the sets) rather than quietly run here.
 
     LOOPBACK workers (parity's default on Flink) run in this very process, so a diff job there would only add a
     job's start-up and Beam's per-element cost to the same client CPU and memory: `auto` keeps it local."""
     left, right = stream.sets
-    if diff_on == "local" or left.buckets is None or right.buckets is None:
+    if diff_on == "local":
+        return False
+    unbucketed = [fset.path for fset in (left, right) if fset.buckets is None]
+    if unbucketed and diff_on == "engine":
+        raise FingerprintSetError(
+            f"--diff-on engine: {' and '.join(unbucketed)} {'has' if len(unbucketed) == 1 else 'have'} no key "
+            f"ranges to spread over the engine's workers (a set written by taps, or of one fingerprints file, is "
+            f"diffed in this process); run the diff with --diff-on local or auto")
+    if unbucketed:
         return False
     if diff_on == "engine" or urls.is_url(out_dir):
         return True
@@ -110,11 +119,14 @@ class _SummarizeRangeFn(beam.DoFn):
         left, right = (FingerprintSet(path, manifest, buckets=buckets, storage=request.storage)
                        for path, manifest, buckets in (request.left, request.right))
         stream = DiffStream(left, right, request.tolerance, request.keep, frozenset({key_range}), request.defer)
+        tally = request.tally.fresh()
         with diff_gc():
-            summary = summarized(stream, request.tally.fresh())
-            if request.model is not None:
-                summary = _with_model(summary, request.model, left, right, key_range)
-        numbers = summary.tally.feature_stats.take_numbers()
+            counts = tallied(stream, tally)
+            model = None if request.model is None else \
+                _model_of_range(request.model, left, right, key_range, tally.upstream or {})
+        numbers = tally.feature_stats.take_numbers()  # binned in the job: the summary written stays small
+        # the judgements were for the range's model stage alone: the client never holds them
+        summary = DiffSummary(counts, tally.frozen(upstream=False), model)
         request.storage.write_bytes(part_path(request.work_dir, key_range), pickle.dumps(summary, pickle.HIGHEST_PROTOCOL))
         yield key_range
         for name, (lefts, rights) in sorted(numbers.items()):
@@ -122,18 +134,15 @@ class _SummarizeRangeFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(_NUMBERS, (name, (key_range, lefts, rights)))
 
 
-def _with_model(summary: DiffSummary, model: ModelComparison, left: FingerprintSet, right: FingerprintSet,
-                key_range: int) -> DiffSummary:
-    """The range's summary with its model stage compared (the outputs of the range's keys alone), and without the
-    upstream judgements it was compared with, which the client then never holds."""
+def _model_of_range(model: ModelComparison, left: FingerprintSet, right: FingerprintSet, key_range: int,
+                    upstream: dict[str, Upstream]) -> ModelStage:
+    """The model stage of a key range: the model outputs of the range's keys alone, compared given the upstream
+    judgements of the range's differing pairs."""
     from parity.sets.model_outputs import read_model_outputs
 
     keys = pa.concat_arrays([left.keys_of_range(key_range), right.keys_of_range(key_range)])
-    stage = model.compare(read_model_outputs(left.path, left.storage, keys),
-                          read_model_outputs(right.path, right.storage, keys),
-                          summary.tally.upstream or {})
-    summary.tally.upstream = {}  # this worker's own tally: the judgements were for the model stage alone
-    return summary.with_model(stage)
+    return model.compare(read_model_outputs(left.path, left.storage, keys),
+                         read_model_outputs(right.path, right.storage, keys), upstream)
 
 
 def _extent(item: tuple[str, tuple[int, Any, Any]]) -> tuple[str, Extent]:
@@ -211,9 +220,9 @@ def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options
         histograms = pickle.loads(_read(urls.child(work_dir, HISTOGRAMS), storage))
     finally:
         storage.delete_tree(work_dir)
-    if not tally.redact:  # a redacted tally keeps no numbers and its report no histograms
-        summary.tally.feature_stats.use_histograms(histograms)
-    return summary
+    if tally.redact:  # a redacted tally keeps no numbers and its report no histograms
+        return summary
+    return summary.with_histograms(histograms)
 
 
 def _plain(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str, Any]] | None]:
@@ -222,19 +231,15 @@ def _plain(fset: FingerprintSet) -> tuple[str, dict[str, Any], list[dict[str, An
 
 def merged_in_order(parts: Iterable[tuple[int, DiffSummary]], model: ModelComparison | None = None) -> DiffSummary:
     """The summaries of consecutive key ranges, given in any order as (range, summary), merged in range order:
-    the summary of every range read in key order (`DiffSummary.merged`, into one tally); with `model`, the
+    the summary of every range read in key order (`DiffSummary.merged`); with `model`, the
     ranges' model stages merged too (`ModelComparison.merged`)."""
     ordered = [summary for _, summary in sorted(parts, key=lambda part: part[0])]
     if not ordered:
         raise ValueError("no summary to merge")
-    counts, tally = ordered[0].counts, ordered[0].tally.fresh()
-    tally.merge(ordered[0].tally)
-    for later in ordered[1:]:
-        counts = counts.merged(later.counts)
-        tally.merge(later.tally)
+    merged = functools.reduce(DiffSummary.merged, (DiffSummary(s.counts, s.tally) for s in ordered))
     if model is None:
-        return DiffSummary(counts, tally)
-    return DiffSummary(counts, tally, model.merged([summary.model for summary in ordered if summary.model]))
+        return merged
+    return merged.with_model(model.merged([summary.model for summary in ordered if summary.model]))
 
 
 def _read_parts(work_dir: str, storage: Storage) -> list[tuple[int, DiffSummary]]:

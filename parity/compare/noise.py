@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from parity.compare.analyzers import flat
@@ -174,16 +174,3 @@ def _z_score_bound(feature: str, labels: set[str], noisy: set[str], left: Mappin
     why = (f"{op}: mean {mean_l!r} vs {mean_r!r}, variance {var_l!r} vs {var_r!r} (float rounding); "
            f"y = (x - mean) / sqrt(variance) on both sides moves by at most {abs_:.3g} + {rel:.3g} * |y|")
     return Bound(feature=feature, abs=abs_, rel=rel, analyzers=tuple(sorted(parts.values())), why=why)
-
-
-@dataclass
-class NoiseCount:
-    """Records (and per feature, record values) whose difference only analysis noise explains, tallied."""
-
-    records: int = 0
-    features: dict[str, int] = field(default_factory=dict)
-
-    def merge(self, later: NoiseCount) -> None:
-        self.records += later.records
-        for name, count in later.features.items():
-            self.features[name] = self.features.get(name, 0) + count

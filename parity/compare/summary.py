@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from parity.compare.model_stage import ModelStage
-from parity.compare.tally import Tally
+from parity.compare.tallied import FrozenTally
 from parity.stages import STAGES
 
 
@@ -66,11 +66,11 @@ def _counts(values: dict[str, Any]) -> DiffCounts:
 
 @dataclass(frozen=True)
 class DiffSummary:
-    """What a diff found (see the module docstring). `tally` is the differing pairs' tally
-    (parity.compare.tally): read it, never add to it; `model` the model stage compared, when both sides have one."""
+    """What a diff found (see the module docstring). `tally` is the differing pairs' tally, frozen
+    (parity.compare.tallied); `model` the model stage compared, when both sides have one."""
 
     counts: DiffCounts
-    tally: Tally
+    tally: FrozenTally
     model: ModelStage | None = None
 
     def merged(self, later: DiffSummary) -> DiffSummary:
@@ -78,10 +78,12 @@ class DiffSummary:
         compared over a whole diff once its pairs are all tallied, so summaries with one do not merge."""
         if self.model is not None or later.model is not None:
             raise ValueError("a summary with its model stage compared is whole: merge before comparing the model")
-        tally = self.tally.fresh()
-        tally.merge(self.tally)
-        tally.merge(later.tally)
-        return DiffSummary(self.counts.merged(later.counts), tally)
+        return DiffSummary(self.counts.merged(later.counts), self.tally.merged(later.tally))
 
     def with_model(self, model: ModelStage) -> DiffSummary:
         return DiffSummary(self.counts, self.tally, model)
+
+    def with_histograms(self, histograms: Mapping[str, Any]) -> DiffSummary:
+        """This summary with its features' histograms computed elsewhere, over the whole diff
+        (parity.compare.engine)."""
+        return DiffSummary(self.counts, self.tally.with_histograms(histograms), self.model)

@@ -1,9 +1,11 @@
 """What the report needs of the differing pairs, gathered pair by pair in key order (pure, deterministic).
 
 `Tally.add` takes a `PairOutcome` at a time: counts per first stage and cause, the first examples of each
-(stage, cause), per-feature statistics and the numbers behind their histograms. Two tallies of consecutive key
-ranges merge (`Tally.merge`) into exactly the tally of both ranges read in order, so the pairs of one diff can be
-tallied in parts (parity.compare.halves) and give the same report byte for byte.
+(stage, cause), per-feature statistics and the numbers behind their histograms. A tally is the accumulator of one
+key range; `Tally.frozen` gives what it gathered as one frozen value (parity.compare.tallied), which is what a
+`DiffSummary` holds: two of consecutive key ranges merge into exactly the tally of both ranges read in order, so
+the pairs of one diff can be tallied in parts (parity.compare.halves, parity.compare.engine) and give the same
+report byte for byte.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 import re
 from array import array
 from collections import Counter
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -19,11 +22,11 @@ import numpy as np
 from parity.compare.causes import CauseContext, classify
 from parity.compare.outcomes import PairOutcome
 from parity.compare.model_stage import Upstream
-from parity.compare.noise import AnalysisNoise, NoiseCount
+from parity.compare.noise import AnalysisNoise
 from parity.compare.outcomes import resolved
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
-from parity.compare.histograms import histograms_of
+from parity.compare.tallied import FrozenFeatureStats, FrozenNoise, FrozenTally, frozen_json
 
 
 class Tally:
@@ -34,7 +37,8 @@ class Tally:
                  track_upstream: bool = False) -> None:
         self.cause_context, self.redact, self.examples = cause_context, redact, examples
         self.noise, self.tolerance = noise, tolerance  # the user's tolerance: noise is what it does not take
-        self.noise_count = NoiseCount()
+        self.noise_records = 0
+        self.noise_features: dict[str, int] = {}
         self.first_counts: Counter = Counter()
         self.cause_counts: Counter = Counter()
         self.kept: Counter = Counter()
@@ -58,7 +62,7 @@ class Tally:
         if not m.diverged:
             self.within += 1
             if explained:
-                self.noise_count.records += 1
+                self.noise_records += 1
             return
         stage, (cause, explanation) = m.first_stage, _cause(m, self.cause_context, self.redact, self._classified,
                                                             noise=explained)
@@ -84,23 +88,18 @@ class Tally:
                       if ok and name in left and name in right
                       and self.noise.explains(name, left[name], right[name], self.tolerance))
         for name in found:
-            self.noise_count.features[name] = self.noise_count.features.get(name, 0) + 1
+            self.noise_features[name] = self.noise_features.get(name, 0) + 1
         return found
 
-    def merge(self, later: Tally) -> None:
-        """Adds the tally of the key range that follows this one's."""
-        self.noise_count.merge(later.noise_count)
-        if self.upstream is not None and later.upstream is not None:
-            self.upstream.update(later.upstream)
-        self.first_counts.update(later.first_counts)
-        self.cause_counts.update(later.cause_counts)
-        self.within += later.within
-        for example in later.example_list:  # the first `examples` of each (stage, cause), in key order
-            kind = (example["stage"], example["cause"])
-            if self.kept[kind] < self.examples:
-                self.kept[kind] += 1
-                self.example_list.append(example)
-        self.feature_stats.merge(later.feature_stats)
+    def frozen(self, upstream: bool = True) -> FrozenTally:
+        """What this tally gathered so far, as one frozen value (a copy: adding to this tally leaves it as it
+        is); without the judgements for the model stage unless `upstream`."""
+        return FrozenTally(self.examples, self.redact, MappingProxyType(dict(self.first_counts)),
+                           MappingProxyType(dict(self.cause_counts)),
+                           tuple(frozen_json(example) for example in self.example_list), self.within,
+                           FrozenNoise(self.noise_records, MappingProxyType(dict(self.noise_features))),
+                           self.feature_stats.frozen(),
+                           MappingProxyType(dict(self.upstream)) if upstream and self.upstream is not None else None)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_classified": {}}  # a memo: not worth its pickled bytes
@@ -113,7 +112,6 @@ class FeatureStats:
     def __init__(self, numeric_pairs: bool) -> None:
         self._stats: dict[str, dict[str, Any]] = {}
         self._pairs: dict[str, tuple[array, array]] | None = {} if numeric_pairs else None
-        self._histograms: dict[str, dict[str, Any] | None] | None = None  # computed elsewhere (`use_histograms`)
 
     def add(self, m: PairOutcome) -> None:
         stats = self._stats
@@ -141,57 +139,19 @@ class FeatureStats:
                 found[0].extend(a)
                 found[1].extend(b)
 
-    def merge(self, later: FeatureStats) -> None:
-        """Adds the statistics of a later key range's pairs (their numbers after this one's)."""
-        for name, theirs in later._stats.items():
-            entry = self._stats.get(name)
-            if entry is None:
-                self._stats[name] = dict(theirs)
-                continue
-            entry["mismatched"] += theirs["mismatched"]
-            entry["within_tolerance"] += theirs["within_tolerance"]
-            delta = theirs["max_abs_delta"]
-            if delta is not None and (entry["max_abs_delta"] is None or delta > entry["max_abs_delta"]):
-                entry["max_abs_delta"] = delta
-        if self._pairs is None or later._pairs is None:
-            return
-        for name, (lefts, rights) in later._pairs.items():
-            found = self._pairs.get(name)
-            if found is None:
-                found = self._pairs[name] = (array("d"), array("d"))
-            found[0].extend(lefts)
-            found[1].extend(rights)
-
     def take_numbers(self) -> dict[str, tuple[array, array]]:
         """The (left, right) numbers behind the histograms, per feature, handed over (this tally keeps none): the
         engine diff (parity.compare.engine) bins them where they were tallied, so that summaries stay small."""
         taken, self._pairs = self._pairs or {}, {} if self._pairs is not None else None
         return taken
 
-    def use_histograms(self, histograms: dict[str, dict[str, Any] | None]) -> None:
-        """The histograms of every feature's numbers, computed from those `take_numbers` handed over (a feature
-        absent has none): `features` gives these instead of binning numbers of its own."""
-        self._histograms = dict(histograms)
-
-    def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
-        left_names, right_names = set(feature_names[0]), set(feature_names[1])
-        names = set(self._stats) | left_names | right_names
-        features = []
-        for name in sorted(names):
-            entry = self._stats.get(name, {"mismatched": 0, "within_tolerance": 0, "max_abs_delta": None})
-            presence = "both" if (name in left_names) == (name in right_names) else \
-                "left" if name in left_names else "right"
-            feature = {"name": name, "stage": "transform", "mismatched": entry["mismatched"],
-                       "within_tolerance": entry["within_tolerance"],
-                       "max_abs_delta": None if redact else entry["max_abs_delta"], "presence": presence}
-            if not redact:  # histograms are built from raw values: a redacted report has none
-                if self._histograms is not None:
-                    feature["histograms"] = self._histograms.get(name)
-                else:
-                    lefts, rights = (self._pairs or {}).get(name, (array("d"), array("d")))
-                    feature["histograms"] = histograms_of(lefts, rights)
-            features.append(feature)
-        return features
+    def frozen(self) -> FrozenFeatureStats:
+        """These statistics as one frozen value (a copy)."""
+        stats = {name: (entry["mismatched"], entry["within_tolerance"], entry["max_abs_delta"])
+                 for name, entry in self._stats.items()}
+        numbers = None if self._pairs is None else \
+            {name: (lefts.tobytes(), rights.tobytes()) for name, (lefts, rights) in self._pairs.items()}
+        return FrozenFeatureStats(MappingProxyType(stats), None if numbers is None else MappingProxyType(numbers))
 
 
 def _numbers(value: Any) -> list[float] | None:

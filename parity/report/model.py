@@ -19,8 +19,9 @@ from typing import Any, Mapping
 
 from parity.compare.causes import explain
 from parity.compare.noise import CAUSE as NOISE_CAUSE
-from parity.compare.noise import AnalysisNoise, NoiseCount
+from parity.compare.noise import AnalysisNoise
 from parity.compare.summary import DiffSummary
+from parity.compare.tallied import FrozenNoise, thawed
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
 from parity.report.prediction_impact import add_model_stage
@@ -64,7 +65,7 @@ def build_report(*, name: str, sides: tuple[str, str], summary: DiffSummary,
                      "explanation": top["explanation"]}
             break
     # No capture locations here: a reordered capture must give the same bytes (`parity show` has them).
-    example_list = sorted(example_list, key=lambda e: (stage_order[e["stage"]], e["cause"]))
+    example_list = [thawed(e) for e in sorted(example_list, key=lambda e: (stage_order[e["stage"]], e["cause"]))]
     left_total = counts.left_rows + quarantined[0]
     right_total = counts.right_rows + quarantined[1]
     records = {"left": left_total, "right": right_total, "paired": counts.paired, "matched": counts.matched,
@@ -109,7 +110,7 @@ def build_report(*, name: str, sides: tuple[str, str], summary: DiffSummary,
     return report
 
 
-def _analysis_noise(judged: AnalysisNoise, count: NoiseCount, redact: bool) -> dict[str, Any]:
+def _analysis_noise(judged: AnalysisNoise, count: FrozenNoise, redact: bool) -> dict[str, Any]:
     """The report's `analysis_noise`: how many records only analysis noise made differ, and per feature the bound
     applied and why (docs/contract.md, section 8)."""
     records = count.records

@@ -100,7 +100,7 @@ def test_the_summaries_of_two_key_ranges_merge_into_the_summary_of_the_whole_dif
     stream = DiffStream(left, right, ToleranceSpec(), keep_unpaired=3)
     first = summarized(stream.of_ranges(frozenset(range(8))), tally.fresh())
     second = summarized(stream.of_ranges(frozenset(range(8, 16))), tally.fresh())
-    before = (first.counts, list(first.tally.example_list), second.counts, list(second.tally.example_list))
+    before = (first.counts, tuple(first.tally.example_list), second.counts, tuple(second.tally.example_list))
     merged = first.merged(second)
     assert merged.counts == whole.counts
     assert len(merged.counts.left_only_keys) == 3 and merged.counts.left_only > 3

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from parity.encoding.canonical import decode, encode, encode_many, to_json
 
+from tests.encoding.strategies import nested, text
+
 ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=2000)
 
@@ -272,16 +274,12 @@ def test_to_json_is_deterministic_and_serialisable():
 
 # ------------------------------------------------------------------------------------------ properties
 
-_TEXT = st.text(st.characters(exclude_categories=()), max_size=20)
+_TEXT = text(20)
 _SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-(2**130), 2**130) | st.floats()
             | st.floats(width=32).map(np.float32) | _TEXT | st.binary(max_size=20))
 _HASHABLE = st.none() | st.booleans() | st.integers() | _TEXT | st.binary(max_size=8)
-_VALUES = st.recursive(
-    _SCALARS | st.frozensets(_HASHABLE, max_size=5),
-    lambda children: (st.lists(children, max_size=5) | st.dictionaries(_TEXT, children, max_size=5)
-                      | st.tuples(children, children)),
-    max_leaves=25,
-)
+_VALUES = nested(_SCALARS | st.frozensets(_HASHABLE, max_size=5), keys=_TEXT, dict_size=5, hashable_keys=None,
+                 max_leaves=25)
 
 
 @PROPERTY

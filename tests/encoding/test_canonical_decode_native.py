@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from parity.encoding import canonical
 
+from tests.encoding.strategies import HASHABLE, TEXT, nested
+
 ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=2000)
 VECTORS = json.loads((ROOT / "fixtures" / "canonical" / "vectors.json").read_text(encoding="ascii"))
@@ -155,19 +157,9 @@ def test_datetimes_dates_decimals_and_float32_come_back_as_the_reference_gives_t
 
 # ------------------------------------------------------------------------------------------ properties
 
-_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
-_INTS = st.integers() | st.integers(-(2**130), 2**130) | st.integers(-(2**64), 2**64)
-_FLOATS = st.floats() | st.sampled_from([0.0, -0.0, float("nan"), float("inf"), -float("inf")])
-_HASHABLE = st.none() | st.booleans() | _INTS | _FLOATS | _TEXT | st.binary(max_size=8) | st.dates()
-_SCALARS = (_HASHABLE | st.floats(width=32).map(np.float32) | st.decimals(places=3)
+_SCALARS = (HASHABLE | st.floats(width=32).map(np.float32) | st.decimals(places=3)
             | st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2200, 1, 1)))
-_VALUES = st.recursive(
-    _SCALARS | st.frozensets(_HASHABLE, max_size=4),
-    lambda children: (st.lists(children, max_size=5) | st.tuples(children, children)
-                      | st.dictionaries(_TEXT, children, max_size=6)
-                      | st.dictionaries(_HASHABLE, children, max_size=4)),
-    max_leaves=30,
-)
+_VALUES = nested(_SCALARS | st.frozensets(HASHABLE, max_size=4))
 
 
 @PROPERTY
@@ -181,7 +173,7 @@ def test_c_and_python_decode_every_encodable_value_alike(value):
 # The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
 @pytest.mark.slow
 @PROPERTY
-@given(st.dictionaries(_TEXT | _HASHABLE, _VALUES, max_size=8), st.data())
+@given(st.dictionaries(TEXT | HASHABLE, _VALUES, max_size=8), st.data())
 def test_c_and_python_agree_on_damaged_dict_bytes(value, draw):
     data = canonical.encode(value)
     _same_as_reference(data)

@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 
 from parity.encoding import canonical, fingerprint
 
+from tests.encoding.strategies import FLOATS, HASHABLE, INTS, TEXT, nested
+
 ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=2000)
 FIXTURES = ROOT / "fixtures" / "canonical"
@@ -263,27 +265,17 @@ def test_feature_fingerprints_equal_the_per_feature_python_definition():
 
 # ------------------------------------------------------------------------------------------ properties
 
-_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
-_INTS = st.integers() | st.integers(-(2**130), 2**130) | st.integers(-(2**64), 2**64)
-_FLOATS = st.floats() | st.sampled_from([0.0, -0.0, float("nan"), -float("nan"), float("inf")])
 _NUMPY = (st.integers(-(2**63), 2**63 - 1).map(np.int64) | st.integers(0, 255).map(np.uint8)
           | st.floats(width=32).map(np.float32) | st.floats(width=16).map(np.float16) | st.floats().map(np.float64)
-          | st.booleans().map(np.bool_) | _TEXT.map(np.str_))
+          | st.booleans().map(np.bool_) | TEXT.map(np.str_))
 _ZONES = st.none() | st.just(datetime.timezone.utc) | st.integers(-1439, 1439).map(
     lambda m: datetime.timezone(datetime.timedelta(minutes=m)))
 _OTHER = (st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2200, 1, 1), timezones=_ZONES) | st.dates()
           | st.decimals(allow_nan=False, places=3) | st.binary(max_size=4).map(bytearray)
           | st.lists(st.floats(width=32), max_size=3).map(lambda x: np.array(x, dtype=np.float32))
           | st.lists(st.integers(-5, 5), max_size=3).map(lambda x: np.array(x, dtype=np.int32)))
-_HASHABLE = st.none() | st.booleans() | _INTS | _FLOATS | _TEXT | st.binary(max_size=8) | st.dates()
-_SCALARS = st.none() | st.booleans() | _INTS | _FLOATS | _TEXT | st.binary(max_size=20) | _NUMPY | _OTHER
-_VALUES = st.recursive(
-    _SCALARS | st.frozensets(_HASHABLE, max_size=4) | st.sets(_HASHABLE, max_size=4),
-    lambda children: (st.lists(children, max_size=5) | st.tuples(children, children)
-                      | st.dictionaries(_TEXT, children, max_size=6)
-                      | st.dictionaries(_HASHABLE, children, max_size=4)),
-    max_leaves=30,
-)
+_SCALARS = st.none() | st.booleans() | INTS | FLOATS | TEXT | st.binary(max_size=20) | _NUMPY | _OTHER
+_VALUES = nested(_SCALARS | st.frozensets(HASHABLE, max_size=4) | st.sets(HASHABLE, max_size=4))
 
 
 @PROPERTY
@@ -295,7 +287,7 @@ def test_c_and_python_encoders_agree_on_nested_values_of_every_supported_type(va
 # The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
 @pytest.mark.slow
 @PROPERTY
-@given(st.lists(st.tuples(_TEXT | _HASHABLE, _VALUES), max_size=8), st.randoms(use_true_random=False))
+@given(st.lists(st.tuples(TEXT | HASHABLE, _VALUES), max_size=8), st.randoms(use_true_random=False))
 def test_c_encoder_bytes_do_not_depend_on_dict_insertion_order(entries, rnd):
     value = dict(entries)
     items = list(value.items())
@@ -307,7 +299,7 @@ def test_c_encoder_bytes_do_not_depend_on_dict_insertion_order(entries, rnd):
 # The slow tier (`make test`, not `make test-fast`): the heaviest of the 2,000-example properties.
 @pytest.mark.slow
 @PROPERTY
-@given(st.dictionaries(_TEXT, _VALUES, max_size=8))
+@given(st.dictionaries(TEXT, _VALUES, max_size=8))
 def test_feature_fingerprints_agree_with_the_python_definition(features):
     assert native.feature_fingerprints(features) == REF["feature_fingerprints"](features)
 

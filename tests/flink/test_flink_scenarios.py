@@ -12,11 +12,11 @@ import difflib
 import json
 import os
 
-import grpc
 import pytest
-from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
 import parity
+
+from tests.flink.job_states import job_ids
 
 # LOOPBACK workers log "CANCELLED: Multiplexer hanging up" from their gRPC reader threads when a job ends: harmless
 # (the report bytes are what is checked).
@@ -44,13 +44,6 @@ FLINK_SCENARIOS = (
 )
 
 
-def _job_ids(endpoint: str) -> set[str]:
-    """The jobs the job server remembers (its history keeps the last 10)."""
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
-        return {job.job_id for job in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30).job_info}
-
-
 def assert_same_bytes(flink_path: str, direct_path: str, label: str) -> None:
     with open(flink_path, "rb") as handle:
         flink = handle.read()
@@ -74,12 +67,12 @@ def test_flink_report_is_byte_identical_to_the_direct_runners(name, tmp_path, fl
                                                               monkeypatch):
     monkeypatch.setenv("PARITY_PROGRESS", "off")
     config = os.path.join(SCENARIOS_DIR, name, "parity.yaml")
-    jobs_before = _job_ids(flink_job_endpoint)
+    jobs_before = job_ids(flink_job_endpoint)
     flink = parity.check(config, out_dir=str(tmp_path / "flink"), runner="FlinkRunner",
                          pipeline_options=flink_options, diff_on="engine")
     # Both sides ran as jobs on the session's Flink job server, and so did the diff (parity.compare.engine, asked
     # for: with these tests' LOOPBACK workers `auto` diffs in the client).
-    jobs = _job_ids(flink_job_endpoint) - jobs_before
+    jobs = job_ids(flink_job_endpoint) - jobs_before
     assert len(jobs) == 3 and len([job for job in jobs if job.startswith("parity-diff-")]) == 1, jobs
     with open(tmp_path / "flink" / "timings.json", encoding="utf-8") as handle:
         assert json.load(handle)["runner"] == "FlinkRunner"

@@ -16,13 +16,13 @@ import time
 
 import grpc
 import pytest
-from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
 import parity
 from parity import compat
 from parity.sets.fingerprint_set import VALUES_DIR
 
 from tests import meeting_transform
+from tests.flink.job_states import job_ids, job_states
 from tests.flink.test_flink_scenarios import assert_same_bytes
 
 # LOOPBACK workers log "CANCELLED: Multiplexer hanging up" from their gRPC reader threads when a job ends: harmless.
@@ -35,33 +35,13 @@ TFT_SERVING = os.path.join(SCENARIOS, "clean_tft_serving", "parity.yaml")
 
 def _jobs_since(endpoint: str, known: set[str]) -> list[dict[str, float]]:
     """The job server's jobs not in `known`, each as its states' timestamps (seconds) by state name."""
-    jobs = []
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
-        for info in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30).job_info:
-            if info.job_id in known:
-                continue
-            states: dict[str, float] = {}
-            for event in stub.GetStateStream(beam_job_api_pb2.GetJobStateRequest(job_id=info.job_id), timeout=30):
-                states[beam_job_api_pb2.JobState.Enum.Name(event.state)] = \
-                    event.timestamp.seconds + event.timestamp.nanos / 1e9
-                if event.state in (beam_job_api_pb2.JobState.DONE, beam_job_api_pb2.JobState.FAILED,
-                                   beam_job_api_pb2.JobState.CANCELLED):
-                    break
-            jobs.append(states)
-    return jobs
-
-
-def _job_ids(endpoint: str) -> set[str]:
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
-        return {job.job_id for job in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30).job_info}
+    return [{state["state"]: state["t"] for state in job["states"]} for job in job_states(endpoint, known)]
 
 
 def _checked(config: str, out: str, endpoint: str, options: list[str], sides_at_once: str) -> list[dict]:
     """Runs the check on Flink; returns its two sides' jobs' state timestamps, the first submitted first (its diff
     runs in this process: with a worker pool's harnesses `--diff-on auto` would add the diff's own job)."""
-    before = _job_ids(endpoint)
+    before = job_ids(endpoint)
     parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=options, sides_at_once=sides_at_once,
                  diff_on="local")
     jobs = _jobs_since(endpoint, before)

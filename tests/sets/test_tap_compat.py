@@ -100,6 +100,15 @@ def test_a_tapped_set_of_the_current_format_diffs_with_a_replay(small, tapped, t
     assert read_set(left).manifest["stages_compared"] == ["input"]
 
 
+def test_diff_on_engine_refuses_a_set_written_by_taps_naming_it_where_auto_diffs_it_here(small, tapped, tmp_path,
+                                                                                       capsys):
+    err = _refused(capsys, str(small["replay"]), str(tapped), "--out", str(tmp_path / "engine"), "--diff-on", "engine")
+    assert str(tapped) in err and "no key ranges" in err and "--diff-on local or auto" in err
+    assert not (tmp_path / "engine" / "report.json").exists()
+    assert main(["diff", str(small["replay"]), str(tapped), "--out", str(tmp_path / "auto"), "--diff-on", "auto"]) == 0
+    assert json.loads((tmp_path / "auto" / "report.json").read_text())["records"]["matched"] == 200
+
+
 def test_parity_diff_compares_only_the_stages_tapped_by_itself(small, tapped, tmp_path):
     assert main(["diff", str(small["replay"]), str(tapped), "--out", str(tmp_path)]) == 0
 
