@@ -21,16 +21,16 @@ entry per feature) but for two things a tally gathers per differing pair:
 
 The job runs on the runner and with the pipeline options of the replays (on Flink, the same job server:
 `parity.replay.runners.make_options`). Pickled summaries travel through the work folder, inside the run's out
-folder (the workers write where the replays wrote their sets), which is removed once they are read.
+folder (the workers write where the replays wrote their sets), which is removed once they are read. Each file is
+sealed with the run's secret (`parity.compare.sealed`): the client unpickles nothing another process wrote there.
 
     summary = engine.summarize(stream, tally, runner="FlinkRunner", pipeline_options=[...], work_dir=...)
 """
 from __future__ import annotations
 
 import functools
-import pickle
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 import apache_beam as beam
@@ -40,6 +40,7 @@ from parity import compat
 from parity.compare.diff import DiffStream, diff_gc, tallied
 from parity.compare.histograms import Counts, Extent, counts_of, extent_of, histograms_of_counts, summed_counts
 from parity.compare.model_stage import ModelComparison, ModelStage, Upstream
+from parity.compare.sealed import new_secret, opened, sealed
 from parity.compare.summary import DiffSummary
 from parity.compare.tally import Tally
 from parity.config import ToleranceSpec
@@ -98,6 +99,7 @@ class _Request:
     storage: Storage
     work_dir: str
     model: ModelComparison | None = None
+    secret: bytes = field(default_factory=new_secret, repr=False)  # seals the files the workers write
 
 
 def part_path(work_dir: str, key_range: int) -> str:
@@ -127,7 +129,7 @@ class _SummarizeRangeFn(beam.DoFn):
         numbers = tally.feature_stats.take_numbers()  # binned in the job: the summary written stays small
         # the judgements were for the range's model stage alone: the client never holds them
         summary = DiffSummary(counts, tally.frozen(upstream=False), model)
-        request.storage.write_bytes(part_path(request.work_dir, key_range), pickle.dumps(summary, pickle.HIGHEST_PROTOCOL))
+        request.storage.write_bytes(part_path(request.work_dir, key_range), sealed(request.secret, summary))
         yield key_range
         for name, (lefts, rights) in sorted(numbers.items()):
             if len(lefts):  # a feature of empty lists has no number to bin
@@ -168,9 +170,9 @@ def _histogram(item: tuple[str, Counts], extents: dict[str, Extent]) -> tuple[st
     return name, histograms_of_counts(extents[name], counts)
 
 
-def _write_histograms(found: dict[str, Any], work_dir: str, storage: Storage) -> None:
-    storage.write_bytes(urls.child(work_dir, HISTOGRAMS), pickle.dumps(dict(sorted(found.items())),
-                                                                       pickle.HIGHEST_PROTOCOL))
+def _write_histograms(found: dict[str, Any], request: _Request) -> None:
+    request.storage.write_bytes(urls.child(request.work_dir, HISTOGRAMS),
+                                sealed(request.secret, dict(sorted(found.items()))))
 
 
 class SummarizeDiff(beam.PTransform):
@@ -197,7 +199,7 @@ class SummarizeDiff(beam.PTransform):
                 | "SumBins" >> beam.CombinePerKey(_summed)
                 | "Histograms" >> beam.Map(_histogram, bins)
                 | "Gather" >> beam.combiners.ToDict()
-                | "WriteHistograms" >> beam.Map(_write_histograms, request.work_dir, request.storage))
+                | "WriteHistograms" >> beam.Map(_write_histograms, request))
 
 
 def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options: Sequence[str] | None,
@@ -216,8 +218,8 @@ def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options
     try:
         with compat.beam_process_options_kept():  # the pipeline sets Beam's process-wide options: put them back
             _run(request, runner, pipeline_options)
-        summary = merged_in_order(_read_parts(work_dir, storage), model)
-        histograms = pickle.loads(_read(urls.child(work_dir, HISTOGRAMS), storage))
+        summary = merged_in_order(_read_parts(work_dir, storage, request.secret), model)
+        histograms = _opened(urls.child(work_dir, HISTOGRAMS), storage, request.secret)
     finally:
         storage.delete_tree(work_dir)
     if tally.redact:  # a redacted tally keeps no numbers and its report no histograms
@@ -242,7 +244,7 @@ def merged_in_order(parts: Iterable[tuple[int, DiffSummary]], model: ModelCompar
     return merged.with_model(model.merged([summary.model for summary in ordered if summary.model]))
 
 
-def _read_parts(work_dir: str, storage: Storage) -> list[tuple[int, DiffSummary]]:
+def _read_parts(work_dir: str, storage: Storage, secret: bytes) -> list[tuple[int, DiffSummary]]:
     """Every key range's summary the job wrote; RunnerError (exit 2) when one is missing."""
     names = storage.list_names(work_dir) if storage.isdir(work_dir) else []
     found = {int(match.group(1)): name for name in names if (match := _PART.match(name))}
@@ -251,8 +253,11 @@ def _read_parts(work_dir: str, storage: Storage) -> list[tuple[int, DiffSummary]
         raise RunnerError(f"the diff's Beam job ended without the summaries of key ranges "
                           f"{', '.join(map(str, missing))} in {work_dir}; its workers must write where they read the "
                           f"fingerprint sets (on a cluster: an --out every worker reaches, e.g. s3://...)")
-    return [(key_range, pickle.loads(_read(urls.child(work_dir, name), storage)))
-            for key_range, name in found.items()]
+    return [(key_range, _opened(urls.child(work_dir, name), storage, secret)) for key_range, name in found.items()]
+
+
+def _opened(path: str, storage: Storage, secret: bytes) -> Any:
+    return opened(secret, _read(path, storage), path)
 
 
 def _read(path: str, storage: Storage) -> bytes:
