@@ -10,8 +10,10 @@ options in one process (a tap in a user's job beside parity's own run, two taps)
 It is the one seam for paths: no caller asks whether a path is local or a URL to choose how to read, write,
 list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `open_write_stream`, `makedirs`,
 `local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL branch of each
-operation is here. Callers still ask `urls.is_url` for policy alone (a bigger batch for a URL out folder, where
-the diff runs, a path shown relative to the config's folder).
+operation is here. Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
+diff runs, a path shown relative to the config's folder); one listing keeps a branch of its own, the capture
+files' (`parity.capture.list_capture_files`), whose local side refuses FIFOs and devices and tells parity's own
+output by its markers on disk, and whose messages differ.
 
 A URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own
 pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no
@@ -85,12 +87,12 @@ class Storage:
         if not urls.is_url(path):
             _regular(path)
             return _local_store().open(path)
-        store = self._store(path)
         try:
+            store = self._store(path)
             return store.open(path)
         except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
             error = _os_error(path, exc)
-            if not isinstance(error, FileNotFoundError) and not _exists_quietly(store, path):
+            if not isinstance(error, (FileNotFoundError, ParityError)) and not _exists_quietly(self, path):
                 raise FileNotFoundError(str(error)) from exc  # as a missing local file is: callers tell it apart
             raise error from exc
 
@@ -518,10 +520,11 @@ def _local_store() -> Any:
     return _BeamStore(LocalFileSystem(pipeline_options=None))
 
 
-def _exists_quietly(store: Any, path: str) -> bool:
-    """Whether the store says `path` exists; True when it cannot say (the open's own error is the one to show)."""
+def _exists_quietly(storage: Storage, path: str) -> bool:
+    """Whether the store of `path` says it exists; True when it cannot say (the open's own error is the one to
+    show)."""
     try:
-        return bool(store.exists(path))
+        return bool(storage._store(path).exists(path))
     except Exception:
         return True
 

@@ -154,3 +154,9 @@ def test_a_missing_file_is_a_file_not_found_error_naming_it_on_a_local_path_and_
         with pytest.raises(FileNotFoundError, match="none.json"):
             read(path)
     assert not storage.exists(path)
+
+
+def test_a_url_no_store_serves_is_an_os_error_naming_it_not_a_missing_file():
+    with pytest.raises(OSError, match=r"foo://bucket/x.json: no installed Beam file system serves foo://") as raised:
+        Storage().open_read("foo://bucket/x.json")
+    assert not isinstance(raised.value, FileNotFoundError)
