@@ -324,23 +324,16 @@ def _write_rendered(path: str, text: str, storage: Storage) -> None:
     from parity.errors import OutputError
     from parity.storage import urls
 
-    if urls.is_url(path):  # an object: no folder to create first
-        try:
-            storage.write_text(path, text)
-        except OSError as exc:
-            raise OutputError(f"--out {path}: cannot write the report: {exc}") from exc
-        return
-    folder = os.path.dirname(path) or "."
-    if os.path.isdir(path):
-        raise OutputError(f"--out {path}: is a folder; `parity report --out` takes a file path, e.g. "
-                          f"{os.path.join(path, 'report.md')}")
-    if not os.path.isdir(folder):
-        raise OutputError(f"--out {path}: the folder {folder} does not exist"
-                          f"{' (it is a file)' if os.path.lexists(folder) else ''}; create it first or give "
-                          f"another path")
+    folder = urls.parent(path) or "."
     try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        if storage.isdir(path):
+            raise OutputError(f"--out {path}: is a folder; `parity report --out` takes a file path, e.g. "
+                              f"{urls.child(path, 'report.md')}")
+        if not storage.can_create_in(folder):
+            raise OutputError(f"--out {path}: the folder {folder} does not exist"
+                              f"{' (it is a file)' if storage.exists(folder) else ''}; create it first or give "
+                              f"another path")
+        storage.write_text_in_place(path, text)
     except OSError as exc:
         raise OutputError(f"--out {path}: cannot write the report: {exc.strerror or exc}") from exc
 
@@ -410,8 +403,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                                  f"not a complete parity report: write it again with `parity check` or `parity diff`")
         try:
             if args.format in ("md", "html"):  # name the report's own folder in `parity show` commands
-                folder = args.report_json.rsplit("/", 1)[0] if urls.is_url(args.report_json) else \
-                    os.path.dirname(args.report_json) or "."
+                folder = urls.parent(args.report_json) or "."
                 text = RENDERERS[args.format](report, out_dir=folder)
             else:
                 text = RENDERERS[args.format](report)

@@ -422,7 +422,7 @@ def write_reports(report: dict[str, Any], out_dir: str, storage: Storage = Stora
     in their `parity show` commands, so a fixed command line gives the same bytes."""
     from parity.report import render_html, render_markdown
 
-    urls.makedirs(out_dir)
+    storage.makedirs(out_dir)
     texts = {name: render_markdown(report, out_dir=out_dir) if fmt == "md" else
              render_html(report, out_dir=out_dir) if fmt == "html" else RENDERERS[fmt](report)
              for fmt, name in OUTPUT_FILES.items()}

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import IO, Any, Union
 
 from parity.errors import InputError
-from parity.storage import urls
 from parity.storage.context import Storage
 
 _PREVIEW_LIMIT = 120
@@ -156,6 +155,6 @@ class _GzipFile(gzip.GzipFile):
 def open_capture(path: str, storage: Storage = Storage()) -> IO[bytes]:
     """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
     URL Beam's FileSystems read (`s3://...`)."""
-    if not urls.is_url(path):
-        return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
-    return _GzipFile(storage.open_read(path)) if is_gzip(path, storage) else storage.open_read(path)
+    gzipped = is_gzip(path, storage)
+    raw = storage.open_read(path)
+    return _GzipFile(raw) if gzipped else raw

@@ -36,7 +36,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from parity.capture.items import (MAX_FIELDS, MAX_NESTING, TOO_DEEP, Quarantined, ReadItem, open_error, preview,
                                   raw_limit, too_large_reason, too_many_fields)
@@ -46,7 +45,6 @@ from parity.capture.schema import FieldType, SchemaMismatch, coerce_record
 from parity.choices import US_PER_UNIT
 from parity.encoding import columnar
 from parity.errors import first_line
-from parity.storage import urls
 from parity.storage.context import Storage
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -69,7 +67,7 @@ def read(
         InputError: the file does not exist or cannot be opened by the operating system.
     """
     try:
-        parquet_file = pq.ParquetFile(storage.open_read(path) if urls.is_url(path) else path)
+        parquet_file = storage.open_parquet(path)
         columns = parquet_file.schema_arrow
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         raise open_error(path, exc) from exc

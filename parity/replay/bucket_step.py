@@ -7,7 +7,6 @@ differ between the sides, so neither grows with the records of a clean run.
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -82,8 +81,7 @@ class _RouteRowsFn(beam.DoFn):
         name = hashlib.sha256("\n".join(sorted(parts)).encode("utf-8")).hexdigest()[:24]
         for bucket, rows in buckets.split_rows(pa.concat_tables(tables)):
             path = urls.join(self._out_dir, PARTS_DIR, ROUTED_DIR, f"{bucket:02x}", f"{name}{FP_PART_SUFFIX}")
-            if not urls.is_url(path):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._storage.makedirs(urls.parent(path))
             self._storage.write_bytes(path, buckets.to_ipc(rows))
             yield bucket, path
 

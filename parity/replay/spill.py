@@ -26,7 +26,6 @@ import apache_beam as beam
 
 from parity.storage import urls
 from parity.storage.context import Storage
-from parity.storage.files import replacing
 
 SPILL_DIR = "_spill"
 
@@ -44,7 +43,7 @@ class SpillFn(beam.DoFn):
         self._storage = storage  # the run's storage context, for a worker that writes to a URL
 
     def setup(self) -> None:
-        urls.makedirs(spill_dir(self._out_dir))
+        self._storage.makedirs(spill_dir(self._out_dir))
 
     def process(self, batch: Any) -> Iterator[str]:
         path = urls.child(spill_dir(self._out_dir), f"{self._tag}-{batch.part}.pkl")
@@ -88,13 +87,10 @@ class SpillPolicy(enum.Enum):
 
 
 def write(path: str, batch: Any, storage: Storage) -> None:
-    """Pickles `batch` to `path`, whole: a local file through a temporary one renamed into place, a URL as one
-    upload, so that a half-written spill is never read."""
-    if urls.is_url(path):
-        storage.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
-    else:
-        with replacing(path) as temporary, open(temporary, "wb") as handle:
-            pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    """Pickles `batch` to `path`, whole (`Storage.open_write_stream`), so that a half-written spill is never
+    read."""
+    with storage.open_write_stream(path) as handle:
+        pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load(path: str, storage: Storage, consume: bool = False) -> Any:

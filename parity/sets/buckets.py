@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -123,8 +122,7 @@ def write_bucket(out_dir: str, bucket: int, tables: Iterable[pa.Table], storage:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, **FP_PARQUET_OPTIONS)
     path = bucket_file(out_dir, bucket)
-    if not urls.is_url(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+    storage.makedirs(urls.parent(path))
     storage.write_bytes(path, sink.getvalue().to_pybytes())
     return summarize(bucket, table)
 
@@ -140,8 +138,7 @@ def write_summaries(out_dir: str, summaries: Iterable[dict[str, Any]], quarantin
         entries.extend(json.loads(line) for line in text.splitlines() if line.strip())
     entries.sort(key=lambda e: (e["location"], e["reason"]))
     text = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries)
-    if text or not urls.is_url(out_dir):  # no empty object on a URL (`Storage.write_bytes`): a missing file reads as []
-        storage.write_bytes(urls.join(out_dir, QUARANTINE), text.encode("utf-8"))
+    storage.write_text_or_absent(urls.join(out_dir, QUARANTINE), text)  # a missing file reads as []
     reasons: dict[str, int] = {}
     for entry in entries:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1

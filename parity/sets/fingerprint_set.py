@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -90,7 +89,7 @@ def _values_table(values: dict[str, list | pa.Array]) -> pa.Table:
 
 
 def _write_values_table(out_dir: str, part: str, values: pa.Table, storage: Storage) -> None:
-    urls.makedirs(urls.child(out_dir, VALUES_DIR))
+    storage.makedirs(urls.child(out_dir, VALUES_DIR))
     _write_value_part(values, urls.child(out_dir, VALUES_DIR, f"{part}.parquet"), storage)
 
 
@@ -100,7 +99,7 @@ def write_stage_values(out_dir: str, part: str, values: dict[str, list | pa.Arra
     is spilled to wait for its transform: `stage_values/<part>.parquet`. Its `values/<part>.parquet` then holds
     only the other columns (`write_values` given them alone)."""
     folder = urls.child(out_dir, STAGE_VALUES_DIR)
-    urls.makedirs(folder)
+    storage.makedirs(folder)
     _write_value_part(pa.Table.from_pydict(values, schema=STAGE_VALUE_SCHEMA), urls.child(folder, f"{part}.parquet"),
                       storage)
 
@@ -148,7 +147,7 @@ def _read_parquet(path: str, columns: list[str], schema: pa.Schema, storage: Sto
 
 def write_quarantine_part(out_dir: str, part: str, entries: list[dict], storage: Storage) -> None:
     parts = urls.child(out_dir, PARTS_DIR)
-    urls.makedirs(parts)
+    storage.makedirs(parts)
     path = urls.child(parts, f"{part}.quarantine.jsonl")
     storage.write_text(path, "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in entries))
 
@@ -156,16 +155,14 @@ def write_quarantine_part(out_dir: str, part: str, entries: list[dict], storage:
 def _read_fp_part(path: str, storage: Storage) -> pa.Table:
     """A fingerprint part: an Arrow IPC file, or a Parquet file (the parts `tap_set` merges taps into)."""
     if path.endswith(FP_PART_SUFFIX):
-        if urls.is_url(path):  # a batch's rows: read whole, then parsed in memory
-            return pa.ipc.open_file(pa.py_buffer(storage.read_bytes(path))).read_all()
-        with pa.memory_map(path) as source:
+        with storage.open_arrow(path) as source:
             return pa.ipc.open_file(source).read_all()
     return pq.read_table(storage.readable(path), schema=FP_SCHEMA)
 
 
 def _fp_part_rows(path: str, storage: Storage) -> int:
     if path.endswith(FP_PART_SUFFIX):
-        with (pa.PythonFile(storage.open_read(path), mode="r") if urls.is_url(path) else pa.memory_map(path)) as source:
+        with storage.open_arrow(path) as source:
             reader = pa.ipc.open_file(source)
             return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
     return pq.read_metadata(storage.readable(path)).num_rows
@@ -357,24 +354,17 @@ def finalize(out_dir: str, manifest: dict[str, Any], storage: Storage = Storage(
     quarantine_parts = [path for path in listed if path.endswith(".quarantine.jsonl")]
     # the sort's spill files are the client's own: beside the parts locally, in a local temporary folder when
     # the set is on a URL
-    spill_dir = urls.child(parts_dir, SPILL_DIR) if not urls.is_url(out_dir) else \
-        os.path.join(tempfile.mkdtemp(prefix="parity-finalize-"), SPILL_DIR)
-    try:
-        fingerprinted, features = _sorted_fingerprints(fp_parts, urls.child(out_dir, FINGERPRINTS), spill_dir,
-                                                      storage)
-    finally:
-        if urls.is_url(out_dir):
-            storage.delete_tree(os.path.dirname(spill_dir))
+    with storage.local_scratch(parts_dir, prefix="parity-finalize-") as scratch:
+        fingerprinted, features = _sorted_fingerprints(fp_parts, urls.child(out_dir, FINGERPRINTS),
+                                                      os.path.join(scratch, SPILL_DIR), storage)
     quarantined: list[dict] = []
     for path in quarantine_parts:
         quarantined.extend(json.loads(line) for line in storage.read_text(path).split("\n") if line.strip())
     quarantined.sort(key=lambda e: (e["location"], e["reason"]))
     text = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" for entry in quarantined)
-    if text or not urls.is_url(out_dir):  # no empty object on a URL (`Storage.write_bytes`): a missing file reads as []
-        storage.write_text(urls.child(out_dir, QUARANTINE), text)
+    storage.write_text_or_absent(urls.child(out_dir, QUARANTINE), text)  # a missing file reads as []
     storage.delete(quarantine_parts)  # the fingerprint parts are gone
-    if not urls.is_url(parts_dir) and os.path.isdir(parts_dir) and not os.listdir(parts_dir):
-        os.rmdir(parts_dir)
+    storage.prune_empty_folders(parts_dir)
     reasons: dict[str, int] = {}
     for entry in quarantined:
         reasons[entry["reason_kind"]] = reasons.get(entry["reason_kind"], 0) + 1
@@ -392,10 +382,7 @@ def _finalize_buckets(out_dir: str, manifest: dict[str, Any], storage: Storage) 
     storage.delete(storage.match(urls.join(parts_dir, f"*{FP_PART_SUFFIX}"))
                    + storage.match(urls.join(parts_dir, "*.quarantine.jsonl"))
                    + storage.match(urls.join(parts_dir, ROUTED_DIR, "*", f"*{FP_PART_SUFFIX}")))
-    if not urls.is_url(parts_dir) and os.path.isdir(parts_dir):
-        for folder, _, _ in sorted(os.walk(parts_dir), reverse=True):  # the emptied folders, deepest first
-            if not os.listdir(folder):
-                os.rmdir(folder)
+    storage.prune_empty_folders(parts_dir)  # the emptied folders
     return _write_manifest(out_dir, manifest, fingerprinted, features, quarantined, summary["quarantine_reasons"],
                            storage)
 
@@ -664,8 +651,6 @@ def read_set(path: str, storage: Storage = Storage()) -> FingerprintSet:
     """Opens a fingerprint set with the storage context `storage`, refusing clearly what parity cannot read."""
     manifest_path = urls.child(path, MANIFEST)
     try:
-        if urls.is_url(manifest_path) and not storage.isfile(manifest_path):
-            raise FileNotFoundError(manifest_path)
         manifest = json.loads(storage.read_text(manifest_path))
     except FileNotFoundError as exc:
         raise FingerprintSetError(f"{path}: not a fingerprint set (no {MANIFEST}); pass a folder written by "
@@ -721,8 +706,7 @@ def _open_fingerprints(path: str, storage: Storage) -> pq.ParquetFile:
 def _iter_parquet(path: str, rows: int, storage: Storage) -> Iterator[pa.Table]:
     """A bucket file's rows, about `rows` at a time, as FP_SCHEMA tables."""
     try:
-        handle = path if not urls.is_url(path) else storage.open_read(path)
-        reader = pq.ParquetFile(handle)
+        reader = storage.open_parquet(path)
         missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
         if missing:
             raise FingerprintSetError(f"{path}: cannot read: columns {', '.join(missing)} are missing; the set is "

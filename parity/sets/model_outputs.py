@@ -26,7 +26,7 @@ def write_model_part(out_dir: str, part: str, keys: list[str], encoded: list[byt
                      storage: Storage) -> None:
     """One batch's model outputs; named for the batch, so a retried bundle overwrites it."""
     folder = urls.child(out_dir, MODEL_DIR)
-    urls.makedirs(folder)
+    storage.makedirs(folder)
     table = pa.Table.from_pydict({"key": keys, "outputs": encoded, "model_fp": fps}, schema=SCHEMA)
     with storage.open_write(urls.child(folder, f"{part}.parquet")) as handle:
         pq.write_table(table, handle)

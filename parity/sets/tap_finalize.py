@@ -374,8 +374,8 @@ def _write_merged(set_dir: str, merged: _Merged, kept: np.ndarray, redact: bool,
                 column[kept & (merged.fillers[stage] == code)] = canonical.encode(filler)
         values[stage] = column
     parts_dir, values_dir = urls.child(set_dir, "_parts"), urls.child(set_dir, VALUES_DIR)
-    urls.makedirs(parts_dir)
-    urls.makedirs(values_dir)
+    storage.makedirs(parts_dir)
+    storage.makedirs(values_dir)
     flat_keys = merged.keys.reshape(-1)
     for number, start in enumerate(range(0, max(n, 1), PART_ROWS)):
         stop = min(n, start + PART_ROWS)

@@ -142,7 +142,7 @@ def write_tap_meta(set_dir: str, meta: dict[str, Any], storage: Storage) -> str:
     """Starts one tap's folder: removes what an earlier run of the tap left, writes its settings."""
     folder = tap_dir(set_dir, meta["stage"], meta["label"])
     storage.delete_tree(folder)
-    urls.makedirs(folder)
+    storage.makedirs(folder)
     _write_json_atomic(urls.child(folder, TAP_META), meta, storage)
     return folder
 
@@ -177,7 +177,7 @@ def write_tap_part(folder: str, part: str, stage: str, key_fps: list[bytes], fps
          pa.nulls(n, pa.string())]
         + [pa.array(values, pa.binary()) if s == stage else nulls_value for s in STAGES], schema=VALUE_SCHEMA)
     for table, sub in ((fp_table, "_parts"), (value_table, VALUES_DIR)):
-        urls.makedirs(urls.child(folder, sub))
+        storage.makedirs(urls.child(folder, sub))
         path = urls.child(folder, sub, f"{part}.parquet")
         with storage.open_write(path) as target:
             pq.write_table(table, target, compression="zstd")

@@ -27,7 +27,6 @@ from parity.capture.schema import FieldType
 from parity.capture.tfmd import newest_execution
 from parity.errors import ConfigError, UserCodeError
 from parity.stages.reference import Reference
-from parity.storage import urls
 from parity.storage.context import Storage
 
 _TF_DTYPE = {"int64": "int64", "int32": "int64", "bool": "int64", "float64": "float32",
@@ -431,13 +430,13 @@ def local_graph(path: str, storage: Storage) -> str:
     Raises:
         ConfigError: nothing can be read under the URL, or it holds no exported graph.
     """
-    if not urls.is_url(path):
-        return path
     try:
         target = storage.local_copy(path, prefix="parity-saved-")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot copy the exported transform graph to a local folder: {exc}; check "
                           f"the URL and the storage options (e.g. -- --s3_endpoint_url=...)") from exc
+    if target == path:  # a local path, already the graph's folder (the config's loader found it)
+        return path
     try:
         return find_graph_dir(target)
     except ConfigError as exc:

@@ -7,10 +7,34 @@ builds it from the options it was given and passes it down, and a DoFn carries i
 options reach a harness started by an SDK worker pool. Nothing reads a "current" setting: two contexts with other
 options in one process (a tap in a user's job beside parity's own run, two taps) each reach their own store.
 
-A local path is handled with the standard library (pyarrow opens local files natively). A URL with a scheme
-(`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own pipeline options for
-credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no code of its own for
-any store. Which schemes work is what the installed Beam extras provide (`[aws]`, `[gcp]`).
+It is the one seam for paths: no caller asks whether a path is local or a URL to choose how to read, write,
+list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `open_write_stream`, `makedirs`,
+`local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL branch of each
+operation is here. Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
+diff runs, a path shown relative to the config's folder); one listing keeps a branch of its own, the capture
+files' (`parity.capture.list_capture_files`), whose local side refuses FIFOs and devices and tells parity's own
+output by its markers on disk, and whose messages differ.
+
+A URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own
+pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no
+code of its own for any store. Which schemes work is what the installed Beam extras provide (`[aws]`, `[gcp]`).
+
+A local path goes through Beam's `LocalFileSystem` where it does exactly what the standard library does, with
+the same errors: opening for reading (`open_read`, `read_bytes`; `io.open`, after the refusal of a FIFO or a
+device) and `exists` (`os.path.exists`). The standard library stays where Beam's local file system lacks what
+is needed or would change a result or a message:
+- writes (`write_bytes`, `write_text`, `open_write`, `open_write_stream`): `files.replacing`, a temporary file
+  fsynced and renamed into place; Beam's `create` writes the file itself, in place, with no fsync;
+- `write_text_in_place`: a plain `open(path, "w")`, which writes through a link or into `/dev/stdout`;
+- `read_text`: text mode, which reads `\r\n` as `\n` (Beam's open is binary);
+- `open_arrow`: a memory map, which Beam's file systems do not offer; `readable`: the path itself, which Arrow
+  opens and maps natively;
+- `makedirs`: `os.makedirs(exist_ok=True)`; Beam's `mkdirs` refuses a folder that exists, and the parts and
+  spills of every batch make theirs again;
+- `isfile`, `isdir` and the listings: Beam's local `match` applies fnmatch rules (hidden names match `*`) and
+  stats every file it lists, where parity's listings follow `glob.glob` and `os.listdir`;
+- `delete`, `delete_tree`, `remove`, `prune_empty_folders`: Beam's `delete` refuses a missing file and removes
+  folders whole, where parity skips a missing file and removes a link as a link.
 
 Beam's `FileSystems` reads its options from a process-wide setting, which a user's own pipeline in the same
 process relies on; parity leaves it alone. A context builds the file system of a scheme itself with its own
@@ -23,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import threading
@@ -61,11 +86,15 @@ class Storage:
         """The bytes of `path`, as a binary file object (compression is left to the caller)."""
         if not urls.is_url(path):
             _regular(path)
-            return open(path, "rb")
+            return _local_store().open(path)
         try:
-            return self._store(path).open(path)
+            store = self._store(path)
+            return store.open(path)
         except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
-            raise _os_error(path, exc) from exc
+            error = _os_error(path, exc)
+            if not isinstance(error, (FileNotFoundError, ParityError)) and not _exists_quietly(self, path):
+                raise FileNotFoundError(str(error)) from exc  # as a missing local file is: callers tell it apart
+            raise error from exc
 
     def readable(self, path: str) -> Any:
         """What a reader that takes a file name or a file object (pyarrow's) opens: the path itself locally
@@ -135,6 +164,77 @@ class Storage:
             with files.replacing(path) as temporary:
                 yield temporary
             return
+        with self._uploading(path) as handle:
+            yield handle
+
+    @contextlib.contextmanager
+    def open_write_stream(self, path: str) -> Iterator[IO[bytes]]:
+        """Yields a binary file object that writes `path` whole or not at all, for a writer that takes only a file
+        object (`pickle.dump`): locally a new temporary file beside `path`, renamed to `path` when the block ends
+        (`parity.storage.files.replacing`: fsynced, atomic); on an object store the store's upload, as
+        `open_write`'s.
+
+        Example:
+            with storage.open_write_stream(path) as handle:
+                pickle.dump(batch, handle)
+        """
+        if not urls.is_url(path):
+            with files.replacing(path) as temporary, open(temporary, "wb") as handle:
+                yield handle
+            return
+        with self._uploading(path) as handle:
+            yield handle
+
+    def write_text_or_absent(self, path: str, text: str) -> None:
+        """`write_text`, except that an empty `text` on an object store writes nothing (an upload of no part is
+        refused: `write_bytes`): for files whose reader takes a missing file as empty (a set's
+        `quarantine.jsonl`). Locally an empty file is written, as always."""
+        if text or not urls.is_url(path):
+            self.write_text(path, text)
+
+    def write_text_in_place(self, path: str, text: str) -> None:
+        """Writes UTF-8 `text` to `path` as `open(path, "w")` does locally: into the file itself, through a link,
+        into a device or a pipe (`--out /dev/stdout`), with no temporary file beside it (a reader may see part of
+        it while it is written: for files a person asked for by name, not for files parity reads back). On an
+        object store one upload, as `write_text`."""
+        if not urls.is_url(path):
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            return
+        self.write_text(path, text)
+
+    def makedirs(self, path: str) -> None:
+        """Makes the folder `path` and its parents, where a writer that opens files by name needs them first:
+        locally `os.makedirs` (an existing folder is no error; Beam's `LocalFileSystem.mkdirs` refuses one); on a
+        URL nothing, since a folder there is only the `/` in object names."""
+        if not urls.is_url(path):
+            os.makedirs(path, exist_ok=True)
+
+    def can_create_in(self, folder: str) -> bool:
+        """Whether a file can be created directly in `folder` without making it first: a local folder that
+        exists; always on a URL (objects need no folder)."""
+        return urls.is_url(folder) or os.path.isdir(folder)
+
+    @contextlib.contextmanager
+    def local_scratch(self, folder: str, prefix: str = "parity-scratch-") -> Iterator[str]:
+        """Yields a local folder for the client's own temporary files that belong beside `folder`: `folder`
+        itself when it is local (its user removes what it writes there); for a URL a new local temporary folder
+        named with `prefix`, removed with everything in it when the block ends (spilling to an object store
+        would upload and download every byte)."""
+        if not urls.is_url(folder):
+            yield folder
+            return
+        import tempfile
+
+        scratch = tempfile.mkdtemp(prefix=prefix)
+        try:
+            yield scratch
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _uploading(self, path: str) -> Iterator[IO[bytes]]:
+        """The store's upload of `path`, completed when the block ends and abandoned when it raises."""
         try:
             handle = self._store(path).create(path)
         except Exception as exc:
@@ -149,11 +249,31 @@ class Storage:
         except Exception as exc:
             raise _os_error(path, exc) from exc
 
+    # -- reading Arrow and Parquet ---------------------------------------------------------------------------
+
+    def open_arrow(self, path: str) -> Any:
+        """The Arrow IPC file `path` as a pyarrow source for `pa.ipc.open_file`, to close after use (`with`):
+        locally a memory map (the rows are not copied; Beam's local file system has no memory map); on a URL
+        the whole object, read in one request (the files read this way are one batch's rows, read whole
+        anyway)."""
+        import pyarrow as pa
+
+        if not urls.is_url(path):
+            return pa.memory_map(path)
+        return pa.BufferReader(self.read_bytes(path))
+
+    def open_parquet(self, path: str) -> Any:
+        """A `pyarrow.parquet.ParquetFile` of `path` (`readable`: the path locally, so Arrow maps it; a
+        seekable stream on a URL, so only the footer and the columns read are fetched)."""
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.readable(path))
+
     # -- what is there ---------------------------------------------------------------------------------------
 
     def exists(self, path: str) -> bool:
         if not urls.is_url(path):
-            return os.path.exists(path)
+            return _local_store().exists(path)
         try:
             return self._store(path).exists(path) or bool(self.list_folder(path))
         except Exception as exc:
@@ -259,6 +379,16 @@ class Storage:
                 shutil.rmtree(path)
             return
         self.delete_tree(path)
+
+    def prune_empty_folders(self, path: str) -> None:
+        """Removes the folder `path` and the folders under it that are empty once the ones below them are gone,
+        deepest first; a folder that holds a file stays. Nothing on a URL, where a folder is only the `/` in
+        object names and goes with its last object."""
+        if urls.is_url(path) or not os.path.isdir(path):
+            return
+        for folder, _, _ in sorted(os.walk(path), reverse=True):
+            if not os.listdir(folder):
+                os.rmdir(folder)
 
     # -- local copies ----------------------------------------------------------------------------------------
 
@@ -380,6 +510,23 @@ class _BeamStore:
 
     def delete(self, paths: Sequence[str]) -> None:
         self._fs.delete(list(paths))
+
+
+@functools.lru_cache(maxsize=None)
+def _local_store() -> Any:
+    """Beam's LocalFileSystem, as a `_BeamStore` (one for the process: it takes no options)."""
+    from apache_beam.io.localfilesystem import LocalFileSystem
+
+    return _BeamStore(LocalFileSystem(pipeline_options=None))
+
+
+def _exists_quietly(storage: Storage, path: str) -> bool:
+    """Whether the store of `path` says it exists; True when it cannot say (the open's own error is the one to
+    show)."""
+    try:
+        return bool(storage._store(path).exists(path))
+    except Exception:
+        return True
 
 
 def _regular(path: str) -> None:

@@ -102,7 +102,8 @@ def filesystem_class(name: str) -> Any:
 
 def makedirs(path: str) -> None:
     """Creates the local folder `path` (and its parents); nothing for a URL, where folders are only the `/`
-    in object names."""
+    in object names. `Storage.makedirs` does the same for callers that hold a storage context (all but the
+    diff's work folder, `compare/engine.py`)."""
     if not is_url(path):
         os.makedirs(path, exist_ok=True)
 
