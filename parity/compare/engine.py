@@ -114,7 +114,7 @@ class _SummarizeRangeFn(beam.DoFn):
         self._request = request
 
     def setup(self) -> None:
-        urls.makedirs(self._request.work_dir)  # a worker's own file system (a URL needs none)
+        self._request.storage.makedirs(self._request.work_dir)  # a worker's own file system (a URL needs none)
 
     def process(self, key_range: int) -> Iterator[Any]:
         request = self._request
@@ -214,7 +214,7 @@ def summarize(stream: DiffStream, tally: Tally, *, runner: str, pipeline_options
     storage = left.storage
     progress.event("diff_on_engine", runner=runner, key_ranges=RANGES)
     storage.delete_tree(work_dir)  # nothing of an earlier run's job is read as this one's
-    urls.makedirs(work_dir)
+    storage.makedirs(work_dir)
     try:
         with compat.beam_process_options_kept():  # the pipeline sets Beam's process-wide options: put them back
             _run(request, runner, pipeline_options)

@@ -100,14 +100,6 @@ def filesystem_class(name: str) -> Any:
     return found[0] if len(found) == 1 else None
 
 
-def makedirs(path: str) -> None:
-    """Creates the local folder `path` (and its parents); nothing for a URL, where folders are only the `/`
-    in object names. `Storage.makedirs` does the same for callers that hold a storage context (all but the
-    diff's work folder, `compare/engine.py`)."""
-    if not is_url(path):
-        os.makedirs(path, exist_ok=True)
-
-
 def scheme(path: str) -> str:
     """`s3` of `s3://b/k`; `` for a local path."""
     return path.split("://", 1)[0].lower() if is_url(path) else ""

@@ -29,7 +29,7 @@ def test_a_storage_context_is_frozen_picklable_and_equal_by_its_options():
 def test_a_context_reads_writes_lists_and_removes_local_files(tmp_path):
     storage = Storage()
     base = str(tmp_path / "set")
-    urls.makedirs(os.path.join(base, "a", "deeper"))  # local folders first, as on a store they need none
+    storage.makedirs(os.path.join(base, "a", "deeper"))  # local folders first, as on a store they need none
     storage.write_text(os.path.join(base, "a", "one.json"), "1\n")
     storage.write_bytes(os.path.join(base, "a", "two.bin"), b"\x00\x01")
     with storage.open_write(os.path.join(base, "a", "deeper", "three.txt")) as target:
