@@ -89,11 +89,13 @@ class SpillPolicy(enum.Enum):
 
 def write(path: str, batch: Any, storage: Storage) -> None:
     """Pickles `batch` to `path`, whole: a local file through a temporary one renamed into place, a URL as one
-    upload, so that a half-written spill is never read."""
+    upload, so that a half-written spill is never read. A local one is not synced to the disk: a spill is read
+    only by the replay that wrote it, whose start and end remove the folder (`parity.storage.outdir`'s outputs
+    of a set hold `_spill`), so no run after a crash reads one; a retried bundle reads it from the page cache."""
     if urls.is_url(path):
         storage.write_bytes(path, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
     else:
-        with replacing(path) as temporary, open(temporary, "wb") as handle:
+        with replacing(path, durable=False) as temporary, open(temporary, "wb") as handle:
             pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
 
