@@ -17,7 +17,7 @@ import json
 import math
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO, Any
 
 import orjson
@@ -30,8 +30,9 @@ from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
 from parity.encoding import canonical
 from parity.storage.context import Storage
 
+CHUNK = 1000  # lines whose records are coerced together, read one by one
 _BOM = b"\xef\xbb\xbf"
-CHUNK = 1000  # lines whose records are coerced together
+BLOCK = 1 << 16  # bytes read at a time (a few hundred lines): their whole lines are parsed and coerced together
 
 
 def read(
@@ -43,58 +44,163 @@ def read(
     A line longer than `raw_limit(max_record_bytes)` is quarantined as `record too large`, read through in
     bounded pieces and never held whole (one line of a gzip bomb decompresses to gigabytes).
 
+    The file is read in blocks (`_read_blocks`) until a line that cannot be read as part of one: a line longer
+    than the limit, or a stream that breaks. The file is then opened again and read on line by line from that
+    line (`_read_lines`), which words both exactly as a reader of single lines finds them.
+
     Raises:
         InputError: the file cannot be opened.
     """
-    del batch_size  # records are coerced CHUNK lines at a time, whatever the caller's batches
+    del batch_size  # records are coerced a block at a time, whatever the caller's batches
     limit = raw_limit(max_record_bytes)
+    with _open(path, storage) as handle:
+        done = yield from _read_blocks(handle, schema, display_path, limit)
+    if done is None:
+        return
+    with _open(path, storage) as handle:
+        yield from _read_lines(handle, schema, display_path, limit, max_record_bytes, skip=done)
+
+
+def _open(path: str, storage: Storage) -> IO[bytes]:
     try:  # bytes, so that one non-UTF-8 line is quarantined rather than fatal; gzip told from the first bytes
-        handle: IO[bytes] = open_capture(path, storage)
+        return open_capture(path, storage)
     except OSError as exc:
         raise open_error(path, exc) from exc
-    with handle:
-        pending: list[tuple[str, bytes, dict | str]] = []
-        number = 0
-        while True:
-            try:
-                raw, size = read_line(handle, limit)
-                if not raw:
-                    break
-            except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream: the rest is lost
-                yield from _coerced_items(pending, schema)
-                yield Quarantined(f"{display_path}:{number + 1}",
-                                  f"corrupt gzip stream: {exc} after line {number}; the lines from here on "
-                                  f"cannot be told apart and count as this one quarantined entry", "")
-                return
-            number += 1
-            cut = size > len(raw)  # a line above the limit, read past
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
-            if cut:
-                pending.append((f"{display_path}:{number}", raw[:200],
-                                too_large_reason("the line holds", size, max_record_bytes)))
-            elif not raw.strip():
-                continue
-            else:
-                pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
-            if len(pending) == CHUNK:
-                yield from _coerced_items(pending, schema)
-                pending = []
-        yield from _coerced_items(pending, schema)
 
 
-def _coerced_items(pending: list[tuple[str, bytes, dict | str]],
+def _read_blocks(handle: IO[bytes], schema: dict[str, FieldType] | None, display_path: str,
+                 limit: int) -> Generator[ReadItem, None, int | None]:
+    """The read items of the file's lines, a block of lines at a time (`_block_items`); returns None at the end
+    of the file, or the number of lines read when the next one is longer than `limit` or the stream breaks
+    (a corrupt gzip stream): the lines from there on are for `_read_lines`."""
+    number = 0  # lines yielded so far
+    pieces: list[bytes] = []  # the start of a line whose end has not been read yet
+    held = 0
+    while True:
+        try:
+            block = handle.read(BLOCK)
+        except (OSError, EOFError, zlib.error):
+            return number
+        if not block:
+            if held > limit:
+                return number
+            if held:
+                yield from _block_items(b"".join(pieces), number, schema, display_path)
+            return None
+        end = block.rfind(b"\n")
+        if end < 0:
+            pieces.append(block)
+            held += len(block)
+            if held > limit:
+                return number
+            continue
+        buffer = b"".join((*pieces, block[:end])) if pieces else block[:end]
+        rest = block[end + 1:]
+        pieces, held = ([rest], len(rest)) if rest else ([], 0)
+        lines = buffer.split(b"\n")
+        if max(map(len, lines)) >= limit:  # the line with its newline is longer than the limit: read alone
+            return number
+        yield from _block_items(buffer, number, schema, display_path, lines)
+        number += len(lines)
+
+
+def _block_items(buffer: bytes, number: int, schema: dict[str, FieldType] | None, display_path: str,
+                 lines: list[bytes] | None = None) -> Iterator[ReadItem]:
+    """The read items of the lines of `buffer` (`lines`: buffer split at its newlines, which it ends without),
+    lines `number` + 1 on; one `Chunk` when all of them are records (`_parse_block`)."""
+    if lines is None:
+        lines = buffer.split(b"\n")
+    if number == 0 and lines[0].startswith(_BOM):
+        lines[0] = lines[0][len(_BOM):]
+        buffer = buffer[len(_BOM):]
+    values = _parse_block(buffer, lines)
+    if values is not None:
+        locations = [f"{display_path}:{n}" for n in range(number + 1, number + 1 + len(lines))]
+        yield from _coerced_items(locations, lines, values, schema)
+        return
+    kept = [(f"{display_path}:{n}", raw) for n, raw in enumerate(lines, number + 1) if raw.strip()]
+    yield from _coerced_items([location for location, _ in kept], [raw for _, raw in kept],
+                              [_parse_line(raw) for _, raw in kept], schema)
+
+
+def _parse_block(buffer: bytes, lines: list[bytes]) -> list[dict] | None:
+    """Each line's JSON object when every line passes `_parse_line`'s checks, shown for the block as a whole
+    (one C call per line and a few per block); None when some line may not (a blank or bad line, a repeated key,
+    an integer orjson may have read as a float, a line that may nest too deeply or hold too many fields): the
+    caller then parses the block's lines one by one.
+
+    The block's counts stand for each line's: every line holds an object, so at least one `{`, and as many
+    `{` in the block as lines means exactly one in each; an object with one `{` has a colon after each of its
+    keys, so as many colons in the block as keys in its objects means none is repeated (orjson keeps one of
+    a repeated key, with fewer keys than colons); with one `{` a line, no line nests deeper than one more
+    than the block's `[` count."""
+    try:
+        values = list(map(orjson.loads, lines))
+    except orjson.JSONDecodeError:
+        return None
+    if set(map(type, values)) != {dict}:
+        return None
+    if (buffer.count(b"{") != len(lines) or buffer.count(b":") != sum(map(len, values))
+            or buffer.count(b"[") + 1 > MAX_NESTING or max(map(len, values)) > MAX_FIELDS
+            or canonical.wide_float(values)):
+        return None
+    return values
+
+
+def _read_lines(handle: IO[bytes], schema: dict[str, FieldType] | None, display_path: str, limit: int,
+                max_record_bytes: int, skip: int = 0) -> Iterator[ReadItem]:
+    """`read`'s items line by line, from the line after the first `skip` (read and passed over)."""
+    pending: list[tuple[str, bytes, dict | str]] = []
+    number = 0
+    while True:
+        try:
+            raw, size = read_line(handle, limit)
+            if not raw:
+                break
+        except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream: the rest is lost
+            yield from _pending_items(pending, schema)
+            yield Quarantined(f"{display_path}:{number + 1}",
+                              f"corrupt gzip stream: {exc} after line {number}; the lines from here on "
+                              f"cannot be told apart and count as this one quarantined entry", "")
+            return
+        number += 1
+        if number <= skip:
+            continue
+        cut = size > len(raw)  # a line above the limit, read past
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+        if cut:
+            pending.append((f"{display_path}:{number}", raw[:200],
+                            too_large_reason("the line holds", size, max_record_bytes)))
+        elif not raw.strip():
+            continue
+        else:
+            pending.append((f"{display_path}:{number}", raw, _parse_line(raw)))
+        if len(pending) == CHUNK:
+            yield from _pending_items(pending, schema)
+            pending = []
+    yield from _pending_items(pending, schema)
+
+
+def _pending_items(pending: list[tuple[str, bytes, dict | str]],
                    schema: dict[str, FieldType] | None) -> Iterator[ReadItem]:
-    """The read items of parsed lines, in line order: their records coerced together (`coerce_records`), as one
-    `Chunk` when none is quarantined."""
-    parsed = [value for _, _, value in pending if not isinstance(value, str)]
+    if pending:
+        locations, raws, values = map(list, zip(*pending))
+        yield from _coerced_items(locations, raws, values, schema)
+
+
+def _coerced_items(locations: list[str], raws: list[bytes], values: list[dict | str],
+                   schema: dict[str, FieldType] | None) -> Iterator[ReadItem]:
+    """The read items of parsed lines (each line's object, or the reason it is quarantined), in line order: their
+    records coerced together (`coerce_records`), as one `Chunk` when none is quarantined."""
+    parsed = [value for value in values if not isinstance(value, str)]
     coerced_list = parsed if schema is None else coerce_records(parsed, schema)
-    if len(parsed) == len(pending) and not any(isinstance(value, SchemaMismatch) for value in coerced_list):
+    if len(parsed) == len(values) and not any(isinstance(value, SchemaMismatch) for value in coerced_list):
         if coerced_list:
-            yield Chunk(coerced_list, [location for location, _, _ in pending])
+            yield Chunk(coerced_list, locations)
         return
     coerced = iter(coerced_list)
-    for location, raw, value in pending:
+    for location, raw, value in zip(locations, raws, values):
         if not isinstance(value, str):
             value = next(coerced)
             if isinstance(value, SchemaMismatch):

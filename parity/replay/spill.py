@@ -88,8 +88,10 @@ class SpillPolicy(enum.Enum):
 
 def write(path: str, batch: Any, storage: Storage) -> None:
     """Pickles `batch` to `path`, whole (`Storage.open_write_stream`), so that a half-written spill is never
-    read."""
-    with storage.open_write_stream(path) as handle:
+    read. A local one is not synced to the disk: a spill is read only by the replay that wrote it, whose start and
+    end remove the folder (`parity.storage.outdir`'s outputs of a set hold `_spill`), so no run after a crash reads
+    one; a retried bundle reads it from the page cache."""
+    with storage.open_write_stream(path, durable=False) as handle:
         pickle.dump(batch, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -78,13 +78,51 @@ class ApplyStagesFn(beam.DoFn):
         # since the runner materialises whatever reaches this step (parity.replay.spill).
         batch: RecBatch = self._spills.load(path, self._storage)
         batch.expect(READ)
+        count = len(batch)
+        window_values, shard_values, live = self._window_and_shard(batch, late, merges, aggregates)
+        live_records = [batch.records[i] for i in live] if len(live) < count else batch.records
+        decoded = roundtrip_batch(self._coder, live_records) if self._coder else live_records
+        coder_values, transform_inputs, passed = _coder_columns(count, live, decoded)
+        seed_values: list[Any] = [DROPPED_LATE] * count
+        transform_values: list[Any] = [DROPPED_LATE] * count
+        if len(passed) < len(live):
+            for i in set(live).difference(passed):  # the coder round trip failed: no seed, no transform
+                seed_values[i] = transform_values[i] = {"error": "coder round trip failed"}
+        self._seeds(batch, passed, transform_inputs, seed_values)
+        batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
+                        "seed": seed_values, "transform": transform_values}
+        batch.transform_inputs = transform_inputs
+        encoded = [stage_arrays(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
+        # the seed stage's values come from user functions; the stages before it hold the record (whose size
+        # the read bounds) and parity's own values
+        seed_bytes = encoded[SETTLED_STAGES.index("seed")][0]
+        check_value_sizes(batch, self._side, "seed", pc.binary_length(seed_bytes).to_numpy(zero_copy_only=False),
+                          batch.values["seed"])
+        batch.settle(SETTLED_STAGES, encoded)
+        self._counts.add(counters.STAGED, count)
+        yield batch
+
+    def _window_and_shard(self, batch: RecBatch, late: dict, merges: dict,
+                          aggregates: dict) -> tuple[list[Any], list[Any], list[int]]:
+        """The window and shard stage values of every record of the batch, and the indices of the records that
+        are not dropped late (each carries its attached aggregates from here on, in its own dict).
+
+        A side without lateness, merges or aggregates (`_all_on_time`) shares each windows' lists and each
+        group's shard value between its records, column by column; otherwise each record's are looked up or
+        computed in turn (`_each_record`)."""
         shard = self._side.shard
         names = [a.name for a in shard.aggregates] if shard else []
+        if not late and not merges and not names:
+            return self._all_on_time(batch)
+        return self._each_record(batch, late, merges, aggregates, names)
+
+    def _each_record(self, batch: RecBatch, late: dict, merges: dict, aggregates: dict,
+                     names: list[str]) -> tuple[list[Any], list[Any], list[int]]:
+        """`_window_and_shard` record by record: each record's expired windows, merges and aggregates."""
         count = len(batch)
         window_values: list[Any] = [None] * count
         shard_values: list[Any] = [DROPPED_LATE] * count
         live: list[int] = []
-        live_records: list[dict] = []
         shard_ids: dict[bytes, int] = {}
         # what every on-time record of a (group, windows) shares: its windows, aggregates and shard value
         shared: dict[tuple, tuple | None] = {}
@@ -100,34 +138,32 @@ class ApplyStagesFn(beam.DoFn):
             record.update(attached)  # the batch's own dict: loaded from its spill file, read by no other step
             shard_values[i] = shard_value
             live.append(i)
-            live_records.append(record)
-        coder_values: list[Any] = [DROPPED_LATE] * count
-        seed_values: list[Any] = [DROPPED_LATE] * count
-        transform_values: list[Any] = [DROPPED_LATE] * count
-        transform_inputs: list[dict | None] = [None] * count
-        decoded = roundtrip_batch(self._coder, live_records) if self._coder else live_records
-        passed: list[int] = []
-        for i, value in zip(live, decoded):
-            if isinstance(value, CoderFailure):
-                coder_values[i] = {"error": value.message}
-                seed_values[i] = transform_values[i] = {"error": "coder round trip failed"}
-                continue
-            coder_values[i] = value
-            transform_inputs[i] = value
-            passed.append(i)
-        self._seeds(batch, passed, transform_inputs, seed_values)
-        batch.values = {"window": window_values, "shard": shard_values, "coder": coder_values,
-                        "seed": seed_values, "transform": transform_values}
-        batch.transform_inputs = transform_inputs
-        encoded = [stage_arrays(batch, stage, batch.values[stage]) for stage in SETTLED_STAGES]
-        # the seed stage's values come from user functions; the stages before it hold the record (whose size
-        # the read bounds) and parity's own values
-        seed_bytes = encoded[SETTLED_STAGES.index("seed")][0]
-        check_value_sizes(batch, self._side, "seed", pc.binary_length(seed_bytes).to_numpy(zero_copy_only=False),
-                          batch.values["seed"])
-        batch.settle(SETTLED_STAGES, encoded)
-        self._counts.add(counters.STAGED, count)
-        yield batch
+        return window_values, shard_values, live
+
+    def _all_on_time(self, batch: RecBatch) -> tuple[list[Any], list[Any], list[int]]:
+        """`_window_and_shard` of a side without lateness, merges or aggregates: every record is on time and
+        carries no aggregates, its window lists depend only on its windows and its shard value only on its
+        group. Each distinct windows' lists and group's shard value is built once (kept across batches, bounded
+        at `_APART_LIMIT` of each, as `_on_time_values` keeps them) and shared by the records that have it."""
+        by_windows, by_group = self._apart
+        window_keys = list(map(tuple, batch.windows))
+        new_windows = set(window_keys).difference(by_windows)
+        if len(by_windows) + len(new_windows) > _APART_LIMIT:
+            by_windows.clear()
+            new_windows = set(window_keys)
+        for key in new_windows:
+            by_windows[key] = [list(w) for w in key]
+        new_groups = {group_bytes: group for group_bytes, group in zip(batch.group_bytes, batch.groups)
+                      if group_bytes not in by_group}
+        if len(by_group) + len(new_groups) > _APART_LIMIT:
+            by_group.clear()
+            new_groups = dict(zip(batch.group_bytes, batch.groups))
+        shard_ids: dict[bytes, int] = {}
+        for group_bytes, group in new_groups.items():
+            by_group[group_bytes] = shard_stage.shard_value(self._side.shard, group, group_bytes, {}, shard_ids)
+        window_values = window_stage.on_time_window_values(batch.timestamps,
+                                                           list(map(by_windows.__getitem__, window_keys)))
+        return window_values, list(map(by_group.__getitem__, batch.group_bytes)), list(range(len(batch)))
 
     def _record_values(self, shared: dict, expired: list[tuple] | None, windows: list[tuple], group: Any,
                        group_bytes: bytes, merges: dict, aggregates: dict, names: list[str],
@@ -209,3 +245,21 @@ class ApplyStagesFn(beam.DoFn):
                                 f"{raised(exc)}") from exc
         for i, values in zip(passed, outputs):
             seed_values[i] = values
+
+
+def _coder_columns(count: int, live: list[int], decoded: list) -> tuple[list[Any], list[dict | None], list[int]]:
+    """The coder stage's values of a batch of `count` records (DROPPED_LATE for those not `live`; the error of a
+    `CoderFailure`), the inputs its seed and transform stages take (None where there is none), and the indices
+    of the records whose round trip passed. `decoded` holds the round trip of each live record, in order."""
+    if len(live) == count and CoderFailure not in set(map(type, decoded)):  # every record on time and decoded
+        return list(decoded), list(decoded), list(live)
+    coder_values: list[Any] = [DROPPED_LATE] * count
+    inputs: list[dict | None] = [None] * count
+    passed: list[int] = []
+    for i, value in zip(live, decoded):
+        if isinstance(value, CoderFailure):
+            coder_values[i] = {"error": value.message}
+            continue
+        coder_values[i] = inputs[i] = value
+        passed.append(i)
+    return coder_values, inputs, passed

@@ -236,6 +236,12 @@ def window_value(timestamp_us: int | None, window_lists: list[list], expired: Se
     return value
 
 
+def on_time_window_values(timestamps: Sequence[int | None], window_lists: Sequence[list[list]]) -> list[dict]:
+    """`window_value` of each record of a batch that is on time for all of its windows (one per record, paired
+    by position): its event time and window lists."""
+    return [{"timestamp_us": timestamp_us, "windows": lists} for timestamp_us, lists in zip(timestamps, window_lists)]
+
+
 def max_timestamp_us(win: Window) -> int:
     """Beam's `window.max_timestamp()`: the end minus one microsecond (global: +inf)."""
     return 2**63 - 1 if win == GLOBAL else win[1] - 1

@@ -168,18 +168,18 @@ class Storage:
             yield handle
 
     @contextlib.contextmanager
-    def open_write_stream(self, path: str) -> Iterator[IO[bytes]]:
+    def open_write_stream(self, path: str, durable: bool = True) -> Iterator[IO[bytes]]:
         """Yields a binary file object that writes `path` whole or not at all, for a writer that takes only a file
         object (`pickle.dump`): locally a new temporary file beside `path`, renamed to `path` when the block ends
-        (`parity.storage.files.replacing`: fsynced, atomic); on an object store the store's upload, as
-        `open_write`'s.
+        (`parity.storage.files.replacing`: atomic, and fsynced unless `durable` is False, for a file no later
+        run reads); on an object store the store's upload, as `open_write`'s.
 
         Example:
             with storage.open_write_stream(path) as handle:
                 pickle.dump(batch, handle)
         """
         if not urls.is_url(path):
-            with files.replacing(path) as temporary, open(temporary, "wb") as handle:
+            with files.replacing(path, durable=durable) as temporary, open(temporary, "wb") as handle:
                 yield handle
             return
         with self._uploading(path) as handle:

@@ -34,7 +34,7 @@ def special_kind(path: str) -> str | None:
 
 
 @contextlib.contextmanager
-def replacing(path: str) -> Iterator[str]:
+def replacing(path: str, durable: bool = True) -> Iterator[str]:
     """Yields a temporary path beside `path` for a writer that opens files by name (Parquet, Arrow IPC);
     renames it to `path` when the block ends, removes it when the block raises.
 
@@ -42,7 +42,9 @@ def replacing(path: str) -> Iterator[str]:
     threads of an SDK harness, two processes on a shared folder) never write one temporary file. Its bytes
     reach the disk before the rename, and the rename before the call returns (`_durable`): after a crash a
     reader finds the old file or the whole new one, never a renamed file whose bytes were still in the page
-    cache.
+    cache. `durable=False` leaves both to the kernel, for a file no run reads after a crash (a replay's
+    spilled batches: the folder is removed when the replay starts and when it ends): the rename still makes
+    it whole or absent to every reader while the machine runs.
 
     Example:
         with replacing(path) as temporary:
@@ -58,9 +60,11 @@ def replacing(path: str) -> Iterator[str]:
     os.close(fd)
     try:
         yield temporary
-        _durable(temporary)
+        if durable:
+            _durable(temporary)
         os.replace(temporary, path)
-        _durable(os.path.dirname(path) or ".")
+        if durable:
+            _durable(os.path.dirname(path) or ".")
     except BaseException:
         if os.path.lexists(temporary):
             os.unlink(temporary)

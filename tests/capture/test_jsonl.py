@@ -215,18 +215,18 @@ def test_colons_inside_strings_and_equal_keys_in_different_objects_are_no_repeat
 
 @settings(max_examples=150, deadline=None)
 @given(bad=st.lists(st.sampled_from([None, "json", "schema", "blank"]), min_size=0, max_size=40),
-       chunk=st.integers(1, 6), batch_size=st.integers(1, 9))
-def test_chunks_of_clean_lines_fill_the_batches_one_record_at_a_time_would(tmp_path_factory, bad, chunk, batch_size):
+       block=st.integers(1, 90), batch_size=st.integers(1, 9))
+def test_chunks_of_clean_lines_fill_the_batches_one_record_at_a_time_would(tmp_path_factory, bad, block, batch_size):
     import pytest as _pytest
 
-    from parity.capture import Chunk, _batches
+    from parity.capture import Chunk, Quarantined, _batches
     from parity.capture import jsonl
 
     lines = [{None: b'{"trip_id": %d, "fare": 1.5}' % i, "json": b"not json", "schema": b'{"trip_id": "x"}',
               "blank": b""}[kind] for i, kind in enumerate(bad)]
     path = _write(tmp_path_factory.mktemp("chunks"), b"\n".join(lines) + b"\n")
     with _pytest.MonkeyPatch.context() as patch:
-        patch.setattr(jsonl, "CHUNK", chunk)
+        patch.setattr(jsonl, "BLOCK", block)  # blocks that cut lines anywhere, and hold one to a few of them
         items = list(jsonl.read(path, SCHEMA, "capture/trips.jsonl"))
     one_by_one = [pair for item in items
                   for pair in (zip(item.records, item.locations) if type(item) is Chunk else [item])]
@@ -236,5 +236,32 @@ def test_chunks_of_clean_lines_fill_the_batches_one_record_at_a_time_would(tmp_p
     assert shapes(_batches(iter(items), batch_size)) == shapes(_batches(iter(one_by_one), batch_size))
     clean = [i for i, kind in enumerate(bad) if kind is None]
     assert [item[0]["trip_id"] for item in one_by_one if type(item) is tuple] == clean
-    if len(bad) >= chunk and all(kind is None for kind in bad[:chunk]):
-        assert type(items[0]) is Chunk and len(items[0].records) == chunk
+    assert [item.location for item in one_by_one if type(item) is Quarantined] == [
+        f"capture/trips.jsonl:{i + 1}" for i, kind in enumerate(bad) if kind in ("json", "schema")]
+    if all(kind is None for kind in bad):
+        assert all(type(item) is Chunk for item in items)
+
+
+def test_a_file_read_in_blocks_gives_the_items_the_line_by_line_reader_gives(tmp_path):
+    from parity.capture import jsonl
+    from parity.capture.items import raw_limit
+
+    lines = [b'\xef\xbb\xbf{"trip_id": 0, "fare": 1.5}', b'{"trip_id": 1, "fare": 2}', b"  ", b'{"trip_id": 2}',
+             b'{"trip_id": 3, "trip_id": 4}', b'{"trip_id": 5, "fare": 1e400}', b'{"trip_id": 6, "x": [[[1]]]}',
+             b'{"trip_id": 7, "fare": 9223372036854775808}', b'{"trip_id": 8, "x": {"a": 1}}', b"[1]",
+             b'{"trip_id": "x"}', b"\xff", b'{"trip_id": 9, "fare": 0.5}\r', b"", b'{"trip_id": 10}']
+    path = _write(tmp_path, b"\n".join(lines))
+    limit = raw_limit(16 << 20)
+    for block in (1, 7, 64, 1 << 16):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(jsonl, "BLOCK", block)
+            in_blocks = list(jsonl.read(path, SCHEMA, "t.jsonl"))
+        with open(path, "rb") as handle:
+            by_line = list(jsonl._read_lines(handle, SCHEMA, "t.jsonl", limit, 16 << 20))
+        assert _flat(in_blocks) == _flat(by_line)
+    assert len(_flat(by_line)) == 13  # the two blank lines are not records
+
+
+def _flat(items):
+    from parity.capture import Chunk
+    return [pair for item in items for pair in (zip(item.records, item.locations) if type(item) is Chunk else [item])]

@@ -116,6 +116,8 @@ def test_without_aggregates_the_values_kept_per_windows_and_per_group_settle_wha
     apart = _settled_batches(tmp_path / "a", WINDOWS[window], aggregates=False, batches_of=60)
     built_apart = len(calls)
     monkeypatch.setattr(stages_step.ApplyStagesFn, "_on_time_values", lambda self, *args: None)  # each on its own
+    monkeypatch.setattr(stages_step.ApplyStagesFn, "_all_on_time",
+                        lambda self, batch: self._each_record(batch, {}, {}, {}, []))
     alone = _settled_batches(tmp_path / "b", WINDOWS[window], aggregates=False, batches_of=60)
 
     assert len(apart) == len(alone) > 2  # values kept from one batch serve the next ones
@@ -125,6 +127,16 @@ def test_without_aggregates_the_values_kept_per_windows_and_per_group_settle_wha
     built_alone = len(calls) - built_apart  # the per-record path: one per record it did not drop
     assert built_apart == 3  # one per zone, for every batch
     assert built_alone == 400 if window != "fixed-late" else 3 < built_alone < 400
+
+
+def test_the_values_kept_across_batches_settle_the_same_batches_when_their_bound_clears_them(tmp_path, monkeypatch):
+    kept = _settled_batches(tmp_path / "a", WINDOWS["fixed"], aggregates=False, batches_of=60)
+    monkeypatch.setattr(stages_step, "_APART_LIMIT", 1)  # cleared before nearly every batch
+    cleared = _settled_batches(tmp_path / "b", WINDOWS["fixed"], aggregates=False, batches_of=60)
+
+    assert len(kept) == len(cleared) > 2
+    for ours, theirs in zip(kept, cleared):
+        assert ours.value_bytes == theirs.value_bytes and ours.value_fps == theirs.value_fps
 
 
 def test_records_of_a_group_get_their_own_record_dicts(tmp_path):

@@ -60,3 +60,13 @@ def test_a_writer_that_raises_leaves_the_old_file_and_no_temporary_file(tmp_path
         pass
     assert target.read_text() == "old"
     assert sorted(os.listdir(tmp_path)) == ["manifest.json"]
+
+
+def test_a_write_that_need_not_be_durable_is_whole_under_its_name_and_never_synced(tmp_path, monkeypatch):
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    target = tmp_path / "batch.pkl"
+    with files.replacing(str(target), durable=False) as temporary, open(temporary, "wb") as handle:
+        handle.write(b"batch")
+    assert synced == []
+    assert target.read_bytes() == b"batch" and sorted(os.listdir(tmp_path)) == ["batch.pkl"]
