@@ -3,7 +3,7 @@ parity's worker pool (`parity.replay.worker_pool`, `--harness_start fork`, the d
 
 A harness the pool starts as a fresh `python -c "...SdkHarness(...).run()"` pays its interpreter's start and the
 imports of Beam's SDK worker, and, once its job's DoFns unpickle, of parity's replay, stage and encoding modules and
-pyarrow: one to two CPU seconds per harness, and a check on a cluster starts several per TaskManager. The zygote
+pyarrow, and a check on a cluster starts several harnesses per TaskManager. The zygote
 pays them once, when the pool starts; each StartWorker forks a child of it that runs `SdkHarness(...).run()` with
 the arguments the fresh process would have had, and shares the imported modules' memory with its siblings until
 it writes to it.
@@ -46,8 +46,8 @@ _LOGGER = logging.getLogger("parity.replay.worker_pool")
 
 # What a parity job's harness imports, imported once in the zygote: Beam's SDK worker (grpc, Beam's runners,
 # numpy), parity's replay steps, stages, encoders and sets (through parity.replay.pipeline), pyarrow, orjson, xxhash.
-# Not tensorflow: its import costs more (about 4 CPU s and 400 MiB here) than the harness starts it would save at
-# most, a pool cannot know whether its jobs use it, and it starts threads (`--harness_preload` adds it).
+# Not tensorflow: a pool cannot know whether its jobs use it, a zygote that imported it for jobs that do not would
+# hold its memory for nothing, and its import may start threads (`--harness_preload` adds it, docs/flink.md).
 PRELOAD = ("apache_beam.runners.worker.sdk_worker", "parity.replay.pipeline", "pyarrow", "orjson", "xxhash")
 REQUIRED = "apache_beam.runners.worker.sdk_worker"
 # Set while the zygote imports: no thread is started by these libraries' loading.
@@ -152,6 +152,8 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
                 if connected is not None:
                     os.close(connected)
                 continue
+            for stream in (sys.stdout, sys.stderr):  # nothing of the zygote's written twice, by a child too
+                stream.flush()
             pid = os.fork()
             if pid == 0:  # the harness: nothing of the zygote's loop is left open in it
                 signal.set_wakeup_fd(-1)

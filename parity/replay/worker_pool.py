@@ -24,6 +24,11 @@ waited until the job timeout. `--harness_python` (or `PARITY_HARNESS_PYTHON`) na
 `--container_executable` a Beam SDK container's `boot`, as in Beam's pool. And the pool listens on `localhost`
 unless `--bind_address` says otherwise (Beam's binds every interface, `[::]`): a harness runs whatever code a
 client that reaches the pool hands it, so the pool must not answer beyond the host unless the operator asks.
+
+Last, a harness of the pool's own interpreter is forked from a process that has imported Beam's harness and
+parity's worker modules once, at the pool's start (`harness_zygote`), not started as a fresh interpreter that
+imports them again: `--harness_start spawn` (or PARITY_HARNESS_START) starts fresh ones, as Beam's pool does, and
+so does a pool whose `--harness_python` names another interpreter (which may have Beam only).
 """
 from __future__ import annotations
 
