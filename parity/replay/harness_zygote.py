@@ -135,7 +135,8 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
                         break
                 except BlockingIOError:
                     break
-            _report_exits(sock)
+            if not _report_exits(sock):  # the pool ended
+                return None
         if sock in readable:
             try:
                 data, fds, _, _ = socket.recv_fds(sock, _MESSAGE, 1)
@@ -169,15 +170,19 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
             _send(sock, {"id": request["id"], "pid": pid})
 
 
-def _report_exits(sock: socket.socket) -> None:
+def _report_exits(sock: socket.socket) -> bool:
+    """Reaps every child that has ended and tells the pool its exit code; False when the pool is gone."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
-            return
-        _send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
+            return True
+        try:
+            _send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
+        except OSError:
+            return False
 
 
 def run_harness(request: HarnessRequest) -> None:

@@ -407,8 +407,13 @@ def test_a_named_harness_interpreter_gets_a_fresh_process_per_harness_not_a_fork
         assert not servicer.StartWorker(_start_request("1-1", f"localhost:{_free_port()}"), None).error
         [harness] = _poll("harness 1-1", lambda: _harness_pids("1-1", servicer) or None)
         assert _parent(harness) == os.getpid()
-        with open(f"/proc/{harness}/cmdline", "rb") as handle:
-            command = handle.read().split(b"\0")
-        assert b'SdkHarness("localhost:' in command[2]  # the script's `exec` of the pool's Python
+
+        def command() -> list[bytes]:
+            with open(f"/proc/{harness}/cmdline", "rb") as handle:
+                return handle.read().split(b"\0")
+
+        # Beam's command, once the script has `exec`ed the pool's Python (`/bin/sh SCRIPT -c ...` until then)
+        _poll("Beam's harness command", lambda: command()[0] == sys.executable.encode())
+        assert b'SdkHarness("localhost:' in command()[2]
     finally:
         servicer.stop_all()
