@@ -54,9 +54,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="SDK harnesses per TaskManager (Beam's --sdk_worker_parallelism): one per slot, since a "
                              "harness runs its bundles in threads of one Python process")
     parser.add_argument("--contenders", default="flink_s3,direct",
-                        help="flink_s3 (the cluster, S3 in and out, both sides' jobs at once), flink_s3_serial (the "
-                             "same, the sides' jobs one after the other: --sides-at-once off), direct (DirectRunner, "
-                             "local disk)")
+                        help="flink_s3 (the cluster, S3 in and out, both sides' jobs at once; the worker pool forks "
+                             "its SDK harnesses from its zygote, the default), flink_s3_spawn (the same through a "
+                             "second pool that starts each harness as a fresh interpreter: --harness_start spawn), "
+                             "flink_s3_serial (the same as flink_s3, the sides' jobs one after the other: "
+                             "--sides-at-once off), direct (DirectRunner, local disk)")
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"),
                         help="where captures are generated and cached (as benchmarks/run.py)")
     parser.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -67,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 class Cluster:
     """The test bed's parts, started in the order tests/cluster/conftest.py starts them, stopped in reverse."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, spawn_pool: bool = False):
         from parity.replay.flink import JobServer, job_server_jar
 
         self.base = base
@@ -79,6 +81,10 @@ class Cluster:
             self.s3.client().create_bucket(Bucket=BUCKET)
             self.pool = bed.start_worker_pool(os.path.join(base, "worker"))
             self._stops.append(self.pool.stop)
+            self.spawn_pool = None
+            if spawn_pool:  # a fresh interpreter per harness, as before the zygote
+                self.spawn_pool = bed.start_worker_pool(os.path.join(base, "worker-spawn"), harness_start="spawn")
+                self._stops.append(self.spawn_pool.stop)
             self.flink = bed.start_flink(os.path.join(base, "flink"))
             self._stops.append(self.flink.stop)
             self.server = JobServer(jar, self.flink.master)
@@ -88,8 +94,9 @@ class Cluster:
             self.stop()
             raise
 
-    def options(self, parallelism: int, sdk_worker_parallelism: int) -> list[str]:
-        return [f"--job_endpoint={self.server.endpoint}", *self.pool.options, f"--parallelism={parallelism}",
+    def options(self, parallelism: int, sdk_worker_parallelism: int, spawn: bool = False) -> list[str]:
+        pool = self.spawn_pool if spawn else self.pool
+        return [f"--job_endpoint={self.server.endpoint}", *pool.options, f"--parallelism={parallelism}",
                 f"--sdk_worker_parallelism={sdk_worker_parallelism}", *self.s3.options]
 
     def upload(self, files: list[str], prefix: str) -> str:
@@ -133,7 +140,7 @@ def _shared_config(base: str, files: list[str], capture: str) -> str:
 PARTS = (("s3_server", ("moto.server",)), ("flink_taskmanagers", ("TaskManagerRunner",)),
          ("flink_jobmanager", ("StandaloneSessionClusterEntrypoint",)),
          ("job_server", ("job-server", "JobServerDriver")),
-         ("sdk_workers", ("worker_pool", "SdkHarness")))
+         ("sdk_workers", ("worker_pool", "SdkHarness", "harness_zygote")))  # a forked harness: its zygote's command
 
 
 def _process_cpu() -> dict[int, tuple[str, float]]:
@@ -199,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {name: [] for name in contenders}
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     state_before = bench.machine_state()
-    cluster = Cluster(base) if any(name.startswith("flink_s3") for name in contenders) else None
+    cluster = Cluster(base, spawn_pool="flink_s3_spawn" in contenders) \
+        if any(name.startswith("flink_s3") for name in contenders) else None
     try:
         capture = cluster.upload(files, f"capture-n{args.records}-s{args.seed}") if cluster else None
         for round_index in range(args.rounds):
@@ -212,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                     command = [parity, "check", config, "--runner", "FlinkRunner",
                                "--sides-at-once", "off" if name == "flink_s3_serial" else "on",
                                "--out", f"s3://{BUCKET}/out-{name}-{round_index}", "--",
-                               *cluster.options(args.parallelism, args.sdk_worker_parallelism)]
+                               *cluster.options(args.parallelism, args.sdk_worker_parallelism,
+                                                spawn=name == "flink_s3_spawn")]
                 else:
                     config = bench.write_config(os.path.join(base, "direct"), files, "python", variant="fixed")
                     command = [parity, "check", config, "--out", out_local]
@@ -286,7 +295,7 @@ def _summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
     if "flink_s3_serial" in summary and "direct" in summary:
         summary["flink_serial_over_direct_wall"] = round(summary["flink_s3_serial"]["wall_median_s"]
                                                          / summary["direct"]["wall_median_s"], 2)
-    for name in ("flink_s3", "flink_s3_serial"):
+    for name in ("flink_s3", "flink_s3_spawn", "flink_s3_serial"):
         harness = [r["cluster_cpu_s"]["sdk_workers"] for r in runs.get(name, []) if "cluster_cpu_s" in r]
         if harness and "direct" in summary:
             summary[f"{name}_sdk_workers_cpu_median_s"] = round(statistics.median(harness), 1)

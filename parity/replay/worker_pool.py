@@ -24,6 +24,11 @@ waited until the job timeout. `--harness_python` (or `PARITY_HARNESS_PYTHON`) na
 `--container_executable` a Beam SDK container's `boot`, as in Beam's pool. And the pool listens on `localhost`
 unless `--bind_address` says otherwise (Beam's binds every interface, `[::]`): a harness runs whatever code a
 client that reaches the pool hands it, so the pool must not answer beyond the host unless the operator asks.
+
+Last, a harness of the pool's own interpreter is forked from a process that has imported Beam's harness and
+parity's worker modules once, at the pool's start (`harness_zygote`), not started as a fresh interpreter that
+imports them again: `--harness_start spawn` (or PARITY_HARNESS_START) starts fresh ones, as Beam's pool does, and
+so does a pool whose `--harness_python` names another interpreter (which may have Beam only).
 """
 from __future__ import annotations
 
@@ -41,9 +46,12 @@ from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker import worker_pool_main
 
 from parity import compat
+from parity.replay import harness_zygote
 
 _LOGGER = logging.getLogger("parity.replay.worker_pool")  # not `__main__` under `python -m`
 PYTHON_ENV = "PARITY_HARNESS_PYTHON"  # the interpreter the harnesses run, when --harness_python is not given
+START_ENV = "PARITY_HARNESS_START"  # how harnesses start, when --harness_start is not given
+HARNESS_STARTS = ("fork", "spawn")
 DEFAULT_BIND = "localhost"
 
 
@@ -51,6 +59,21 @@ def harness_python(given: str | None = None) -> str:
     """The interpreter the pool starts harnesses with: `given` (--harness_python), else PARITY_HARNESS_PYTHON, else
     the pool's own, which has Beam and parity (a bare `python` from PATH may be another)."""
     return given or os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def harness_start_mode(given: str | None = None) -> str:
+    """`fork` (from the pool's zygote, parity.replay.harness_zygote) or `spawn` (a fresh interpreter per harness):
+    `given` (--harness_start), else PARITY_HARNESS_START, else fork."""
+    start = (given or os.environ.get(START_ENV) or "fork").strip().lower()
+    if start not in HARNESS_STARTS:
+        raise ValueError(f"harness start {start!r}: expected one of {', '.join(HARNESS_STARTS)}")
+    return start
+
+
+def forks(python: str, start: str) -> bool:
+    """Whether harnesses run by `python` are forked: `start` says fork and `python` is the pool's own interpreter
+    (the zygote imports parity; another interpreter, which may have Beam only, gets a fresh process each time)."""
+    return start == "fork" and os.path.abspath(python) == os.path.abspath(sys.executable)
 
 
 # Starts of one worker id after the first, for harnesses that died before they connected: a harness that cannot
@@ -76,14 +99,47 @@ def harness_command(python: str, control_url: str, worker_id: str, state_cache_s
 
 
 class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
-    """Beam's servicer with every harness kept by id in start order (Beam's own dict of them stays empty)."""
+    """Beam's servicer with every harness kept by id in start order (Beam's own dict of them stays empty).
 
-    def __init__(self, *args, python: str | None = None, **kwargs):
+    With `harness_start` fork (the default) and the pool's own interpreter, harnesses are forked from a zygote
+    started here, once (`harness_zygote`, with `preload` modules imported beside its own list); a zygote that
+    cannot start is logged and harnesses start as fresh processes; one that died is started again at the next
+    start of a harness, and if that fails the same follows."""
+
+    def __init__(self, *args, python: str | None = None, harness_start: str | None = None,
+                 preload: Sequence[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.python = harness_python(python)
+        self.harness_start = harness_start_mode(harness_start)
         self._lock = threading.Lock()
         self._harnesses: dict[str, list[subprocess.Popen]] = {}
+        self.zygote: harness_zygote.Zygote | None = None
+        settings = compat.pool_settings(self)
+        if settings["use_process"] and not settings["container_executable"] \
+                and forks(self.python, self.harness_start):
+            modules = tuple(dict.fromkeys((*harness_zygote.PRELOAD, *preload)))
+            self.zygote = harness_zygote.Zygote(self.python, modules)
+            self._start_zygote(again=False)
         atexit.register(self.stop_all)  # Beam's own exit hook sees only its (empty) dict
+
+    def _start_zygote(self, again: bool) -> bool:
+        """Starts the zygote (`again`: in place of one that ended); on failure logs why, and harnesses start as
+        fresh processes from then on."""
+        ended = self.zygote.process.poll() if again and self.zygote.process is not None else None
+        try:
+            ready = self.zygote.start()
+        except harness_zygote.ZygoteError as exc:
+            _LOGGER.error("%s%s: SDK harnesses start as fresh processes (--harness_start spawn) from now on",
+                          f"the harness zygote had ended ({ended}); " if again else "", exc)
+            self.zygote = None
+            return False
+        if ready.get("failed"):
+            _LOGGER.warning("the harness zygote could not import %s: harnesses import them themselves",
+                            "; ".join(f"{module} ({why})" for module, why in ready["failed"].items()))
+        _LOGGER.info("%sharness zygote pid %d: SDK harnesses are forked from it (imported %s)",
+                     f"the harness zygote had ended ({ended}); started another, " if again else "",
+                     self.zygote.pid, ", ".join(ready.get("imported", ())))
+        return True
 
     def StartWorker(self, start_worker_request, context):  # noqa: N802 (gRPC's name)
         worker_id = start_worker_request.worker_id
@@ -98,7 +154,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             if process is not None:
                 self._harnesses.setdefault(worker_id, []).append(process)
         if process is not None:
-            _LOGGER.info("started SDK harness %s: pid %d", worker_id, process.pid)
+            _LOGGER.info("started SDK harness %s: pid %d%s", worker_id, process.pid, _how(process))
         return response
 
     def _start_harness(self, request):
@@ -116,13 +172,17 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         return beam_fn_api_pb2.StartWorkerResponse()
 
     def _spawn(self, request, restarts: int) -> subprocess.Popen:
-        """A harness process for `request` and the thread that watches whether it connects."""
+        """A harness process for `request` (forked from the zygote when there is one, else a fresh interpreter)
+        and the thread that watches whether it connects."""
         settings = compat.pool_settings(self)
         connected, write_end = os.pipe()
         try:
-            command = harness_command(self.python, request.control_endpoint.url, request.worker_id,
-                                      settings["state_cache_size"], settings["data_buffer_time_limit_ms"], write_end)
-            process = subprocess.Popen(command, close_fds=True, pass_fds=(write_end,))  # noqa: S603
+            process = self._fork(request, settings, write_end)
+            if process is None:
+                command = harness_command(self.python, request.control_endpoint.url, request.worker_id,
+                                          settings["state_cache_size"], settings["data_buffer_time_limit_ms"],
+                                          write_end)
+                process = subprocess.Popen(command, close_fds=True, pass_fds=(write_end,))  # noqa: S603
         except BaseException:
             os.close(connected)
             raise
@@ -131,6 +191,22 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         threading.Thread(target=self._watch, args=(request, process, connected, restarts), daemon=True,
                          name=f"parity-harness-{request.worker_id}").start()
         return process
+
+    def _fork(self, request, settings: dict, connected_fd: int) -> harness_zygote.ForkedHarness | None:
+        """A harness forked from the zygote (started again first if it ended), or None: no zygote, or it failed
+        (logged; the caller starts a fresh process)."""
+        if self.zygote is None:
+            return None
+        if not self.zygote.running and not self._start_zygote(again=True):
+            return None
+        try:
+            return self.zygote.fork(harness_zygote.HarnessRequest(
+                request.control_endpoint.url, request.worker_id, int(settings["state_cache_size"]),
+                int(settings["data_buffer_time_limit_ms"]), connected_fd))
+        except harness_zygote.ZygoteError as exc:
+            _LOGGER.error("cannot fork SDK harness %s from the harness zygote (%s): starting it as a fresh process",
+                          request.worker_id, exc)
+            return None
 
     def _watch(self, request, process: subprocess.Popen, connected: int, restarts: int) -> None:
         """Starts another harness under the same id when `process` exits before it connected to its runner.
@@ -163,14 +239,16 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
                 return
             kept[kept.index(process)] = again
         _LOGGER.warning("SDK harness %s (pid %d) exited (%s) before it connected to its runner, which waits for that "
-                        "id: started it again, pid %d", worker_id, process.pid, process.returncode, again.pid)
+                        "id: started it again, pid %d%s", worker_id, process.pid, process.returncode, again.pid,
+                        _how(again))
 
     @classmethod
     def start(cls, use_process: bool = False, port: int = 0, state_cache_size: int = 0,
               data_buffer_time_limit_ms: int = -1, container_executable: str | None = None,
-              bind_address: str = DEFAULT_BIND, python: str | None = None):
-        """Beam's `start`, listening on `bind_address` (Beam's: every interface) with harnesses run by `python`;
-        returns (`host:port`, the gRPC server)."""
+              bind_address: str = DEFAULT_BIND, python: str | None = None, harness_start: str | None = None,
+              preload: Sequence[str] = ()):
+        """Beam's `start`, listening on `bind_address` (Beam's: every interface) with harnesses run by `python`,
+        started as `harness_start` says; returns (`host:port`, the gRPC server)."""
         import grpc
         from apache_beam.portability.api import beam_fn_api_pb2_grpc
         from apache_beam.utils import thread_pool_executor
@@ -183,7 +261,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             raise OSError(f"cannot listen on {host}:{port}")
         pool = cls(use_process=use_process, container_executable=container_executable,
                    state_cache_size=state_cache_size, data_buffer_time_limit_ms=data_buffer_time_limit_ms,
-                   python=python)
+                   python=python, harness_start=harness_start, preload=preload)
         beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
         server.start()
         return f"{host}:{bound}", server
@@ -201,6 +279,12 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             _LOGGER.info("stopping SDK harness %s: pid %d", worker_id, process.pid)
             worker_pool_main.kill_process_gracefully(process)
         return super().StopWorker(stop_worker_request, context)  # Beam's: thread-mode harnesses
+
+    def harness_processes(self, worker_id: str) -> list:
+        """The harnesses kept under `worker_id`, oldest first (each a `subprocess.Popen` or a
+        `harness_zygote.ForkedHarness`), live or exited and not yet stopped."""
+        with self._lock:
+            return list(self._harnesses.get(worker_id, ()))
 
     def _reap(self) -> None:
         """Collects the exit of every kept harness that has exited (`poll`), so that none lingers as a zombie until a
@@ -235,11 +319,18 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             time.sleep(0.02)
 
     def stop_all(self) -> None:
+        """Stops every harness, then the zygote."""
         with self._lock:
             processes = [process for started in self._harnesses.values() for process in started]
             self._harnesses.clear()
         for process in processes:
             worker_pool_main.kill_process_gracefully(process)
+        if self.zygote is not None:
+            self.zygote.stop()
+
+
+def _how(process) -> str:
+    return " (forked from the zygote)" if isinstance(process, harness_zygote.ForkedHarness) else ""
 
 
 def _check_harness_python(python: str, timeout: float = 120) -> None:
@@ -270,21 +361,34 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--harness_python", type=str, default=None, dest="python",
                         help=f"The interpreter that runs the SDK harnesses (default: ${PYTHON_ENV}, else this "
                              f"pool's own: {sys.executable}).")
+    parser.add_argument("--harness_start", choices=HARNESS_STARTS, default=None,
+                        help=f"fork: each harness is forked from a process that has imported Beam's harness and "
+                             f"parity once (with this pool's own interpreter only); spawn: a fresh interpreter per "
+                             f"harness, as Beam's pool (default: ${START_ENV}, else fork).")
+    parser.add_argument("--harness_preload", type=str, default="", dest="preload",
+                        help="Modules, comma-separated, the fork zygote imports besides its own list (e.g. "
+                             "tensorflow,tensorflow_transform for jobs that use them).")
     parser.add_argument("--bind_address", type=str, default=DEFAULT_BIND,
                         help="The address the pool listens on (default: localhost; 0.0.0.0 or :: for every "
                              "interface, for TaskManagers on other hosts).")
     args, _ = parser.parse_known_args(argv)
+    args.preload = tuple(module.strip() for module in args.preload.split(",") if module.strip())
     python = harness_python(args.python)
+    try:
+        start = harness_start_mode(args.harness_start)
+    except ValueError as exc:
+        sys.stderr.write(f"parity: error: {exc} (--harness_start or {START_ENV})\n")
+        raise SystemExit(2) from None
     if not args.container_executable and not os.access(python, os.X_OK):
         sys.stderr.write(f"parity: error: the harness interpreter {python} is not an executable file; pass "
                          f"--harness_python (or set {PYTHON_ENV}) to the Python that has parity and Beam\n")
         raise SystemExit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.container_executable:
+    if not args.container_executable and not forks(python, start):  # a zygote that cannot import them says so
         _check_harness_python(python)
     address, server = WorkerPoolServicer.start(use_process=True, **vars(args))
     _LOGGER.info("parity's worker pool at %s, harnesses run by %s", address,
-                 args.container_executable or python)
+                 args.container_executable or python)  # and forked or not: the servicer said so at its start
     try:
         while True:
             time.sleep(60 * 60 * 24)

@@ -144,7 +144,7 @@ def _job_timeout(seconds: float, rest: str):
                 os.environ[name] = value
 
 
-def cluster_check(testbed, name: str, while_running=None, job_timeout: float = JOB_TIMEOUT) -> bytes:
+def cluster_check(testbed, name: str, while_running=None, job_timeout: float = JOB_TIMEOUT, pool=None) -> bytes:
     """`parity check` of window_late_dropped on the test bed: the capture and the out folder on S3, the Python work
     in the EXTERNAL worker pool (another user, who cannot see the client's folders) at parallelism 2; returns
     report.json.
@@ -152,7 +152,7 @@ def cluster_check(testbed, name: str, while_running=None, job_timeout: float = J
     `while_running(out)` runs in a thread beside the check (a fault to inject), given the out location; what it
     raises is raised here. Each job ends within `job_timeout` s (parity's PARITY_FLINK_JOB_TIMEOUT: the job is
     cancelled and the check fails), the whole check within PARITY_TESTBED_CHECK_TIMEOUT; a check that fails
-    leaves no job running on the test bed."""
+    leaves no job running on the test bed. `pool`: the worker pool (default: the test bed's)."""
     import threading
 
     config, out = _check_folders(testbed, name)
@@ -169,7 +169,7 @@ def cluster_check(testbed, name: str, while_running=None, job_timeout: float = J
         if thread:
             thread.start()
         with _deadline(CHECK_TIMEOUT), _job_timeout(job_timeout, testbed.flink.rest):
-            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options())
+            parity.check(config, out_dir=out, runner="FlinkRunner", pipeline_options=testbed.options(pool=pool))
     except BaseException:
         testbed.flink.cancel_running()
         raise

@@ -222,6 +222,14 @@ def _listener(port: int, pids: list[int]) -> int | None:
     return next((pid for pid in pids if inodes & _socket_inodes(pid)), None)
 
 
+def _is_zygote(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"parity.replay.harness_zygote" in handle.read()
+    except OSError:
+        return False
+
+
 def _children(pid: int) -> list[int]:
     """The live child processes of `pid`: an exited one its parent has not reaped yet (a zombie) is not one, and
     killing it would kill nothing."""
@@ -249,9 +257,17 @@ class WorkerPool:
         return ["--environment_type=EXTERNAL", f"--environment_config={self.address}"]
 
     def children(self) -> list[int]:
-        """The pids of the SDK harnesses the pool runs now: the child processes of the pool, which is itself
-        the child of `runuser` (the process this module started)."""
-        return [harness for pool in _children(self.process.pid) for harness in _children(pool)]
+        """The pids of the SDK harnesses the pool runs now: the child processes of the pool (which is itself the
+        child of `runuser`, the process this module started) and of its zygote (`--harness_start fork`, the
+        default: parity/replay/harness_zygote.py), the zygote itself left out."""
+        found = []
+        for pool in _children(self.process.pid):
+            for child in _children(pool):
+                if _is_zygote(child):
+                    found.extend(_children(child))
+                else:
+                    found.append(child)
+        return found
 
     def connected(self) -> list[int]:
         """The SDK harnesses that have connected to their TaskManager (an ESTABLISHED TCP connection): those
@@ -264,7 +280,7 @@ class WorkerPool:
     @staticmethod
     def control_port(harness: int) -> int | None:
         """The port of the TaskManager's control service a harness was started for (from its command line,
-        `SdkHarness("localhost:PORT", ...)`)."""
+        `SdkHarness("localhost:PORT", ...)`; a forked harness has its zygote's command line: None)."""
         try:
             with open(f"/proc/{harness}/cmdline", "rb") as handle:
                 command = handle.read().decode(errors="replace")
@@ -278,11 +294,12 @@ class WorkerPool:
 
 
 def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None = None,
-                      pythonpath: tuple[str, ...] = ()) -> WorkerPool:
+                      pythonpath: tuple[str, ...] = (), harness_start: str | None = None) -> WorkerPool:
     """`base` is a folder of the worker user's own (HOME and TMPDIR under it), outside the client's folders.
     `harness_python`: what the pool runs as each harness's interpreter (default: its own), e.g. `/bin/false` for
     harnesses that die on start, before they connect. `pythonpath`: folders put before the repository on the pool's
-    PYTHONPATH (the config's modules, shipped to the workers as docs/flink.md says)."""
+    PYTHONPATH (the config's modules, shipped to the workers as docs/flink.md says). `harness_start`: the pool's
+    `--harness_start` (fork or spawn; default: the pool's, fork)."""
     entry = ensure_worker_user()
     python = sys.executable
     opened = _open_for(entry, [python, os.path.realpath(python), os.path.join(ROOT, "parity", "__init__.py")])
@@ -306,7 +323,8 @@ def start_worker_pool(base: str, timeout: float = 60, harness_python: str | None
         process = subprocess.Popen(
             # runuser resets HOME to the passwd entry's: `env` sets the pool's own again.
             [shutil.which("runuser") or "/usr/sbin/runuser", "-u", entry.pw_name, "--", "/usr/bin/env", f"HOME={home}", python, "-m", "parity.replay.worker_pool",
-             f"--service_port={port}", *([f"--harness_python={harness_python}"] if harness_python else [])],
+             f"--service_port={port}", *([f"--harness_python={harness_python}"] if harness_python else []),
+             *([f"--harness_start={harness_start}"] if harness_start else [])],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=home,
             start_new_session=True)
     try:
@@ -382,9 +400,16 @@ class FlinkCluster:
         return {tm["id"] for tm in self.get("/taskmanagers")["taskmanagers"]}
 
     def taskmanager_serving(self, harness: int) -> int | None:
-        """The pid of the TaskManager whose control service `harness` was started for."""
+        """The pid of the TaskManager whose control service `harness` was started for (its command line's port),
+        or for a forked harness, the one that listens on a port it is connected to (every service a harness
+        reaches is its TaskManager's)."""
         port = WorkerPool.control_port(harness)
-        return None if port is None else _listener(port, self.taskmanager_pids())
+        if port is not None:
+            return _listener(port, self.taskmanager_pids())
+        inodes = _socket_inodes(harness)
+        remote = {port for _, port, state, inode in _tcp_sockets() if state == "01" and inode in inodes}
+        return next((pid for pid in (_listener(port, self.taskmanager_pids()) for port in sorted(remote))
+                     if pid is not None), None)
 
     def processing(self, harnesses: list[int]) -> list[int]:
         """Those of `harnesses` connected to the three services of a TaskManager a harness uses (control, state

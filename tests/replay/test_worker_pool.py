@@ -1,7 +1,8 @@
 """parity's SDK worker pool (parity/replay/worker_pool.py) over gRPC, as a TaskManager's EXTERNAL environment calls
 it, with real harness processes: a `--container_executable` that notes its pid and sleeps stands in for the SDK
 container (the pool starts it with the worker's id and endpoints, as it would start Beam's boot). Beam's own pool
-fails these: its StopWorker(id) kills the harness started last under the id."""
+fails these: its StopWorker(id) kills the harness started last under the id. Harnesses of the pool's own interpreter
+are forked from its zygote (parity/replay/harness_zygote.py) unless `--harness_start spawn` says otherwise."""
 from __future__ import annotations
 
 import os
@@ -162,7 +163,7 @@ def _children(pid: int) -> list[int]:
 def test_the_pool_starts_harnesses_with_its_own_interpreter_when_path_has_no_python(tmp_path):
     import sys
 
-    process, address = _pool_process(tmp_path)
+    process, address = _pool_process(tmp_path, "--harness_start=spawn")
     try:
         with grpc.insecure_channel(address) as channel:
             grpc.channel_ready_future(channel).result(timeout=TIMEOUT)
@@ -183,8 +184,35 @@ def test_the_pool_starts_harnesses_with_its_own_interpreter_when_path_has_no_pyt
         process.wait(timeout=TIMEOUT)
 
 
+def test_the_pool_forks_harnesses_from_a_zygote_run_by_its_own_interpreter_when_path_has_no_python(tmp_path):
+    import sys
+
+    process, address = _pool_process(tmp_path)  # fork: the default
+    try:
+        with grpc.insecure_channel(address) as channel:
+            grpc.channel_ready_future(channel).result(timeout=TIMEOUT)
+            [zygote] = _children(process.pid)  # started with the pool, before any harness
+            with open(f"/proc/{zygote}/cmdline", "rb") as handle:
+                command = handle.read().split(b"\0")
+            assert command[0].decode() == sys.executable
+            assert b"parity.replay.harness_zygote" in command[2]
+            stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
+            response = stub.StartWorker(_start_request("1-1", "localhost:1"), timeout=TIMEOUT)
+            assert not response.error, response.error
+            [harness] = _poll("forked harness", lambda: _children(zygote))
+            assert _children(process.pid) == [zygote]
+            stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="1-1"), timeout=TIMEOUT)
+            _poll("stop of the harness", lambda: not _alive(harness))
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+    _poll("the zygote's end with its pool", lambda: not _alive(zygote))
+    said = (tmp_path / "pool.log").read_text()
+    assert f"started SDK harness 1-1: pid {harness} (forked from the zygote)" in said, said
+
+
 def test_the_pool_listens_on_localhost_only_unless_told_otherwise():
-    address, server = WorkerPoolServicer.start(use_process=True, port=0)
+    address, server = WorkerPoolServicer.start(use_process=True, port=0, harness_start="spawn")
     try:
         port = int(address.rsplit(":", 1)[1])
         listening = set()
@@ -233,8 +261,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _harness_pids(worker_id: str) -> list[int]:
-    """The pids of this process's children that run Beam's harness for `worker_id` (the pool runs in-process)."""
+def _harness_pids(worker_id: str, servicer: WorkerPoolServicer | None = None) -> list[int]:
+    """The pids of this process's children that run Beam's harness for `worker_id` (the pool runs in-process), or
+    with `servicer`, the live harnesses it keeps under `worker_id` (forked ones are its zygote's children)."""
+    if servicer is not None:
+        return [process.pid for process in servicer.harness_processes(worker_id) if _alive(process.pid)]
     found = []
     for pid in _children(os.getpid()):
         try:
@@ -254,7 +285,8 @@ def _start_request(worker_id: str, control: str):
                                               provision_endpoint=endpoint)
 
 
-def test_a_harness_killed_before_it_connects_is_started_again_under_its_worker_id_and_then_connects():
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_harness_killed_before_it_connects_is_started_again_under_its_worker_id_and_then_connects(start):
     """The runner waits for a harness of the id it asked for, for ever (Beam's ExternalEnvironmentFactory): before,
     a harness killed while it started hung its job until the job timeout (`make soak`: 0 of 4 start kills
     survived). The pool starts another under the same id, which connects once the runner answers."""
@@ -262,12 +294,14 @@ def test_a_harness_killed_before_it_connects_is_started_again_under_its_worker_i
     import threading
 
     port = _free_port()
-    servicer = WorkerPoolServicer(use_process=True, python=sys.executable)
+    servicer = WorkerPoolServicer(use_process=True, python=sys.executable, harness_start=start)
+    assert (servicer.zygote is not None) == (start == "fork")
     try:
         assert not servicer.StartWorker(_start_request("9-1", f"localhost:{port}"), None).error
-        [first] = _poll("harness 9-1 started", lambda: _harness_pids("9-1") or None)
+        [first] = _poll("harness 9-1 started", lambda: _harness_pids("9-1", servicer) or None)
         os.kill(first, signal.SIGKILL)  # nothing listens on the control port yet: it had not connected
-        [second] = _poll("harness 9-1 started again", lambda: [p for p in _harness_pids("9-1") if p != first] or None)
+        [second] = _poll("harness 9-1 started again",
+                         lambda: [p for p in _harness_pids("9-1", servicer) if p != first] or None)
         runner = grpc.server(__import__("concurrent.futures").futures.ThreadPoolExecutor(2))
         runner.add_insecure_port(f"localhost:{port}")
         runner.start()  # the runner's control port answers: the harness connects, then finds no Control service
@@ -275,8 +309,111 @@ def test_a_harness_killed_before_it_connects_is_started_again_under_its_worker_i
             _poll("the second harness's end", lambda: not _alive(second))
             _poll("its watcher's end", lambda: not [t for t in threading.enumerate()
                                                      if t.name == "parity-harness-9-1"])
-            assert _harness_pids("9-1") == []  # it had connected: not started a third time
+            assert _harness_pids("9-1", servicer) == []  # it had connected: not started a third time
+            assert _harness_pids("9-1") == []
         finally:
             runner.stop(0)
+    finally:
+        servicer.stop_all()
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.slow
+def test_a_forked_harness_connects_and_runs_a_job_in_the_pools_process_group_and_folder(tmp_path):
+    """A real job through the pool (Beam's FnApiRunner with an EXTERNAL environment asks it for a harness as a
+    TaskManager does): the harness is the zygote's child, runs the job's DoFn, and has the process group and the
+    working folder a fresh harness of the pool would have had."""
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.transforms import environments
+
+    address, server = WorkerPoolServicer.start(use_process=True, port=0)  # fork: the default
+    servicer_zygote = _poll("the zygote", lambda: [p for p in _children(os.getpid()) if b"harness_zygote" in
+                                                   open(f"/proc/{p}/cmdline", "rb").read()] or None)
+    out = tmp_path / "out.txt"
+    try:
+        runner = FnApiRunner(default_environment=environments.ExternalEnvironment(address))
+        with beam.Pipeline(runner=runner) as pipeline:
+            _ = (pipeline | beam.Create([1, 2, 3])
+                 | beam.Map(lambda x: f"{x * 2} {os.getpid()} {os.getppid()} {os.getpgrp()} {os.getcwd()}")
+                 | beam.io.WriteToText(str(out), shard_name_template=""))
+    finally:
+        server.stop(0)
+    rows = sorted(line.split(" ", 4) for line in out.read_text().splitlines())
+    assert [row[0] for row in rows] == ["2", "4", "6"]
+    assert {(int(row[2]), int(row[3]), row[4]) for row in rows} == {(servicer_zygote[0], os.getpgrp(), os.getcwd())}
+    assert int(rows[0][1]) not in (os.getpid(), servicer_zygote[0])  # a harness of its own, not the zygote itself
+
+
+def test_a_zygote_that_died_is_started_again_at_the_next_harness_start_and_the_orphan_harness_can_still_be_stopped():
+    import sys
+
+    servicer = WorkerPoolServicer(use_process=True, python=sys.executable)
+    try:
+        first_zygote = servicer.zygote.pid
+        assert not servicer.StartWorker(_start_request("1-1", f"localhost:{_free_port()}"), None).error
+        [orphan] = _poll("harness 1-1", lambda: _harness_pids("1-1", servicer) or None)
+        assert _parent(orphan) == first_zygote
+        os.kill(first_zygote, signal.SIGKILL)
+        _poll("the zygote's end", lambda: not servicer.zygote.running)
+
+        assert not servicer.StartWorker(_start_request("2-1", f"localhost:{_free_port()}"), None).error
+
+        [harness] = _poll("harness 2-1", lambda: _harness_pids("2-1", servicer) or None)
+        assert servicer.zygote.pid != first_zygote and _parent(harness) == servicer.zygote.pid
+        assert _alive(orphan)  # the zygote's death ends none of its harnesses
+        assert not servicer.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="1-1"), None).error
+        assert not _alive(orphan)
+    finally:
+        servicer.stop_all()
+
+
+def test_a_zygote_that_cannot_fork_safely_is_reported_and_harnesses_start_as_fresh_processes(tmp_path, monkeypatch,
+                                                                                              caplog):
+    """A preloaded module that starts a thread on import: a fork would copy a process whose other thread may hold
+    a lock. The pool says so and starts each harness as Beam's command."""
+    import sys
+
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    with caplog.at_level("ERROR", logger="parity.replay.worker_pool"):
+        servicer = WorkerPoolServicer(use_process=True, python=sys.executable, preload=("starts_a_thread",))
+    try:
+        assert servicer.zygote is None
+        assert "the harness zygote runs 2 threads after its imports" in caplog.text
+        assert "SDK harnesses start as fresh processes (--harness_start spawn) from now on" in caplog.text
+        assert not servicer.StartWorker(_start_request("1-1", f"localhost:{_free_port()}"), None).error
+        [harness] = _poll("harness 1-1", lambda: _harness_pids("1-1", servicer) or None)
+        assert _parent(harness) == os.getpid()
+    finally:
+        servicer.stop_all()
+
+
+def test_a_named_harness_interpreter_gets_a_fresh_process_per_harness_not_a_fork(tmp_path):
+    """`--harness_python` may name a Python with Beam only: no zygote (which imports parity), Beam's command."""
+    import sys
+
+    other = tmp_path / "python"
+    other.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    other.chmod(other.stat().st_mode | stat.S_IXUSR)
+    servicer = WorkerPoolServicer(use_process=True, python=str(other))
+    try:
+        assert servicer.harness_start == "fork" and servicer.zygote is None
+        assert not servicer.StartWorker(_start_request("1-1", f"localhost:{_free_port()}"), None).error
+        [harness] = _poll("harness 1-1", lambda: _harness_pids("1-1", servicer) or None)
+        assert _parent(harness) == os.getpid()
+
+        def command() -> list[bytes]:
+            with open(f"/proc/{harness}/cmdline", "rb") as handle:
+                return handle.read().split(b"\0")
+
+        # Beam's command, once the script has `exec`ed the pool's Python (`/bin/sh SCRIPT -c ...` until then)
+        _poll("Beam's harness command", lambda: command()[0] == sys.executable.encode())
+        assert b'SdkHarness("localhost:' in command()[2]
     finally:
         servicer.stop_all()
