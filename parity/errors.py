@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 
 class ParityError(Exception):
@@ -20,6 +21,11 @@ class InputError(ParityError):
 
 class UserCodeError(ParityError):
     """A module:attr reference failed to import, or user code raised."""
+
+
+class UnimportableCode(UserCodeError):
+    """A module:attr reference that cannot be imported where it runs: the same code fails the same way on every
+    attempt of a job, so a runner's restart only repeats it (`parity.replay.watch.FINAL`)."""
 
 
 class FingerprintSetError(ParityError):
@@ -53,19 +59,23 @@ def portable(exc: BaseException) -> BaseException:
         return RunnerError(f"{type(exc).__name__}: {exc}")
 
 
-# The errors a worker's traceback text is searched for, most specific first (`from_worker_text`).
-_TEXT_KINDS = (UserCodeError, ConfigError, InputError, FingerprintSetError)
+# The errors a worker's traceback text is searched for (`from_worker_text`)
+_TEXT_KINDS = {cls.__name__: cls for cls in (UnimportableCode, UserCodeError, ConfigError, InputError,
+                                             FingerprintSetError)}
+# a kind's name as a whole word, alone or after its module's dotted name, then its message
+_NAMED = re.compile(r"(?<![\w.])(?:\w+\.)*(" + "|".join(_TEXT_KINDS) + r"): ")
 
 
 def from_worker_text(text: str) -> ParityError | None:
-    """The last ParityError named in a worker's traceback text (a multi-process runner, or Flink's job exception,
-    sends a step's error as text), rebuilt with its message's first line; None when it names none."""
-    for cls in _TEXT_KINDS:
-        marker = f"{cls.__name__}: "
-        if marker in text:
-            message = text.rsplit(marker, 1)[1].split("\n")[0].strip()
-            return cls(without_beam_suffix(message))
-    return None
+    """The ParityError named last in a worker's traceback text (a multi-process runner, or Flink's job exception,
+    sends a step's error as text), rebuilt with its message's first line; None when it names none. A class whose
+    name merely ends like one (botocore's `InvalidConfigError`) is not one."""
+    found = list(_NAMED.finditer(text))
+    if not found:
+        return None
+    last = found[-1]
+    message = text[last.end():].split("\n")[0].strip()
+    return _TEXT_KINDS[last.group(1)](without_beam_suffix(message))
 
 
 def without_beam_suffix(message: str) -> str:

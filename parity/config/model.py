@@ -17,7 +17,7 @@ from parity.capture.schema import FieldType
 from parity.choices import FORMATS
 from parity.config import origin as origins
 from parity.console.collector import loading
-from parity.errors import ConfigError, UserCodeError
+from parity.errors import ConfigError, UnimportableCode, UserCodeError
 from parity.stages.model import ModelSpec
 from parity.stages.seed import SeedSpec
 from parity.stages.shard import ShardSpec, aggregate_type
@@ -63,9 +63,9 @@ class Ref:
         except SystemExit as exc:  # a module that exits on import would end parity with its code, unnamed
             worker = origins.on_worker(self.origin, self.base_dir)
             if worker:
-                raise UserCodeError(f"cannot import '{self.text}' {worker}: the module called sys.exit({exc.code!r}) "
+                raise UnimportableCode(f"cannot import '{self.text}' {worker}: the module called sys.exit({exc.code!r}) "
                                     f"while it was imported there") from exc
-            raise UserCodeError(
+            raise UnimportableCode(
                 f"cannot import '{self.text}' (searched {self.base_dir} first): the module called "
                 f"sys.exit({exc.code!r}) while it was imported; a module a config names must import without "
                 f"exiting (guard its script code with `if __name__ == \"__main__\":`)") from exc
@@ -73,8 +73,8 @@ class Ref:
             last = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
             worker = origins.on_worker(self.origin, self.base_dir)
             if worker:  # the client imported it when it checked the config: this worker lacks something
-                raise UserCodeError(f"cannot import '{self.text}' {worker}: {last}; {origins.WORKER_FIX}") from exc
-            raise UserCodeError(
+                raise UnimportableCode(f"cannot import '{self.text}' {worker}: {last}; {origins.WORKER_FIX}") from exc
+            raise UnimportableCode(
                 f"cannot import '{self.text}' (searched {self.base_dir} first): {last}; "
                 f"check the module name and that it imports on its own") from exc
         return obj

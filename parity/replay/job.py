@@ -75,14 +75,15 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner),
                                                             storage=storage)
         rest = _flink_rest(options, job) if job else None
+        earlier = _jobs_before(rest, job)
         result = watch = None
         try:
             try:
                 result = pipeline.run()
-                watch = Watch(side.name, result, rest=rest, job=job)
+                watch = Watch(side.name, result, rest=rest, job=job, earlier=earlier)
                 with watch:
                     result.wait_until_finish()
-                if watch.failure is not None:  # the watch stopped a job whose every attempt would fail alike
+                if watch.failure is not None and not _done(result):  # stopped by the watch, which said why
                     raise watch.failure
             except BaseException as exc:  # a timeout, Ctrl-C or SIGTERM, a failure: no job of it goes on running
                 if job is None:
@@ -152,6 +153,25 @@ def _flink_job(side: SideConfig, runner: str, beam_args: Sequence[str] | None) -
         job = job_name(side.name)
         args.append(f"--job_name={job}")
     return args, job
+
+
+def _jobs_before(rest: Callable[[], str | None] | None, job: str | None) -> frozenset[str]:
+    """The Flink jobs already named `job` before its submission (a user's own `--job_name` run before), whose
+    exceptions and counts are not this run's; none when the REST address is not known yet (an embedded Flink,
+    which starts with the job) or does not answer."""
+    if rest is None or job is None:
+        return frozenset()
+    try:
+        address = rest()
+        return frozenset(cancel.jobs_named(address, job)) if address else frozenset()
+    except Exception:  # noqa: BLE001 - no answer: the watch reads the latest job of the name, as without it
+        return frozenset()
+
+
+def _done(result: Any) -> bool:
+    from apache_beam.runners.runner import PipelineState
+
+    return getattr(result, "state", None) == PipelineState.DONE
 
 
 def _flink_rest(options: PipelineOptions, job: str) -> Callable[[], str | None] | None:

@@ -15,11 +15,12 @@ Nothing here fails a replay because a reading failed: a reading that raises is l
 (`counters.said_once`) and skipped.
 
 On Flink the watch also reads the job's exceptions (`flink_failure`). Flink restarts a failed job by its restart
-strategy, which is right for a lost TaskManager or SDK harness but only repeats a failure of the user's code or
-config (a module the workers cannot import, a transform that raises on a record): every attempt fails the same
-way, and with a fixed-delay strategy of 10 attempts the check waited minutes for the error it already had. Such a
-failure (`FINAL`) stops the job at once: the watch keeps the error and cancels the job through the job server,
-and the replay raises the error (and ends the job on Flink too, `parity.replay.cancel.end_job`).
+strategy, which is right for a lost TaskManager or SDK harness, or anything else that may pass, but only repeats a
+failure that cannot: a module the workers cannot import (`FINAL`) fails every attempt alike. Such a failure stops
+the job at once: the watch keeps the error and cancels the job through the job server, and the replay raises the
+error (and ends the job on Flink too, `parity.replay.cancel.end_job`). A job of the same name that ran before
+this one (a user's own `--job_name`) is never read: its jobs are taken before the submission
+(`parity.replay.job`).
 """
 from __future__ import annotations
 
@@ -30,14 +31,16 @@ import uuid
 from typing import Any, Callable
 
 from parity.console import progress
-from parity.errors import ConfigError, ParityError, UserCodeError, from_worker_text
+from parity.errors import ParityError, UnimportableCode, from_worker_text
 from parity.replay import cancel, counters
 
 POLL_SECONDS = 2.0  # between two readings while a job runs: a REST call or two, far below Flink's own UI
 REST_TIMEOUT = 5.0  # seconds one Flink REST call may take
 ACCUMULATOR = "__metricscontainers"  # Beam's Flink runner: FlinkMetricContainer.ACCUMULATOR_NAME
-# Errors that a restart of the job only repeats: the same code and config fail the same way on every attempt
-FINAL = (UserCodeError, ConfigError)
+# Errors that a restart of the job only repeats: the same code fails to import the same way on every attempt.
+# Not a UserCodeError in general (user code may raise on a resource that comes back) nor a ConfigError (one wraps a
+# graph's copy from a store, which a restart may win).
+FINAL = (UnimportableCode,)
 
 
 def job_name(side: str) -> str:
@@ -65,16 +68,18 @@ def _get(rest: str, path: str) -> dict:
         return json.load(response)
 
 
-def _latest(rest: str, name: str) -> str | None:
-    """The id of the latest Flink job named `name`, or None."""
-    jobs = [job for job in _get(rest, "/jobs/overview").get("jobs", ()) if job.get("name") == name]
+def _latest(rest: str, name: str, earlier: frozenset[str] = frozenset()) -> str | None:
+    """The id of the latest Flink job named `name` but those in `earlier`, or None."""
+    jobs = [job for job in _get(rest, "/jobs/overview").get("jobs", ())
+            if job.get("name") == name and job.get("jid") not in earlier]
     return max(jobs, key=lambda one: one.get("start-time", 0))["jid"] if jobs else None
 
 
-def flink_counts(rest: str, name: str, side: str) -> dict[str, int] | None:
+def flink_counts(rest: str, name: str, side: str, earlier: frozenset[str] = frozenset()) -> dict[str, int] | None:
     """A side's counts from the Flink cluster whose REST API is at `rest` (`http://host:port`), for the job named
-    `name` (the latest one of that name), or None when there is no such job or no count yet."""
-    jid = _latest(rest, name)
+    `name` (the latest one of that name but those in `earlier`), or None when there is no such job or no count
+    yet."""
+    jid = _latest(rest, name, earlier)
     return None if jid is None else accumulator_counts(_get(rest, f"/jobs/{jid}/accumulators"), side)
 
 
@@ -86,9 +91,9 @@ def exception_texts(answer: dict) -> list[str]:
     return [text for text in [*texts, answer.get("root-exception") or ""] if text]
 
 
-def flink_failure(rest: str, name: str) -> ParityError | None:
-    """The error of user code or config (`FINAL`) that failed an attempt of the job named `name`, or None."""
-    jid = _latest(rest, name)
+def flink_failure(rest: str, name: str, earlier: frozenset[str] = frozenset()) -> ParityError | None:
+    """The `FINAL` error that failed an attempt of the job named `name` (not one of `earlier`), or None."""
+    jid = _latest(rest, name, earlier)
     if jid is None:
         return None
     for text in exception_texts(_get(rest, f"/jobs/{jid}/exceptions")):
@@ -115,11 +120,12 @@ class Watch:
     """
 
     def __init__(self, side: str, result: Any, *, rest: Callable[[], str | None] | None = None,
-                 job: str | None = None, interval: float = POLL_SECONDS):
+                 job: str | None = None, earlier: frozenset[str] = frozenset(), interval: float = POLL_SECONDS):
         self.side = side
         self._result = result
         self._rest = rest  # Flink's REST address, once known (the embedded Flink says it when its job starts)
         self._job = job
+        self._earlier = earlier  # ids of jobs of that name from before this one's submission
         self._interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,7 +141,7 @@ class Watch:
             return None
         try:
             rest = self._rest()
-            return flink_counts(rest, self._job, self.side) if rest else None
+            return flink_counts(rest, self._job, self.side, self._earlier) if rest else None
         except Exception as exc:  # a cluster that does not answer: progress only, never the run
             counters.said_once(f"flink:{type(exc).__name__}", f"Flink's REST API did not give the job's counts "
                                f"({type(exc).__name__}: {exc}); progress shows them when the job ends")
@@ -146,7 +152,7 @@ class Watch:
             return None
         try:
             rest = self._rest()
-            return flink_failure(rest, self._job) if rest else None
+            return flink_failure(rest, self._job, self._earlier) if rest else None
         except Exception as exc:  # a cluster that does not answer: Flink's restarts and the job's end still hold
             counters.said_once(f"flink-exceptions:{type(exc).__name__}", f"Flink's REST API did not give the job's "
                                f"exceptions ({type(exc).__name__}: {exc})")

@@ -3,7 +3,7 @@ attempt stops the job at once. The whole path, on a real Flink cluster whose res
 times, is tests/cluster/test_worker_modules.py's missing-module test."""
 from __future__ import annotations
 
-from parity.errors import ConfigError, FingerprintSetError, UserCodeError, from_worker_text
+from parity.errors import ConfigError, FingerprintSetError, UnimportableCode, UserCodeError, from_worker_text
 from parity.replay import watch
 
 # The shape of a stack trace in Flink's exception history for a failed Beam task: Java's exception, with the SDK
@@ -22,19 +22,30 @@ def test_the_exception_history_comes_before_the_deprecated_root_exception_and_em
     assert watch.exception_texts({}) == []
 
 
-def test_a_user_code_error_in_a_harness_traceback_is_final_and_keeps_its_message_without_beams_suffix():
-    text = JAVA.format(python="parity.errors.UserCodeError: cannot import 'fns:features' on an SDK worker (user "
+def test_a_module_a_worker_cannot_import_is_final_and_keeps_its_message_without_beams_suffix():
+    text = JAVA.format(python="parity.errors.UnimportableCode: cannot import 'fns:features' on an SDK worker (user "
                               "w, host h): No module named 'fns' [while running 'Replay[offline]/Stages']")
     error = from_worker_text(text)
-    assert isinstance(error, UserCodeError) and isinstance(error, watch.FINAL)
+    assert isinstance(error, UnimportableCode) and isinstance(error, UserCodeError)
+    assert isinstance(error, watch.FINAL)
     assert str(error) == "cannot import 'fns:features' on an SDK worker (user w, host h): No module named 'fns'"
 
 
-def test_a_config_error_is_final_but_a_set_that_cannot_be_written_or_a_lost_harness_is_left_to_flinks_restarts():
-    assert isinstance(from_worker_text(JAVA.format(python="parity.errors.ConfigError: sides.a.shard: no key")),
-                      ConfigError)
-    set_error = from_worker_text(JAVA.format(python="parity.errors.FingerprintSetError: cannot write part 3"))
-    assert isinstance(set_error, FingerprintSetError) and not isinstance(set_error, watch.FINAL)
+def test_user_code_that_raised_a_config_error_or_a_set_error_is_left_to_flinks_restarts():
+    """A transform may raise on a resource that comes back, a graph's copy from a store may fail once: a restart
+    may pass, so none of these stops the job."""
+    for python, kind in (("parity.errors.UserCodeError: record 7: the transform raised OSError", UserCodeError),
+                         ("parity.errors.ConfigError: sides.a.transform.saved: cannot copy", ConfigError),
+                         ("parity.errors.FingerprintSetError: cannot write part 3", FingerprintSetError)):
+        error = from_worker_text(JAVA.format(python=python))
+        assert type(error) is kind and not isinstance(error, watch.FINAL), python
+
+
+def test_the_last_error_named_in_the_text_is_the_one_and_a_class_whose_name_only_ends_like_one_is_not():
+    chained = ("parity.errors.ConfigError: first\n\nThe above exception was the direct cause of the following "
+               "exception:\n\nparity.errors.UnimportableCode: cannot import 'm:f'")
+    assert isinstance(from_worker_text(chained), UnimportableCode)
+    assert from_worker_text("botocore.exceptions.InvalidConfigError: The config profile could not be found") is None
     lost = ("java.lang.IllegalStateException: No client connected within timeout\n\tat org.apache.beam.runners."
             "fnexecution.data.GrpcDataService.send(GrpcDataService.java:170)")
     assert from_worker_text(lost) is None
