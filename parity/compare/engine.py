@@ -129,7 +129,8 @@ class _SummarizeRangeFn(beam.DoFn):
         numbers = tally.feature_stats.take_numbers()  # binned in the job: the summary written stays small
         # the judgements were for the range's model stage alone: the client never holds them
         summary = DiffSummary(counts, tally.frozen(upstream=False), model)
-        request.storage.write_bytes(part_path(request.work_dir, key_range), sealed(request.secret, summary))
+        path = part_path(request.work_dir, key_range)
+        request.storage.write_bytes(path, sealed(request.secret, summary, path))
         yield key_range
         for name, (lefts, rights) in sorted(numbers.items()):
             if len(lefts):  # a feature of empty lists has no number to bin
@@ -171,8 +172,8 @@ def _histogram(item: tuple[str, Counts], extents: dict[str, Extent]) -> tuple[st
 
 
 def _write_histograms(found: dict[str, Any], request: _Request) -> None:
-    request.storage.write_bytes(urls.child(request.work_dir, HISTOGRAMS),
-                                sealed(request.secret, dict(sorted(found.items()))))
+    path = urls.child(request.work_dir, HISTOGRAMS)
+    request.storage.write_bytes(path, sealed(request.secret, dict(sorted(found.items())), path))
 
 
 class SummarizeDiff(beam.PTransform):
