@@ -26,7 +26,8 @@ every fork and refuses to fork with more than one (the pool then starts that har
 
 What a fork shares that a fresh process would not have: the hash seed (PYTHONHASHSEED) of the zygote, and modules
 as they were when the pool started (a parity or Beam upgraded on disk needs the pool restarted; the job's own
-modules are imported in each harness, as before). `random` reseeds itself in a forked child.
+modules are imported in each harness, as before). `random` reseeds itself in a forked child, and numpy's global
+random state is reseeded (`_reseed`); the hash seed is the zygote's in every harness (docs/flink.md).
 """
 from __future__ import annotations
 
@@ -157,6 +158,7 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
                 stream.flush()
             pid = os.fork()
             if pid == 0:  # the harness: nothing of the zygote's loop is left open in it
+                _reseed()
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, interrupt)
@@ -168,6 +170,14 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
             if connected is not None:
                 os.close(connected)
             _send(sock, {"id": request["id"], "pid": pid})
+
+
+def _reseed() -> None:
+    """A forked harness's own numpy global random state, as a fresh interpreter would draw (Python's `random`
+    reseeds itself at a fork): unseeded draws of a user's code must not repeat across harnesses."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 def _report_exits(sock: socket.socket) -> bool:

@@ -204,8 +204,12 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
                 request.control_endpoint.url, request.worker_id, int(settings["state_cache_size"]),
                 int(settings["data_buffer_time_limit_ms"]), connected_fd))
         except harness_zygote.ZygoteError as exc:
-            _LOGGER.error("cannot fork SDK harness %s from the harness zygote (%s): starting it as a fresh process",
-                          request.worker_id, exc)
+            # stopped, not left: a fork it still had queued would start a second harness under this id, which no
+            # StopWorker knows of
+            _LOGGER.error("cannot fork SDK harness %s from the harness zygote (%s): the zygote is stopped, and this "
+                          "harness and the later ones start as fresh processes", request.worker_id, exc)
+            self.zygote.stop()
+            self.zygote = None
             return None
 
     def _watch(self, request, process: subprocess.Popen, connected: int, restarts: int) -> None:
