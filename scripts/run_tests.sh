@@ -8,7 +8,8 @@
 #     or test bed, its own junit XML (test-results/junit-engines.xml, test-results/junit.xml).
 #     PARITY_TEST_TIERS=one runs the whole suite in one process instead (junit.xml only).
 #  3. The two profiles' tests side by side, each into its own log.
-# Every background part's output is printed whole when it has ended, so that outputs do not interleave.
+# Every background part's output is printed whole when it has ended, so that outputs do not interleave; each runs
+# in a session of its own, ended with the script if it stops early.
 # Exit: the first non-zero exit of a part (pytest's 5, "no tests", fails too).
 #
 # Environment: PARITY_VENV (the main virtualenv, default .venv), PARITY_TEST_TIERS (two | one, default two).
@@ -36,19 +37,36 @@ collect() {
 }
 since() { echo "$(( $(date +%s) - $1 )) s"; }
 
-( bash scripts/test_profile.sh oldest install && bash scripts/test_profile.sh tfx install ) \
+TIERS="${PARITY_TEST_TIERS:-two}"
+case "$TIERS" in one|two) ;; *) log "PARITY_TEST_TIERS=$TIERS: expected two or one"; exit 2 ;; esac
+
+# Each background part runs in a session of its own (setsid): a stop of this script (Ctrl-C, CI's cancel) ends
+# the whole of it, pytest's Flink JVMs and worker pools and pip included, not only this shell.
+background=()
+stop_background() {
+  local pid
+  for pid in "${background[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+}
+trap stop_background EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+setsid bash -c 'bash scripts/test_profile.sh oldest install && bash scripts/test_profile.sh tfx install' \
   >"$RESULTS/profiles-install.log" 2>&1 &
 installs=$!
+background+=("$installs")
 
 started=$(date +%s)
-case "${PARITY_TEST_TIERS:-two}" in
+case "$TIERS" in
   one)
     pytest --junitxml="$RESULTS/junit.xml" tests
     keep $?
     ;;
   two)
-    pytest --junitxml="$RESULTS/junit-engines.xml" "${ENGINES[@]}" >"$RESULTS/engines.log" 2>&1 &
+    setsid "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml="$RESULTS/junit-engines.xml" "${ENGINES[@]}" \
+      >"$RESULTS/engines.log" 2>&1 &
     engines=$!
+    background+=("$engines")
     ignored=()
     for path in "${ENGINES[@]}"; do ignored+=(--ignore="$path"); done
     pytest --junitxml="$RESULTS/junit.xml" "${ignored[@]}" tests
@@ -56,7 +74,6 @@ case "${PARITY_TEST_TIERS:-two}" in
     log "the suite but the engines' tier: ended after $(since "$started")"
     collect "the engines' tier (${ENGINES[*]})" "$engines" "$RESULTS/engines.log"
     ;;
-  *) log "PARITY_TEST_TIERS=${PARITY_TEST_TIERS}: expected two or one"; exit 2 ;;
 esac
 log "main suite: ended after $(since "$started")"
 
@@ -68,11 +85,13 @@ fi
 started=$(date +%s)
 declare -A runs
 for profile in oldest tfx; do
-  bash scripts/test_profile.sh "$profile" run >"$RESULTS/profile-$profile.log" 2>&1 &
+  setsid bash scripts/test_profile.sh "$profile" run >"$RESULTS/profile-$profile.log" 2>&1 &
   runs[$profile]=$!
+  background+=("${runs[$profile]}")
 done
 for profile in oldest tfx; do
   collect "profile $profile" "${runs[$profile]}" "$RESULTS/profile-$profile.log"
 done
 log "profiles: both ended after $(since "$started")"
+background=()  # every part has ended and been waited for
 exit "$status"

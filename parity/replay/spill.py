@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 
+from parity.errors import RunnerError
 from parity.storage import urls
 from parity.storage.context import Storage
 
@@ -98,8 +99,12 @@ def write(path: str, batch: Any, storage: Storage) -> None:
 def load(path: str, storage: Storage, consume: bool = False) -> Any:
     """The batch a SpillFn wrote to `path`; `consume` removes the file once read (only where no bundle is
     ever retried: a retry would find the file gone)."""
-    with storage.open_read(path) as handle:
-        batch = pickle.load(handle)
+    try:
+        with storage.open_read(path) as handle:
+            batch = pickle.load(handle)
+    except (EOFError, pickle.UnpicklingError) as exc:  # cut short: the host went down before its writeback
+        raise RunnerError(f"{path}: a spilled batch that cannot be read back ({type(exc).__name__}: {exc}); "
+                          f"run the check again") from exc
     if consume:
         storage.delete([path])
     return batch
