@@ -113,6 +113,7 @@ def _report(path: Path) -> dict:
     return json.loads((path / "report.json").read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow  # a tapped job, a replay and a whole check (the oldest and tfx profiles run it too)
 def test_the_tapped_production_job_diffed_against_the_offline_replay_finds_what_check_finds(
         tapped_all, offline_set, check_out, tmp_path):
     expected, _ = check_out

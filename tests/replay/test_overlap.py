@@ -91,6 +91,7 @@ def both_ways(tmp_path_factory) -> tuple[Path, Path]:
     return at_once, in_turn
 
 
+@pytest.mark.slow  # two whole checks, one with its second side in a child process (the scenario suites cover it too)
 def test_replaying_the_second_side_in_a_child_process_gives_byte_identical_reports(both_ways):
     at_once, in_turn = both_ways
     for name in REPORTS:
@@ -134,6 +135,7 @@ def test_timings_say_when_the_sides_replayed_at_once(both_ways):
     assert not _children_named("parity.replay.sides_at_once")
 
 
+@pytest.mark.slow  # a whole check whose child process fails
 def test_an_error_on_the_second_side_comes_back_from_the_child_as_the_same_exception(tmp_path):
     config = _taxi_copy(tmp_path)
     text = config.read_text(encoding="utf-8")

@@ -160,6 +160,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a pool and a harness started for real, with an emptied PATH
 def test_the_pool_starts_harnesses_with_its_own_interpreter_when_path_has_no_python(tmp_path):
     import sys
 
@@ -184,6 +185,7 @@ def test_the_pool_starts_harnesses_with_its_own_interpreter_when_path_has_no_pyt
         process.wait(timeout=TIMEOUT)
 
 
+@pytest.mark.slow  # a pool, its zygote and a forked harness started for real, with an emptied PATH
 def test_the_pool_forks_harnesses_from_a_zygote_run_by_its_own_interpreter_when_path_has_no_python(tmp_path):
     import sys
 

@@ -76,6 +76,7 @@ def test_stable_hashes_give_the_same_outputs_in_a_process_with_another_hash_seed
     assert outputs_in_subprocess(hash_name, "12345") == json.loads(json.dumps(here))
 
 
+@pytest.mark.slow  # interpreters started with several hash seeds
 def test_python_hash_differs_between_processes_with_different_hash_seeds() -> None:
     first = outputs_in_subprocess("python", "1")
     second = outputs_in_subprocess("python", "2")
