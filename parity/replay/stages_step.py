@@ -6,7 +6,7 @@ Every element is a `RecBatch` (parity/replay/batch.py): the records of one batch
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import apache_beam as beam
 import pyarrow.compute as pc
@@ -143,27 +143,24 @@ class ApplyStagesFn(beam.DoFn):
     def _all_on_time(self, batch: RecBatch) -> tuple[list[Any], list[Any], list[int]]:
         """`_window_and_shard` of a side without lateness, merges or aggregates: every record is on time and
         carries no aggregates, its window lists depend only on its windows and its shard value only on its
-        group. Each distinct windows' lists and group's shard value is built once (kept across batches, bounded
-        at `_APART_LIMIT` of each, as `_on_time_values` keeps them) and shared by the records that have it."""
-        by_windows, by_group = self._apart
+        group. Each distinct windows' lists and group's shard value is built once (`_apart_values`) and shared
+        by the records that have it."""
         window_keys = list(map(tuple, batch.windows))
-        new_windows = set(window_keys).difference(by_windows)
-        if len(by_windows) + len(new_windows) > _APART_LIMIT:
-            by_windows.clear()
-            new_windows = set(window_keys)
-        for key in new_windows:
-            by_windows[key] = [list(w) for w in key]
-        new_groups = {group_bytes: group for group_bytes, group in zip(batch.group_bytes, batch.groups)
-                      if group_bytes not in by_group}
-        if len(by_group) + len(new_groups) > _APART_LIMIT:
-            by_group.clear()
-            new_groups = dict(zip(batch.group_bytes, batch.groups))
-        shard_ids: dict[bytes, int] = {}
-        for group_bytes, group in new_groups.items():
-            by_group[group_bytes] = shard_stage.shard_value(self._side.shard, group, group_bytes, {}, shard_ids)
-        window_values = window_stage.on_time_window_values(batch.timestamps,
-                                                           list(map(by_windows.__getitem__, window_keys)))
-        return window_values, list(map(by_group.__getitem__, batch.group_bytes)), list(range(len(batch)))
+        lists, shards = self._apart_values(window_keys, dict(zip(batch.group_bytes, batch.groups)), {})
+        window_values = window_stage.on_time_window_values(batch.timestamps, list(map(lists.__getitem__, window_keys)))
+        return window_values, list(map(shards.__getitem__, batch.group_bytes)), list(range(len(batch)))
+
+    def _apart_values(self, window_keys: Iterable[tuple], groups: Mapping[bytes, Any],
+                      shard_ids: dict[bytes, int]) -> tuple[dict[tuple, list], dict[bytes, dict]]:
+        """The window lists of each of `window_keys` and the shard value of each of `groups` ({group bytes:
+        group}), on a side without merges or aggregates, where neither depends on the other: kept across
+        batches (`self._apart`, each map cleared when its new keys would take it past `_APART_LIMIT`), each built
+        once. Returns the two maps, which hold every key asked for."""
+        by_windows, by_group = self._apart
+        _keep(by_windows, window_keys, lambda key: [list(w) for w in key])
+        _keep(by_group, groups, lambda group_bytes: shard_stage.shard_value(self._side.shard, groups[group_bytes],
+                                                                             group_bytes, {}, shard_ids))
+        return by_windows, by_group
 
     def _record_values(self, shared: dict, expired: list[tuple] | None, windows: list[tuple], group: Any,
                        group_bytes: bytes, merges: dict, aggregates: dict, names: list[str],
@@ -198,20 +195,10 @@ class ApplyStagesFn(beam.DoFn):
                 common = shared[key] = self._shared(windows, group, group_bytes, merges, aggregates, names,
                                                     shard_ids)
             return common
-        by_windows, by_group = self._apart
         key = (*windows,)
-        window_lists = by_windows.get(key)
-        if window_lists is None:
-            if len(by_windows) >= _APART_LIMIT:
-                by_windows.clear()
-            window_lists = by_windows[key] = [list(w) for w in windows]
-        shard_value = by_group.get(group_bytes)
-        if shard_value is None:
-            if len(by_group) >= _APART_LIMIT:
-                by_group.clear()
-            shard_value = by_group[group_bytes] = shard_stage.shard_value(self._side.shard, group, group_bytes, {},
-                                                                          shard_ids)
-        return window_lists, shard_value["aggregates"], shard_value
+        lists, shards = self._apart_values((key,), {group_bytes: group}, shard_ids)
+        shard_value = shards[group_bytes]
+        return lists[key], shard_value["aggregates"], shard_value
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
@@ -263,3 +250,15 @@ def _coder_columns(count: int, live: list[int], decoded: list) -> tuple[list[Any
         coder_values[i] = inputs[i] = value
         passed.append(i)
     return coder_values, inputs, passed
+
+
+def _keep(cache: dict, keys: Iterable, build: Callable[[Any], Any]) -> None:
+    """Adds to `cache` the value of each of `keys` it lacks (`build(key)`, once a key), first clearing it when
+    those would take it past `_APART_LIMIT` entries: a bound on what a side's distinct windows and groups keep."""
+    wanted = dict.fromkeys(keys)
+    new = [key for key in wanted if key not in cache]
+    if len(cache) + len(new) > _APART_LIMIT:
+        cache.clear()
+        new = list(wanted)
+    for key in new:
+        cache[key] = build(key)
