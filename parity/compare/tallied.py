@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -112,10 +112,7 @@ class FrozenNoise:
     features: Mapping[str, int]
 
     def merged(self, later: FrozenNoise) -> FrozenNoise:
-        features = dict(self.features)
-        for name, count in later.features.items():
-            features[name] = features.get(name, 0) + count
-        return FrozenNoise(self.records + later.records, MappingProxyType(features))
+        return FrozenNoise(self.records + later.records, _summed(self.features, later.features))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_noise, (self.records, dict(self.features)))
@@ -162,7 +159,7 @@ class FrozenTally:
 
     def with_histograms(self, histograms: Mapping[str, Any]) -> FrozenTally:
         """This tally with its features' histograms computed elsewhere (`FrozenFeatureStats.with_histograms`)."""
-        return FrozenTally(**{**self._fields(), "feature_stats": self.feature_stats.with_histograms(histograms)})
+        return replace(self, feature_stats=self.feature_stats.with_histograms(histograms))
 
     def _fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
