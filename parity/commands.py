@@ -120,7 +120,7 @@ def _check_claimed(config_path: str, config: Config, out_dir: str, order: list[S
         timings["sides_at_once"] = True
     # the first side's pipeline opens the child's gate where its steps run in this process; else finish() does,
     # once the first side's job has ended
-    gate = second if second is not None and overlap.steps_here(runner, pipeline_options) else None
+    gate = second if second is not None and flink.steps_in_this_process(runner, pipeline_options) else None
     try:
         if second is not None and second.endpoint_later:
             pipeline_options = flink.flink_defaults(pipeline_options or [])  # the job server this process starts

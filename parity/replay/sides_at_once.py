@@ -11,7 +11,7 @@ input: the child's imports overlap the JVM's start). A small check's time there 
 (submission, the job's own start on Flink, the SDK harness's start), which the two jobs then spend at the same
 time; with LOOPBACK workers each side's steps also run in its own process, on its own core.
 
-Where the steps run decides how the gate travels (`steps_here`): in this process and in the child (the
+Where the steps run decides how the gate travels (`flink.steps_in_this_process`): in this process and in the child (the
 DirectRunner, Flink's LOOPBACK workers), the first side's pipeline says `ready` from its step and the second
 side's pipeline waits in its step, after staging. Where they run in SDK harnesses elsewhere (a worker pool:
 `--environment_type=EXTERNAL`, a cluster), neither end of the gate reaches them: this process opens the gate
@@ -92,11 +92,6 @@ def _room_for_two_jobs(beam_args: Sequence[str]) -> bool:
     parallelism = int(flink.option_value(beam_args, "--parallelism") or 1)
     free = flink.free_slots(address) if address else None
     return free is not None and free >= 2 * parallelism
-
-
-# Only where a replay's steps run in the submitting process can a gate travel with them (`parity.replay.gate`): a
-# step run by a worker pool's harness would unpickle this process's end of the gate in another process.
-steps_here = flink.steps_in_this_process
 
 
 def _capture_bytes(config: Config, side: SideConfig) -> int:
@@ -249,7 +244,7 @@ def _replay(request: dict[str, Any]) -> tuple[dict[str, Any], float]:
         beam_args = [*beam_args, f"--job_endpoint={said[1]}"]
     gate = None
     if graph is not None:  # a gate for a side that waits for the first side's graph only
-        if steps_here(runner, beam_args):
+        if flink.steps_in_this_process(runner, beam_args):
             gate = ParentsWord()  # its pipeline waits at it, once every batch is staged
         elif not ParentsWord().wait():  # its steps run elsewhere: it waits here, before its job is submitted
             raise RunnerError(f"side '{side.name}' waited for side '{graph.from_side}' to export its transform "

@@ -17,6 +17,7 @@ from parity import commands as run
 from parity.cli import main
 from parity.config import load_config
 from parity.errors import ConfigError, InputError, RunnerError, UserCodeError
+from parity.replay import flink
 from parity.replay import sides_at_once as overlap
 from parity.replay.pipeline import FromSideGraph, await_graph
 from parity.sets.fingerprint_set import STAGE_VALUES_DIR, VALUES_DIR, read_values
@@ -266,10 +267,11 @@ def test_a_child_waiting_for_the_job_servers_endpoint_stops_naming_it_when_the_c
 
 
 def test_the_gate_travels_with_the_steps_only_where_they_run_in_the_submitting_process():
-    assert overlap.steps_here("DirectRunner", [])
-    assert overlap.steps_here("FlinkRunner", [])  # parity's default: LOOPBACK workers
-    assert overlap.steps_here("FlinkRunner", ["--environment_type=loopback"])
-    assert not overlap.steps_here("FlinkRunner", ["--environment_type=EXTERNAL", "--environment_config=host:50000"])
+    assert flink.steps_in_this_process("DirectRunner", [])
+    assert flink.steps_in_this_process("FlinkRunner", [])  # parity's default: LOOPBACK workers
+    assert flink.steps_in_this_process("FlinkRunner", ["--environment_type=loopback"])
+    assert not flink.steps_in_this_process("FlinkRunner",
+                                           ["--environment_type=EXTERNAL", "--environment_config=host:50000"])
 
 
 @pytest.mark.slow  # two checks with noise: eight replays in six processes
