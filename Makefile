@@ -3,7 +3,8 @@
 #   make test    set up, then run the test suite (junit XML under test-results/), then the core tests again on
 #                the oldest supported Beam / TFT / TensorFlow / pyarrow (scripts/test_profile.sh oldest,
 #                .venv-oldest/) and on a TFX 1.21 environment's pins (scripts/test_profile.sh tfx, .venv-tfx/);
-#                scripts/run_tests.sh installs the two profiles while the suite runs and runs them side by side
+#                scripts/run_tests.sh: the engines' tier beside the rest, the profiles installed meanwhile and run by
+#                whichever of the two lanes is free first
 #   make test-fast  set up, then the suite without its `slow` tests (Flink, cluster, benchmarks, the scenario suites,
 #                the robustness modules that run whole checks) nor the profiles: the developer's loop, under 5 min
 #   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
