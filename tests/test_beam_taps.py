@@ -131,6 +131,7 @@ def test_the_tapped_production_job_diffed_against_the_offline_replay_finds_what_
         assert report[field] == expected[field], field
 
 
+@pytest.mark.slow  # a tapped production job and an offline replay (module fixtures); the oldest and tfx profiles run it too
 def test_the_taps_compute_exactly_the_values_a_replay_of_the_production_config_computes(
         tapped_all, offline_set, tmp_path):
     # The replay applies the same exported graph as the tapped job: two offline replays can export
@@ -207,6 +208,7 @@ def test_parity_diff_restricts_the_replay_to_the_sampled_keys_by_itself(tapped_1
     assert direct == via_views
 
 
+@pytest.mark.slow  # a tapped production job and an offline replay (module fixtures); the oldest and tfx profiles run it too
 def test_a_report_of_a_tap_set_says_which_stages_and_sample_it_compared(
         tapped_10, offline_set, check_out, tmp_path):
     main(["diff", str(offline_set), str(tapped_10), "--out", str(tmp_path)])

@@ -317,6 +317,7 @@ def test_a_record_above_the_size_limit_is_quarantined_not_dropped(tmp_path):
     assert _accounting_holds(report)
 
 
+@pytest.mark.slow  # two whole TFT replays (tests/stages/test_tft_input.py holds the batch builders' equality in the fast tier)
 def test_a_tft_side_writes_the_same_set_whether_its_transform_inputs_travel_as_arrow_or_as_dicts(tmp_path,
                                                                                                   monkeypatch):
     from parity.config import load_config

@@ -103,6 +103,7 @@ def test_replaying_the_second_side_in_a_child_process_gives_byte_identical_repor
     assert report["verdict"] == "diverged" and report["records"]["paired"] == 3000
 
 
+@pytest.mark.slow  # the module's two whole checks (the both_ways fixture), one with its second side in a child process
 def test_the_gated_side_writes_the_same_fingerprint_set_and_analyzer_values(both_ways):
     at_once, in_turn = both_ways
     side = Path("sides") / "production"
@@ -119,11 +120,13 @@ def test_the_gated_side_writes_the_same_fingerprint_set_and_analyzer_values(both
     assert not (at_once / side / "_spill").exists()
 
 
+@pytest.mark.slow  # the module's two whole checks (the both_ways fixture), one with its second side in a child process
 def test_the_gate_opens_when_the_first_sides_graph_is_written_before_its_replay_ends(both_ways):
     # the offline side's TFT pipeline opens it right after WriteTransformFn, while it transforms its own batches
     assert GATES and GATES[0] == (True, False)
 
 
+@pytest.mark.slow  # the module's two whole checks (the both_ways fixture), one with its second side in a child process
 def test_timings_say_when_the_sides_replayed_at_once(both_ways):
     at_once, in_turn = both_ways
     timings = json.loads((at_once / "timings.json").read_text(encoding="utf-8"))

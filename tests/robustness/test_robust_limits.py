@@ -44,6 +44,7 @@ def test_a_reason_kind_drops_positions_so_that_like_reasons_count_together(reaso
     assert reason_kind(reason) == kind
 
 
+@pytest.mark.slow  # the benchmark's whole script: a generated capture and three checks
 def test_the_big_corrupt_capture_benchmark_runs_at_a_tiny_size_and_its_checks_hold(tmp_path):
     done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "big_corrupt_capture.py"), "--mb", "0.2",
                            "--work", str(tmp_path / "work")], capture_output=True, text=True, env=python_env(),
