@@ -15,11 +15,13 @@ Pure: plain data in, a `ModelStage` of counts out.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
+from parity.compare.frozen import FrozenMap, frozen_json
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
 from parity.stages.model import DecisionSpec
@@ -36,7 +38,7 @@ class Upstream:
     first_stage: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class OutputStats:
     """One output over the paired records: all differences (the report's `features` entry) and, of the records
     diverged upstream, the changes beyond tolerance and the largest |delta| (`prediction_impact.outputs`)."""
@@ -47,10 +49,18 @@ class OutputStats:
     changed: int = 0
     impact_max_abs_delta: float | None = None
 
+    def merged(self, other: OutputStats) -> OutputStats:
+        """These statistics and another key range's: counts summed, the largest deltas kept."""
+        return OutputStats(self.mismatched + other.mismatched, self.within_tolerance + other.within_tolerance,
+                           _larger(self.max_abs_delta, other.max_abs_delta), self.changed + other.changed,
+                           _larger(self.impact_max_abs_delta, other.impact_max_abs_delta))
 
-@dataclass
+
+@dataclass(frozen=True)
 class ModelStage:
-    """The model stage's counts, causes, per-output statistics, examples and prediction impact."""
+    """The model stage's counts, causes, per-output statistics, examples and prediction impact, as one frozen
+    value: `outputs` is a read-only mapping and the examples frozen JSON (parity.compare.frozen; `thawed` gives
+    them back as plain JSON), so a merge or the report cannot change what a key range's comparison found."""
 
     diverged: int = 0                   # paired records whose outputs' fingerprints differ
     first_diverged: int = 0             # ... whose first divergent stage is the model (cause model.version)
@@ -62,9 +72,14 @@ class ModelStage:
     decision_flips: int = 0
     decision_flips_first_at_model: int = 0
     same_model: bool | None = None      # the sides' model files are the same (None: not known)
-    outputs: dict[str, OutputStats] = field(default_factory=dict)
-    version_examples: list[dict] = field(default_factory=list)
-    prediction_examples: list[dict] = field(default_factory=list)
+    outputs: Mapping[str, OutputStats] = field(default_factory=FrozenMap)
+    version_examples: tuple[Mapping[str, Any], ...] = ()
+    prediction_examples: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outputs", FrozenMap(self.outputs))
+        object.__setattr__(self, "version_examples", frozen_json(self.version_examples))
+        object.__setattr__(self, "prediction_examples", frozen_json(self.prediction_examples))
 
 
 @dataclass(frozen=True)
@@ -88,23 +103,17 @@ class ModelComparison:
         """The model stage of the keys of several key ranges, each range's compared apart (`compare`), in any
         order: counts summed, largest deltas kept, and the first `examples` examples by key text, as
         `compare_models` keeps them over all the keys (each range kept its own first ones)."""
-        whole = ModelStage(same_model=self.same_model, outputs={name: OutputStats() for name in self.output_names})
+        counts = {name: sum(getattr(stage, name) for stage in stages) for name in _COUNTS}
+        outputs = {name: OutputStats() for name in self.output_names}
         for stage in stages:
-            for name in _COUNTS:
-                setattr(whole, name, getattr(whole, name) + getattr(stage, name))
             for name, theirs in stage.outputs.items():
-                mine = whole.outputs[name]
-                mine.mismatched += theirs.mismatched
-                mine.within_tolerance += theirs.within_tolerance
-                mine.changed += theirs.changed
-                mine.max_abs_delta = _larger(mine.max_abs_delta, theirs.max_abs_delta)
-                mine.impact_max_abs_delta = _larger(mine.impact_max_abs_delta, theirs.impact_max_abs_delta)
-            whole.version_examples.extend(stage.version_examples)
-            whole.prediction_examples.extend(stage.prediction_examples)
-        for examples in (whole.version_examples, whole.prediction_examples):
-            examples.sort(key=lambda example: example["key"])  # keys are unique: one range each
-            del examples[self.examples:]
-        return whole
+                outputs[name] = outputs[name].merged(theirs)
+        # keys are unique (one range each): the first by key text are the first over all the keys
+        version = sorted((e for stage in stages for e in stage.version_examples), key=lambda e: e["key"])
+        prediction = sorted((e for stage in stages for e in stage.prediction_examples), key=lambda e: e["key"])
+        return ModelStage(**counts, same_model=self.same_model, outputs=outputs,
+                          version_examples=tuple(version[:self.examples]),
+                          prediction_examples=tuple(prediction[:self.examples]))
 
 
 _COUNTS = ("diverged", "first_diverged", "within_tolerance", "matched_to_within", "records_diverged_upstream",
@@ -116,20 +125,23 @@ def compare_models(left: Mapping[str, tuple[int, bytes]], right: Mapping[str, tu
                    output_names: list[str], examples: int, same_model: bool | None) -> ModelStage:
     """Compares each key on both sides' model outputs, (fingerprint, canonical bytes) per key text (see the module
     docstring), in key order."""
-    stage = ModelStage(same_model=same_model, outputs={name: OutputStats() for name in output_names})
+    n: Counter[str] = Counter()
+    outputs = {name: _OutputCounts() for name in output_names}
+    version_examples: list[dict] = []
+    prediction_examples: list[dict] = []
     both = set(left) & set(right)
     for key, up in upstream.items():
         if up.diverged and key not in both:  # dropped before the model on a side: no prediction there
-            stage.records_diverged_upstream += 1
-            stage.one_side_only += key in left or key in right
+            n["records_diverged_upstream"] += 1
+            n["one_side_only"] += key in left or key in right
     for key in sorted(both):
         (lfp, lraw), (rfp, rraw) = left[key], right[key]
         up = upstream.get(key)
         diverged_upstream = up is not None and up.diverged
-        stage.records_diverged_upstream += diverged_upstream
+        n["records_diverged_upstream"] += diverged_upstream
         if lfp == rfp:
             continue
-        stage.diverged += 1
+        n["diverged"] += 1
         lout, rout = canonical.decode(lraw), canonical.decode(rraw)  # only a differing pair's values are read
         deltas = {name: _delta(lout.get(name), rout.get(name), tolerance, name) for name in output_names}
         beyond = any(not ok for ok, _ in deltas.values())
@@ -138,32 +150,50 @@ def compare_models(left: Mapping[str, tuple[int, bytes]], right: Mapping[str, tu
         carried = up is not None and not up.diverged
         first_here = up is None and (beyond or flip)
         for name, (ok, delta) in deltas.items():
-            stats = stage.outputs[name]
-            if ok and delta == 0.0 and lout.get(name) == rout.get(name):
-                continue
-            if ok or carried:
-                stats.within_tolerance += 1
-            else:
-                stats.mismatched += 1
-            stats.max_abs_delta = _larger(stats.max_abs_delta, delta)
-            if diverged_upstream:
-                stats.changed += not ok
-                stats.impact_max_abs_delta = _larger(stats.impact_max_abs_delta, delta)
+            if not (ok and delta == 0.0 and lout.get(name) == rout.get(name)):
+                outputs[name].add(ok, delta, carried, diverged_upstream)
         example = {"key": key, "left": lout, "right": rout}
         if first_here:
-            stage.first_diverged += 1
-            stage.decision_flips_first_at_model += flip
-            if len(stage.version_examples) < examples:
-                stage.version_examples.append(example)
+            n["first_diverged"] += 1
+            n["decision_flips_first_at_model"] += flip
+            if len(version_examples) < examples:
+                version_examples.append(example)
         elif up is None or carried:
-            stage.within_tolerance += 1
-            stage.matched_to_within += up is None
+            n["within_tolerance"] += 1
+            n["matched_to_within"] += up is None
         if diverged_upstream:
-            stage.prediction_changed += beyond
-            stage.decision_flips += flip
-            if (beyond or flip) and len(stage.prediction_examples) < examples:
-                stage.prediction_examples.append({**example, "upstream": up.first_stage})  # type: ignore[union-attr]
-    return stage
+            n["prediction_changed"] += beyond
+            n["decision_flips"] += flip
+            if (beyond or flip) and len(prediction_examples) < examples:
+                prediction_examples.append({**example, "upstream": up.first_stage})  # type: ignore[union-attr]
+    return ModelStage(**{name: n[name] for name in _COUNTS}, same_model=same_model,
+                      outputs={name: counts.frozen() for name, counts in outputs.items()},
+                      version_examples=tuple(version_examples), prediction_examples=tuple(prediction_examples))
+
+
+class _OutputCounts:
+    """One output's `OutputStats` while `compare_models` counts them."""
+
+    def __init__(self) -> None:
+        self.mismatched = self.within_tolerance = self.changed = 0
+        self.max_abs_delta: float | None = None
+        self.impact_max_abs_delta: float | None = None
+
+    def add(self, ok: bool, delta: float | None, carried: bool, diverged_upstream: bool) -> None:
+        """One record whose values of this output differ: within tolerance (`ok`), or carried through from a
+        judgement upstream, or a mismatch; and, of a record diverged upstream, a change when beyond tolerance."""
+        if ok or carried:
+            self.within_tolerance += 1
+        else:
+            self.mismatched += 1
+        self.max_abs_delta = _larger(self.max_abs_delta, delta)
+        if diverged_upstream:
+            self.changed += not ok
+            self.impact_max_abs_delta = _larger(self.impact_max_abs_delta, delta)
+
+    def frozen(self) -> OutputStats:
+        return OutputStats(self.mismatched, self.within_tolerance, self.max_abs_delta, self.changed,
+                           self.impact_max_abs_delta)
 
 
 def _delta(a: Any, b: Any, tolerance: ToleranceSpec, name: str) -> tuple[bool, float | None]:

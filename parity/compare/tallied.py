@@ -16,26 +16,9 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from parity.compare.frozen import frozen_json, thawed
 from parity.compare.histograms import histograms_of
 from parity.compare.model_stage import Upstream
-
-
-def frozen_json(value: Any) -> Any:
-    """A JSON value with its objects as read-only mappings and its arrays as tuples."""
-    if isinstance(value, (dict, MappingProxyType)):
-        return MappingProxyType({name: frozen_json(item) for name, item in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(frozen_json(item) for item in value)
-    return value
-
-
-def thawed(value: Any) -> Any:
-    """A frozen JSON value (`frozen_json`) as plain JSON: dicts and lists, new ones, which the caller owns."""
-    if isinstance(value, (dict, MappingProxyType)):
-        return {name: thawed(item) for name, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thawed(item) for item in value]
-    return value
 
 
 _NO_STATS = (0, 0, None)

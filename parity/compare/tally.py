@@ -26,7 +26,8 @@ from parity.compare.noise import AnalysisNoise
 from parity.compare.outcomes import resolved
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
-from parity.compare.tallied import FrozenFeatureStats, FrozenNoise, FrozenTally, frozen_json
+from parity.compare.frozen import frozen_json
+from parity.compare.tallied import FrozenFeatureStats, FrozenNoise, FrozenTally
 
 
 class Tally:

@@ -21,7 +21,8 @@ from parity.compare.causes import explain
 from parity.compare.noise import CAUSE as NOISE_CAUSE
 from parity.compare.noise import AnalysisNoise
 from parity.compare.summary import DiffSummary
-from parity.compare.tallied import FrozenNoise, thawed
+from parity.compare.frozen import thawed
+from parity.compare.tallied import FrozenNoise
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
 from parity.report.prediction_impact import add_model_stage

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from parity.compare.frozen import thawed
 from parity.compare.model_stage import PREDICTION, VERSION, ModelStage
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
@@ -45,7 +46,7 @@ def add_model_stage(report: dict[str, Any], stage: ModelStage, tolerance: Tolera
                                    "within_tolerance": stats.within_tolerance,
                                    "max_abs_delta": None if redact else stats.max_abs_delta, "presence": "both"})
     for cause, examples in ((VERSION, stage.version_examples), (PREDICTION, stage.prediction_examples)):
-        for example in examples:
+        for example in map(thawed, examples):
             report["examples"].append({
                 "key": _key(example["key"], redact), "stage": STAGE, "cause": cause,
                 "left": _value(example["left"], redact), "right": _value(example["right"], redact),

@@ -42,3 +42,26 @@ def test_the_model_stage_of_key_ranges_merged_in_any_order_is_the_whole_model_st
     merged = model.merged(parts)
     assert whole.diverged and whole.version_examples and whole.prediction_examples  # each part of it exercised
     assert dataclasses.asdict(merged) == dataclasses.asdict(whole)
+
+
+def test_a_model_stage_cannot_be_changed_and_a_merge_leaves_its_parts_as_they_were():
+    import pickle
+
+    model = ModelComparison(ToleranceSpec(), DecisionSpec("p"), ("logit", "p"), 3, False)
+    left, right = _outputs({"1": 0.2, "2": 0.9}), _outputs({"1": 0.7, "2": 0.9})
+    part = model.compare(left, right, {})
+    before = dataclasses.asdict(part)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.diverged = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        part.outputs["p"] = part.outputs["logit"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        part.version_examples[0]["left"]["p"] = 0.0  # type: ignore[index]
+    merged = model.merged([part, part])
+    assert merged.diverged == 2 * part.diverged == 2
+    assert dataclasses.asdict(part) == before
+    # a worker of the engine diff sends its key range's stage pickled: it comes back equal, and still frozen
+    back = pickle.loads(pickle.dumps(part))
+    assert back == part and dataclasses.asdict(back) == before
+    with pytest.raises(TypeError):
+        back.outputs.clear()
