@@ -4,6 +4,7 @@ the readers: the package's own `__init__` would make each reader and the package
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Union
@@ -190,9 +191,44 @@ class _GzipFile(gzip.GzipFile):
             self._raw.close()
 
 
+class _Replayed(io.RawIOBase):
+    """A stream's bytes from its start, once its first bytes have been read: `head`, then the rest of `raw`
+    (which it closes)."""
+
+    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        data = self._raw.read(len(buffer))  # `read`: every store's stream has it
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
 def open_capture(path: str, storage: Storage = Storage()) -> IO[bytes]:
-    """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
-    URL Beam's FileSystems read (`s3://...`)."""
-    gzipped = is_gzip(path, storage)
+    """A capture file's bytes, decompressed when it is gzip (told from its first bytes, `starts_gzip_stream`):
+    a local path or a URL Beam's FileSystems read (`s3://...`). The file is opened once: its first bytes are
+    read to tell gzip, then given back ahead of the rest."""
     raw = storage.open_read(path)
-    return _GzipFile(raw) if gzipped else raw
+    try:
+        head = read_head(raw)
+    except BaseException:
+        raw.close()
+        raise
+    stream = io.BufferedReader(_Replayed(head, raw), buffer_size=GZIP_PEEK)
+    return _GzipFile(stream) if starts_gzip_stream(head) else stream
