@@ -262,12 +262,28 @@ class Storage:
             return pa.memory_map(path)
         return pa.BufferReader(self.read_bytes(path))
 
-    def open_parquet(self, path: str) -> Any:
-        """A `pyarrow.parquet.ParquetFile` of `path` (`readable`: the path locally, so Arrow maps it; a
-        seekable stream on a URL, so only the footer and the columns read are fetched)."""
+    @contextlib.contextmanager
+    def open_parquet(self, path: str) -> Iterator[Any]:
+        """Yields a `pyarrow.parquet.ParquetFile` of `path` (`readable`: the path locally, so Arrow maps it; a
+        seekable stream on a URL, so only the footer and the columns read are fetched), and closes it and the
+        stream it reads when the block ends: pyarrow leaves a file object it was given open.
+
+        Example:
+            with storage.open_parquet(path) as parquet_file:
+                rows = parquet_file.metadata.num_rows
+        """
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(self.readable(path))
+        source = self.readable(path)
+        try:
+            parquet_file = pq.ParquetFile(source)
+            try:
+                yield parquet_file
+            finally:
+                parquet_file.close(force=True)
+        finally:
+            if not isinstance(source, str):
+                source.close()
 
     # -- what is there ---------------------------------------------------------------------------------------
 
