@@ -10,10 +10,10 @@ options in one process (a tap in a user's job beside parity's own run, two taps)
 It is the one seam for paths: no caller asks whether a path is local or a URL to choose how to read, write,
 list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `open_write_stream`, `makedirs`,
 `local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL branch of each
-operation is here. Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
-diff runs, a path shown relative to the config's folder); one listing keeps a branch of its own, the capture
-files' (`parity.capture.list_capture_files`), whose local side refuses FIFOs and devices and tells parity's own
-output by its markers on disk, and whose messages differ.
+operation is here (the capture listing's, `list_capture`, in `parity.storage.capture_listing`: its local side
+refuses FIFOs and devices and tells parity's own output by its markers on disk, and its messages are the
+capture path's). Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
+diff runs, a path shown relative to the config's folder).
 
 A URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own
 pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no
@@ -55,7 +55,7 @@ from typing import IO, Any, Iterator, Sequence
 
 from parity import compat
 from parity.errors import ParityError
-from parity.storage import files, gcs_probe, s3_clients, urls
+from parity.storage import capture_listing, files, gcs_probe, s3_clients, urls
 
 __all__ = ["Storage"]
 
@@ -340,6 +340,17 @@ class Storage:
             if rest and "/" not in rest and not rest.startswith("."):
                 found.append(found_path)
         return sorted(found)
+
+    def list_capture(self, pattern: str, base_dir: str) -> list[str]:
+        """The files a capture path names (a file, a folder's files or a glob, relative to `base_dir` unless
+        absolute; a URL alike), sorted, leaving out parity's own output folders and fingerprint sets
+        (`parity.storage.capture_listing`).
+
+        Raises:
+            InputError: nothing matches, a local match is a FIFO or a device, or a URL cannot be listed; the
+                message names the pattern.
+        """
+        return capture_listing.capture_files(pattern, base_dir, self)
 
     def match(self, pattern: str) -> list[str]:
         """The files a glob names, sorted (`**` crosses folders, `*` does not, as glob.glob(recursive=True))."""
