@@ -14,7 +14,6 @@ Locations name the file as the caller displays it (`display_path`) and the recor
 
 from __future__ import annotations
 
-import glob
 import importlib
 import os
 import re
@@ -26,10 +25,7 @@ from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk
 from parity.capture.schema import FieldType
 from parity.choices import FORMATS
 from parity.errors import InputError
-from parity.storage import urls
 from parity.storage.context import Storage
-from parity.storage.files import special_kind
-from parity.storage.outdir import is_parity_output
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
            "is_gzip", "list_capture_files", "open_capture", "read_file", "reason_kind", "sniff_format", "too_deep"]
@@ -66,7 +62,7 @@ class ReadBatch:
 
 
 def list_capture_files(pattern: str, base_dir: str, storage: Storage = Storage()) -> list[str]:
-    """The files a capture `path` names, sorted.
+    """The files a capture `path` names, sorted: `Storage.list_capture`, local or a URL alike.
 
     Args:
         pattern: a file, a folder (its files, not its subfolders nor hidden files: an ExampleGen split such as
@@ -77,97 +73,7 @@ def list_capture_files(pattern: str, base_dir: str, storage: Storage = Storage()
     Raises:
         InputError: nothing matches; the message names the pattern.
     """
-    pattern = urls.resolved(pattern, "capture path")  # file:///x is /x; a scheme Beam lacks: refused
-    if urls.is_url(pattern):
-        return _list_url(pattern, storage)
-    full = os.path.normpath(os.path.join(base_dir, os.path.expanduser(pattern)))
-    _refuse_special(full, pattern)
-    if os.path.isfile(full):  # a literal name wins, even when it holds glob characters such as `[`
-        return [full]
-    if os.path.isdir(full):  # e.g. an ExampleGen split, `Split-train/`: its shards
-        names = [os.path.join(full, name) for name in os.listdir(full) if not name.startswith(".")]
-        for name in names:
-            _refuse_special(name, pattern)
-        files = sorted(name for name in names if os.path.isfile(name))
-        if files:
-            return files
-        raise InputError(f"capture path {pattern!r} ({full}) is a folder with no files; give a folder of "
-                         f"captured files (e.g. an ExampleGen split such as Split-train/), a file or a glob")
-    if any(char in full for char in "*?["):
-        matched = glob.glob(full, recursive=True)
-        for name in matched:
-            _refuse_special(name, pattern)
-        found = sorted(p for p in matched if os.path.isfile(p))
-        # never parity's own output (an earlier side's quarantine.jsonl, a report): `**/*.jsonl` with --out
-        # under the config's folder read it, and the counts changed with every run
-        fixed = _fixed_folder(full)
-        matches = [p for p in found if not is_parity_output(p, stop=fixed)]
-        if matches:
-            return matches
-        left_out = f"; {len(found)} file(s) in parity's output folders were left out, e.g. {found[0]}" if found else ""
-        raise InputError(f"capture path {pattern!r} matches no file (looked for {full}{left_out}); check "
-                         f"capture.path (a relative path starts at the config file's folder, {base_dir})")
-    raise InputError(f"capture path {pattern!r} does not exist (looked for {full}); check capture.path "
-                     f"(a relative path starts at the config file's folder, {base_dir})")
-
-
-def _refuse_special(path: str, pattern: str) -> None:
-    """Refuses a FIFO, device or socket among the capture files before anything opens it (it would block)."""
-    special = special_kind(path)
-    if special is not None:
-        raise InputError(f"capture path {pattern!r}: {path} is {special}, not a regular file; parity reads capture "
-                         f"files (opening this would wait for a writer): copy the records to a file and name it in "
-                         f"capture.path")
-
-
-def _list_url(pattern: str, storage: Storage) -> list[str]:
-    """`list_capture_files` for a URL (`s3://bucket/capture/*.jsonl`), through Beam's FileSystems."""
-    try:
-        if storage.isfile(pattern):
-            return [pattern]
-        globbed = any(char in pattern for char in "*?[")
-        files = storage.match(pattern) if globbed else storage.list_folder(pattern)
-        found = len(files)
-        if globbed and files:  # never parity's own output (an out URL under the glob's folder), as on disk
-            files = _not_parity_output(files, storage, pattern[:pattern.rfind("/", 0, min(
-                pattern.index(c) for c in "*?[" if c in pattern)) + 1])
-    except OSError as exc:
-        raise InputError(f"capture path {pattern!r} cannot be listed: {exc}") from exc
-    if files:
-        return files
-    if found:
-        raise InputError(f"capture path {pattern!r} matches only files in parity's output folders or fingerprint "
-                         f"sets ({found}); check capture.path")
-    raise InputError(f"capture path {pattern!r} matches no file; check capture.path and the storage options "
-                     f"(e.g. -- --s3_endpoint_url=...)")
-
-
-def _not_parity_output(files: list[str], storage: Storage, fixed: str) -> list[str]:
-    """The URLs of `files` outside parity's output folders and fingerprint sets below `fixed` (a folder holding
-    the `.parity-out` marker, or a manifest.json and a fingerprints.parquet), from one listing of `fixed`."""
-    from parity.storage.outdir import MARKER
-
-    names = set(storage.list_tree(fixed))
-
-    def ours(folder: str) -> bool:
-        return f"{folder}/{MARKER}" in names or (f"{folder}/manifest.json" in names
-                                                 and f"{folder}/fingerprints.parquet" in names)
-
-    kept = []
-    for path in files:
-        folder = urls.parent(path)
-        while len(folder) + 1 >= len(fixed) and not ours(folder):
-            folder = urls.parent(folder)
-        if len(folder) + 1 < len(fixed):
-            kept.append(path)
-    return kept
-
-
-def _fixed_folder(pattern: str) -> str:
-    """The deepest folder of a glob pattern that holds no glob character."""
-    parts = pattern.split(os.sep)
-    index = next(i for i, part in enumerate(parts) if any(char in part for char in "*?["))
-    return os.sep.join(parts[:index]) or os.sep
+    return storage.list_capture(pattern, base_dir)
 
 
 def detect_format(path: str, storage: Storage = Storage()) -> str:

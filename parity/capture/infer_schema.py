@@ -193,14 +193,9 @@ def _tfexample_fields(records: list[dict]) -> tuple[InferredField, ...]:
 def _parquet(path: str, files: list[str], storage: Storage) -> CaptureSample:
     """The fields of a Parquet capture, from its first file's schema, read through `storage` (on a URL pyarrow
     fetches the footer and the first row group with ranged reads, not the whole object)."""
-    import pyarrow.parquet as pq
-
     with contextlib.ExitStack() as opened:
         try:
-            source = storage.readable(path)
-            if not isinstance(source, str):
-                opened.callback(source.close)
-            parquet_file = pq.ParquetFile(source)
+            parquet_file = opened.enter_context(storage.open_parquet(path))
         except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file it cannot open
             raise InputError(f"{path}: cannot open as Parquet: {exc}") from exc
         metadata = parquet_file.metadata

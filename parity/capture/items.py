@@ -4,6 +4,8 @@ the readers: the package's own `__init__` would make each reader and the package
 from __future__ import annotations
 
 import gzip
+import io
+import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Union
 
@@ -97,13 +99,50 @@ ReadItem = Union[tuple[dict, str], tuple[dict, str, bytes, int], Quarantined, Ch
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+# The bytes of a file's start that tell whether it is a gzip stream (`starts_gzip_stream`): far more than a gzip
+# header takes, short enough to peek at before the first record is read.
+GZIP_PEEK = 1 << 16
+
+
+def starts_gzip_stream(head: bytes) -> bool:
+    """Whether `head`, a file's first `GZIP_PEEK` bytes (or all of it), starts a gzip stream: gzip's magic, then
+    a header and deflate data that decompress without error as far as `head` goes, and give something (data, or
+    the end of an empty stream).
+
+    A capture is gzip when its bytes are, whatever its name (ExampleGen's `.gz` shards, a gzipped file under
+    `capture.format: jsonl`); any other file is read as the bytes it holds. A text file whose first line merely
+    starts with the magic (the bytes 1f 8b, a newline, `{}`) is plain text, its lines read or quarantined one by
+    one as Beam's ReadFromText would read a `.jsonl`; taken for gzip, its first bytes would fail and every line
+    after them would be lost in one "corrupt gzip stream" entry. A gzip stream that breaks further on is still gzip: the
+    lines before the break are read."""
+    if not head.startswith(GZIP_MAGIC):
+        return False
+    inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer around deflate data
+    try:
+        out = inflater.decompress(head, GZIP_PEEK)  # bounded: a few bytes of a bomb may inflate to gigabytes
+    except zlib.error:
+        return False
+    return bool(out) or inflater.eof
+
+
+def read_head(handle: IO[bytes], size: int = GZIP_PEEK) -> bytes:
+    """The first `size` bytes of `handle` (fewer only at its end): a stream's `read` may return less."""
+    pieces = []
+    left = size
+    while left > 0:
+        piece = handle.read(left)
+        if not piece:
+            break
+        pieces.append(piece)
+        left -= len(piece)
+    return b"".join(pieces)
 
 
 def is_gzip(path: str, storage: Storage = Storage()) -> bool:
-    """Whether a file is gzip-compressed, told from its first two bytes (not its name)."""
+    """Whether a file is gzip-compressed, told from its first bytes (`starts_gzip_stream`), not its name."""
     try:
         with storage.open_read(path) as handle:
-            return handle.read(2) == GZIP_MAGIC
+            return starts_gzip_stream(read_head(handle))
     except OSError:
         return False
 
@@ -152,9 +191,44 @@ class _GzipFile(gzip.GzipFile):
             self._raw.close()
 
 
+class _Replayed(io.RawIOBase):
+    """A stream's bytes from its start, once its first bytes have been read: `head`, then the rest of `raw`
+    (which it closes)."""
+
+    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        data = self._raw.read(len(buffer))  # `read`: every store's stream has it
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
 def open_capture(path: str, storage: Storage = Storage()) -> IO[bytes]:
-    """A capture file's bytes, decompressed when it is gzip (told from its first bytes): a local path or a
-    URL Beam's FileSystems read (`s3://...`)."""
-    gzipped = is_gzip(path, storage)
+    """A capture file's bytes, decompressed when it is gzip (told from its first bytes, `starts_gzip_stream`):
+    a local path or a URL Beam's FileSystems read (`s3://...`). The file is opened once: its first bytes are
+    read to tell gzip, then given back ahead of the rest."""
     raw = storage.open_read(path)
-    return _GzipFile(raw) if gzipped else raw
+    try:
+        head = read_head(raw)
+    except BaseException:
+        raw.close()
+        raise
+    stream = io.BufferedReader(_Replayed(head, raw), buffer_size=GZIP_PEEK)
+    return _GzipFile(stream) if starts_gzip_stream(head) else stream

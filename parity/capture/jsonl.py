@@ -1,5 +1,6 @@
 """JSON Lines captures: one JSON object per line, optionally gzip-compressed (told from the file's first bytes,
-as `.jsonl.gz` files are; a corrupt or cut gzip stream makes the rest of the file one quarantined entry).
+as `.jsonl.gz` files are: `items.starts_gzip_stream`; a gzip stream that breaks makes the rest of the file one
+quarantined entry, and a file whose first bytes are gzip's magic but no gzip stream is plain text).
 
 Blank lines are not records. A line that is not UTF-8, not JSON, not an object, nested more than
 `MAX_NESTING` (100) levels of arrays and objects, holding a number beyond the float64 range (`1e400`, which

@@ -29,6 +29,7 @@ so the quarantined share is the real one), and the row groups after it are still
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import uuid
@@ -66,23 +67,23 @@ def read(
     Raises:
         InputError: the file does not exist or cannot be opened by the operating system.
     """
-    try:
-        parquet_file = storage.open_parquet(path)
-        columns = parquet_file.schema_arrow
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-        raise open_error(path, exc) from exc
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others for a file that is not Parquet
-        yield Quarantined(display_path, reader_error("cannot read Parquet file", first_line(exc, limit=10_000)),
-                          _head(path, storage))
-        return
-    row = 0
-    too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
-    # every row of a file with a repeated column or struct field name is quarantined, never materialized: a
-    # record cannot hold the name twice, and a dict would keep one of the values (CONTRACT section 8, "Readers")
-    refused = (TOO_DEEP if too_deep else too_many_fields(len(columns), "the Parquet file has")
-               if len(columns) > MAX_FIELDS else _repeated_name(columns))
-    if refused:  # each row quarantined by the footer's row count, never decoded
-        with parquet_file:
+    with contextlib.ExitStack() as opened:  # the file, closed when the reading stops
+        try:
+            parquet_file = opened.enter_context(storage.open_parquet(path))
+            columns = parquet_file.schema_arrow
+        except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            raise open_error(path, exc) from exc
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file that is not Parquet
+            yield Quarantined(display_path, reader_error("cannot read Parquet file",
+                                                         first_line(exc, limit=10_000)), _head(path, storage))
+            return
+        too_deep = 1 + max((_type_depth(f.type) for f in columns), default=0) > MAX_NESTING
+        # every row of a file with a repeated column or struct field name is quarantined, never materialized:
+        # a record cannot hold the name twice, and a dict would keep one of the values (CONTRACT section 8,
+        # "Readers")
+        refused = (TOO_DEEP if too_deep else too_many_fields(len(columns), "the Parquet file has")
+                   if len(columns) > MAX_FIELDS else _repeated_name(columns))
+        if refused:  # each row quarantined by the footer's row count, never decoded
             total = parquet_file.metadata.num_rows
             if total > _MAX_LOST_ROWS:  # a footer claiming more rows than is plausible
                 yield Quarantined(display_path, f"{refused}; the footer claims {total} rows: counted as this one "
@@ -90,48 +91,55 @@ def read(
                 return
             for index in range(total):
                 yield Quarantined(f"{display_path}:row {index}", refused, "")
-        return
+            return
+        yield from _group_items(parquet_file, schema, path, display_path, batch_size, max_record_bytes, storage)
+
+
+def _group_items(parquet_file: Any, schema: dict[str, FieldType] | None, path: str, display_path: str,
+                 batch_size: int, max_record_bytes: int, storage: Storage) -> Iterator[ReadItem]:
+    """`read`'s items of an open Parquet file, a row group at a time."""
+    columns = parquet_file.schema_arrow
+    row = 0
     identity = columnar.identity_schema(columns, schema)
     names = set(columns.names)
     missing = [name for name in schema if name not in names] if schema else []
-    with parquet_file:
-        for group in range(parquet_file.num_row_groups):
-            group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
-            end = group_start + group_rows
-            too_large = oversized_page(path, parquet_file.metadata.row_group(group), max_record_bytes,
-                                       f"row group {group} (rows {group_start}-{end - 1})", storage)
-            if too_large:
-                yield from _lost_rows(display_path, row, end, too_large)
+    for group in range(parquet_file.num_row_groups):
+        group_start, group_rows = row, parquet_file.metadata.row_group(group).num_rows
+        end = group_start + group_rows
+        too_large = oversized_page(path, parquet_file.metadata.row_group(group), max_record_bytes,
+                                   f"row group {group} (rows {group_start}-{end - 1})", storage)
+        if too_large:
+            yield from _lost_rows(display_path, row, end, too_large)
+            row = end
+            continue
+        batches = parquet_file.iter_batches(batch_size=max(batch_size, 1), row_groups=[group])
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as exc:  # a corrupt page: the group's other rows cannot be located
+                reason = reader_error(f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
+                                      f"after row {row}", first_line(exc, limit=10_000))
+                yield from _lost_rows(display_path, row, end, reason)
                 row = end
-                continue
-            batches = parquet_file.iter_batches(batch_size=max(batch_size, 1), row_groups=[group])
-            while True:
-                try:
-                    batch = next(batches, None)
-                except Exception as exc:  # a corrupt page: the group's other rows cannot be located
-                    reason = reader_error(f"cannot read Parquet row group {group} (rows {group_start}-{end - 1}) "
-                                          f"after row {row}", first_line(exc, limit=10_000))
-                    yield from _lost_rows(display_path, row, end, reason)
-                    row = end
-                    break
-                if batch is None:
-                    break
-                # the rows' canonical bytes and fingerprints from the Arrow columns, where the schema keeps
-                # the values as they are (else None: the read step encodes the records)
-                encoded = columnar.row_encodings(batch, missing) if identity else None
-                for index, record in enumerate(_rows(batch, schema if identity else None)):
-                    location = f"{display_path}:row {row}"
-                    row += 1
-                    if schema is not None and not identity:
-                        try:
-                            record = coerce_record(record, schema)
-                        except SchemaMismatch as exc:
-                            yield Quarantined(location, str(exc), preview(record))
-                            continue
-                    if encoded is None:
-                        yield record, location
-                    else:
-                        yield record, location, encoded[0][index], encoded[1][index]
+                break
+            if batch is None:
+                break
+            # the rows' canonical bytes and fingerprints from the Arrow columns, where the schema keeps
+            # the values as they are (else None: the read step encodes the records)
+            encoded = columnar.row_encodings(batch, missing) if identity else None
+            for index, record in enumerate(_rows(batch, schema if identity else None)):
+                location = f"{display_path}:row {row}"
+                row += 1
+                if schema is not None and not identity:
+                    try:
+                        record = coerce_record(record, schema)
+                    except SchemaMismatch as exc:
+                        yield Quarantined(location, str(exc), preview(record))
+                        continue
+                if encoded is None:
+                    yield record, location
+                else:
+                    yield record, location, encoded[0][index], encoded[1][index]
 
 
 def oversized_page(path: str, group: Any, max_record_bytes: int, rows: str, storage: Storage = Storage()) -> str | None:

@@ -706,12 +706,12 @@ def _open_fingerprints(path: str, storage: Storage) -> pq.ParquetFile:
 def _iter_parquet(path: str, rows: int, storage: Storage) -> Iterator[pa.Table]:
     """A bucket file's rows, about `rows` at a time, as FP_SCHEMA tables."""
     try:
-        reader = storage.open_parquet(path)
-        missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
-        if missing:
-            raise FingerprintSetError(f"{path}: cannot read: columns {', '.join(missing)} are missing; the set is "
-                                      f"damaged: replay the side again")
-        for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
-            yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
+        with storage.open_parquet(path) as reader:
+            missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
+            if missing:
+                raise FingerprintSetError(f"{path}: cannot read: columns {', '.join(missing)} are missing; the set "
+                                          f"is damaged: replay the side again")
+            for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
+                yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
     except (OSError, pa.ArrowException) as exc:
         raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side again") from exc

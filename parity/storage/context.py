@@ -10,10 +10,10 @@ options in one process (a tap in a user's job beside parity's own run, two taps)
 It is the one seam for paths: no caller asks whether a path is local or a URL to choose how to read, write,
 list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `open_write_stream`, `makedirs`,
 `local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL branch of each
-operation is here. Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
-diff runs, a path shown relative to the config's folder); one listing keeps a branch of its own, the capture
-files' (`parity.capture.list_capture_files`), whose local side refuses FIFOs and devices and tells parity's own
-output by its markers on disk, and whose messages differ.
+operation is here (the capture listing's, `list_capture`, in `parity.storage.capture_listing`: its local side
+refuses FIFOs and devices and tells parity's own output by its markers on disk, and its messages are the
+capture path's). Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
+diff runs, a path shown relative to the config's folder).
 
 A URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own
 pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no
@@ -38,24 +38,22 @@ is needed or would change a result or a message:
 
 Beam's `FileSystems` reads its options from a process-wide setting, which a user's own pipeline in the same
 process relies on; parity leaves it alone. A context builds the file system of a scheme itself with its own
-options (one per scheme and options, kept in a module cache that holds no current setting): for `s3://`
-parity's `S3Store` (`parity.storage.s3_clients`), Beam's S3IO with one client per thread; for other schemes
-Beam's file system class. The pure path helpers (`child`, `join`, `is_url`, `parent`, `basename`, `scheme`, the
-glob helpers, `makedirs`, `resolved`) are plain functions in `parity.storage.urls`: they need no options.
+options (`parity.storage.stores`: one per scheme and options, kept in a module cache that holds no current
+setting): for `s3://` parity's `S3Store` (`parity.storage.s3_clients`), Beam's S3IO with one client per thread;
+for other schemes Beam's file system class. The pure path helpers (`child`, `join`, `is_url`, `parent`,
+`basename`, `scheme`, the glob helpers, `makedirs`, `resolved`) are plain functions in `parity.storage.urls`:
+they need no options.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import shutil
-import threading
 from typing import IO, Any, Iterator, Sequence
 
-from parity import compat
 from parity.errors import ParityError
-from parity.storage import files, gcs_probe, s3_clients, urls
+from parity.storage import capture_listing, files, local_copies, stores, urls
 
 __all__ = ["Storage"]
 
@@ -86,13 +84,15 @@ class Storage:
         """The bytes of `path`, as a binary file object (compression is left to the caller)."""
         if not urls.is_url(path):
             _regular(path)
-            return _local_store().open(path)
+            return stores.local_store().open(path)
         try:
             store = self._store(path)
             return store.open(path)
         except Exception as exc:  # Beam raises its own errors (BeamIOError, a client's): an OSError to callers
-            error = _os_error(path, exc)
-            if not isinstance(error, (FileNotFoundError, ParityError)) and not _exists_quietly(self, path):
+            error = stores.os_error(path, exc)
+            missing = not isinstance(error, (FileNotFoundError, ParityError)) and not stores.exists_quietly(
+                path, self.options)
+            if missing:
                 raise FileNotFoundError(str(error)) from exc  # as a missing local file is: callers tell it apart
             raise error from exc
 
@@ -139,7 +139,7 @@ class Storage:
             with self._store(path).create(path) as handle:
                 handle.write(data)
         except Exception as exc:
-            raise _os_error(path, exc) from exc
+            raise stores.os_error(path, exc) from exc
 
     def write_text(self, path: str, text: str) -> None:
         """`write_bytes` of `text` as UTF-8 (locally `parity.storage.files.write_text`)."""
@@ -238,16 +238,16 @@ class Storage:
         try:
             handle = self._store(path).create(path)
         except Exception as exc:
-            raise _os_error(path, exc) from exc
+            raise stores.os_error(path, exc) from exc
         try:
             yield handle
         except BaseException:
-            _abandon(handle)
+            stores.abandon(handle)
             raise
         try:
             handle.close()
         except Exception as exc:
-            raise _os_error(path, exc) from exc
+            raise stores.os_error(path, exc) from exc
 
     # -- reading Arrow and Parquet ---------------------------------------------------------------------------
 
@@ -262,22 +262,38 @@ class Storage:
             return pa.memory_map(path)
         return pa.BufferReader(self.read_bytes(path))
 
-    def open_parquet(self, path: str) -> Any:
-        """A `pyarrow.parquet.ParquetFile` of `path` (`readable`: the path locally, so Arrow maps it; a
-        seekable stream on a URL, so only the footer and the columns read are fetched)."""
+    @contextlib.contextmanager
+    def open_parquet(self, path: str) -> Iterator[Any]:
+        """Yields a `pyarrow.parquet.ParquetFile` of `path` (`readable`: the path locally, so Arrow maps it; a
+        seekable stream on a URL, so only the footer and the columns read are fetched), and closes it and the
+        stream it reads when the block ends: pyarrow leaves a file object it was given open.
+
+        Example:
+            with storage.open_parquet(path) as parquet_file:
+                rows = parquet_file.metadata.num_rows
+        """
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(self.readable(path))
+        source = self.readable(path)
+        try:
+            parquet_file = pq.ParquetFile(source)
+            try:
+                yield parquet_file
+            finally:
+                parquet_file.close(force=True)
+        finally:
+            if not isinstance(source, str):
+                source.close()
 
     # -- what is there ---------------------------------------------------------------------------------------
 
     def exists(self, path: str) -> bool:
         if not urls.is_url(path):
-            return _local_store().exists(path)
+            return stores.local_store().exists(path)
         try:
             return self._store(path).exists(path) or bool(self.list_folder(path))
         except Exception as exc:
-            raise _os_error(path, exc) from exc
+            raise stores.os_error(path, exc) from exc
 
     def isfile(self, path: str) -> bool:
         """Whether `path` is a file (a local file, or an object that exists under exactly that key)."""
@@ -288,7 +304,7 @@ class Storage:
         try:
             return self._store(path).exists(path)
         except Exception as exc:
-            raise _os_error(path, exc) from exc
+            raise stores.os_error(path, exc) from exc
 
     def isdir(self, path: str) -> bool:
         """Whether `path` is a folder (a local folder, or a URL prefix with at least one object under `path/`)."""
@@ -325,6 +341,17 @@ class Storage:
                 found.append(found_path)
         return sorted(found)
 
+    def list_capture(self, pattern: str, base_dir: str) -> list[str]:
+        """The files a capture path names (a file, a folder's files or a glob, relative to `base_dir` unless
+        absolute; a URL alike), sorted, leaving out parity's own output folders and fingerprint sets
+        (`parity.storage.capture_listing`).
+
+        Raises:
+            InputError: nothing matches, a local match is a FIFO or a device, or a URL cannot be listed; the
+                message names the pattern.
+        """
+        return capture_listing.capture_files(pattern, base_dir, self)
+
     def match(self, pattern: str) -> list[str]:
         """The files a glob names, sorted (`**` crosses folders, `*` does not, as glob.glob(recursive=True))."""
         if not urls.is_url(pattern):
@@ -351,7 +378,7 @@ class Storage:
                     same = [p for p in present if urls.scheme(p) == name]
                     self._store(same[0]).delete(same)
             except Exception as exc:
-                raise _os_error(remote[0], exc) from exc
+                raise stores.os_error(remote[0], exc) from exc
 
     def delete_tree(self, path: str) -> None:
         """Removes the folder `path` and everything under it; nothing if missing. For a URL: every object whose
@@ -366,7 +393,7 @@ class Storage:
             for start in range(0, len(found), 1000):  # S3 deletes at most 1000 objects a request
                 self._store(path).delete(found[start:start + 1000])
         except Exception as exc:
-            raise _os_error(path, exc) from exc
+            raise stores.os_error(path, exc) from exc
 
     def remove(self, path: str) -> None:
         """Removes a file or a folder tree at `path`, whichever it is; nothing if missing. Locally a link goes as
@@ -396,50 +423,21 @@ class Storage:
         """Copies every object under the URL folder `path` into the local folder `target` (made if missing),
         keeping their relative names; returns `target`. For a reader that opens local files only (TensorFlow's
         loader of a `saved` graph, where tf.io.gfile has no filesystem for the scheme)."""
-        prefix = path.rstrip("/") + "/"
-        found = self._match_prefix(prefix)
-        if not found:
-            raise FileNotFoundError(f"{path}: no object under this prefix")
-        for source in found:
-            rest = source[len(prefix):]
-            if not rest or rest.endswith("/"):
-                continue
-            local = os.path.join(target, *rest.split("/"))
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            with self.open_read(source) as handle, open(local, "wb") as out:
-                shutil.copyfileobj(handle, out, 1 << 20)
-        return target
+        return local_copies.copy_tree(self, path, target)
 
     def local_copy(self, path: str, prefix: str = "parity-copy-") -> str:
         """`path` where a library that opens only local files can read it (TensorFlow's loaders: tf.io.gfile has
         no `s3://` without tensorflow-io): `path` itself when local; for a URL, a copy of its object (when one
         exists under exactly that name, e.g. a `.keras` file) or of the folder under it, in a local temporary
-        folder named with `prefix`, made once per process and options and removed when it exits. Workers call
-        it too.
+        folder named with `prefix`, made once per process and options and removed when it exits
+        (`parity.storage.local_copies`). Workers call it too.
 
         Raises:
             OSError: nothing can be read under the URL.
         """
         if not urls.is_url(path):
             return path
-        key = (path.rstrip("/"), self.options)
-        with _COPYING:
-            if key not in _LOCAL_COPIES:
-                _LOCAL_COPIES[key] = self._copy(key[0], prefix)
-            return _LOCAL_COPIES[key]
-
-    def _copy(self, url: str, prefix: str) -> str:
-        import atexit
-        import tempfile
-
-        target = tempfile.mkdtemp(prefix=prefix)
-        atexit.register(shutil.rmtree, target, True)
-        if self.isfile(url):
-            local = os.path.join(target, urls.basename(url))
-            with self.open_read(url) as source, open(local, "wb") as out:
-                shutil.copyfileobj(source, out, 1 << 20)
-            return local
-        return self.copy_tree_to_local(url, target)
+        return local_copies.local_copy(self, path, prefix)
 
     # -- the store of a URL ----------------------------------------------------------------------------------
 
@@ -448,85 +446,12 @@ class Storage:
         try:
             return list(self._store(prefix).list_prefix(prefix))
         except Exception as exc:
-            raise _os_error(prefix, exc) from exc
+            raise stores.os_error(prefix, exc) from exc
 
     def _store(self, path: str) -> Any:
-        """The file system of `path`'s scheme built with these options, after a bounded check that the store
-        `path` is on answers (`s3_clients.probe`, `gcs_probe.probe`, once per bucket and options): Beam retries
-        an unreachable store for minutes. One per scheme and options, kept for the process."""
-        name = urls.scheme(path)
-        if name == "s3":
-            s3_clients.probe(path, self.options)
-        elif name == "gs":
-            gcs_probe.probe(path, self.options)
-        key = (name, self.options)
-        found = _STORES.get(key)
-        if found is None:
-            with _BUILDING:
-                found = _STORES.get(key)
-                if found is None:
-                    found = _STORES[key] = _build_store(name, self.options)
-        return found
-
-
-_STORES: dict[tuple[str, tuple[str, ...]], Any] = {}  # (scheme, options) -> its file system, built once
-_BUILDING = threading.Lock()
-_LOCAL_COPIES: dict[tuple[str, tuple[str, ...]], str] = {}  # (URL, options) -> its local copy, made once
-_COPYING = threading.Lock()
-
-
-def _build_store(name: str, options: tuple[str, ...]) -> Any:
-    if name == "s3" and compat.s3io_module() is not None and compat.boto3_client_module() is not None:
-        return s3_clients.S3Store(options)
-    cls = urls.filesystem_class(name)
-    if cls is None:
-        raise ValueError(f"no installed Beam file system serves {name}://")
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    return _BeamStore(cls(pipeline_options=PipelineOptions(list(options))))
-
-
-class _BeamStore:
-    """Beam's file system of a scheme (GCS, HDFS, ...) with the calls `Storage` makes, as `S3Store` has them."""
-
-    def __init__(self, filesystem: Any) -> None:
-        self._fs = filesystem
-
-    def open(self, path: str) -> Any:
-        from apache_beam.io.filesystem import CompressionTypes
-
-        return self._fs.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-    def create(self, path: str) -> Any:
-        from apache_beam.io.filesystem import CompressionTypes
-
-        return self._fs.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-    def exists(self, path: str) -> bool:
-        return bool(self._fs.exists(path))
-
-    def list_prefix(self, prefix: str) -> Iterator[str]:
-        return (meta.path for result in self._fs.match([prefix + "**"]) for meta in result.metadata_list)
-
-    def delete(self, paths: Sequence[str]) -> None:
-        self._fs.delete(list(paths))
-
-
-@functools.lru_cache(maxsize=None)
-def _local_store() -> Any:
-    """Beam's LocalFileSystem, as a `_BeamStore` (one for the process: it takes no options)."""
-    from apache_beam.io.localfilesystem import LocalFileSystem
-
-    return _BeamStore(LocalFileSystem(pipeline_options=None))
-
-
-def _exists_quietly(storage: Storage, path: str) -> bool:
-    """Whether the store of `path` says it exists; True when it cannot say (the open's own error is the one to
-    show)."""
-    try:
-        return bool(storage._store(path).exists(path))
-    except Exception:
-        return True
+        """The file system of `path`'s scheme built with these options (`parity.storage.stores.store_of`: after a
+        bounded check that the store answers; one per scheme and options, kept for the process)."""
+        return stores.store_of(path, self.options)
 
 
 def _regular(path: str) -> None:
@@ -541,21 +466,3 @@ def _regular(path: str) -> None:
     if special is not None:
         raise OSError(f"{path} is {special}, not a regular file; parity reads only regular files (and folders "
                       f"where one is asked for)")
-
-
-def _abandon(handle: Any) -> None:
-    """Drops an upload without completing it, so that a writer that raised leaves no half object: Beam's
-    uploading streams (`filesystemio.UploaderStream`, S3's and others') complete the upload when closed, which
-    the garbage collector would otherwise do."""
-    compat.abandon_upload(handle)
-    with contextlib.suppress(Exception):
-        handle.close()
-
-
-def _os_error(path: str, exc: Exception) -> Exception:
-    """Beam's and the store's errors as an OSError naming the path, as local file errors are (parity's own,
-    e.g. an unreachable store's, as they are)."""
-    if isinstance(exc, (OSError, ParityError)):
-        return exc
-    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return OSError(f"{path}: {message}")

@@ -20,8 +20,8 @@ refused unless `--force`, and the earlier outputs are removed by deleting every 
 A run removes or overwrites only what parity wrote (`.parity-written` records the names each claim is for),
 `--force` or not, and never takes an `--out` that holds one of its inputs (`parity.config.inputs`).
 
-Captures never read parity's own output: `is_parity_output` tells whether a file lies in a folder parity
-claimed (its marker) or in a fingerprint set, and the capture listing leaves those out.
+Captures never read parity's own output: the capture listing (`parity.storage.capture_listing`) leaves out the
+files in a folder parity claimed (its marker) or in a fingerprint set (`parity.storage.marks`).
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from typing import Iterable
 from parity.errors import OutputError
 from parity.storage import files, urls
 from parity.storage.context import Storage
+from parity.storage.marks import MARKER, has_marker as _has_marker
 
-MARKER = ".parity-out"
 LOCK = ".parity-lock"
 # the names parity has written into the folder, one a line: the only ones a later run removes or replaces
 WRITTEN = ".parity-written"
@@ -54,8 +54,6 @@ SET_OUTPUTS = ("manifest.json", "fingerprints.parquet", "fingerprints", "buckets
                "analyzer_feeds.json", TIMINGS, "values",
                "stage_values", "_parts", "_spill", "_tft_tmp", "tft_output", *LOGS)
 _OWN = (MARKER, LOCK, WRITTEN)
-# a folder holding both files of either pair is a fingerprint set (one fingerprints file, or bucket files)
-_SET_FILES = (("manifest.json", "fingerprints.parquet"), ("manifest.json", "buckets.json"))
 
 
 class Claim:
@@ -241,11 +239,6 @@ def is_claimed(path: str) -> bool:
         and _has_marker(path)
 
 
-def _has_marker(path: str) -> bool:
-    marker = os.path.join(path, MARKER)
-    return os.path.isfile(marker) and not os.path.islink(marker)
-
-
 def _write_marker(path: str) -> None:
     fd = os.open(os.path.join(path, MARKER), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -279,17 +272,3 @@ def _lock(path: str, flag: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
-
-
-def is_parity_output(path: str, stop: str = os.sep) -> bool:
-    """Whether the file `path` lies in a folder parity claimed (its marker) or in a fingerprint set, looking
-    at its folders up to `stop` (the capture pattern's fixed part, included)."""
-    stop = os.path.abspath(stop)
-    folder = os.path.dirname(os.path.abspath(path))
-    while True:
-        if _has_marker(folder) or any(all(os.path.isfile(os.path.join(folder, name)) for name in names)
-                                      for names in _SET_FILES):
-            return True
-        if folder == stop or os.path.dirname(folder) == folder:
-            return False
-        folder = os.path.dirname(folder)

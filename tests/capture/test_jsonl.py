@@ -265,3 +265,29 @@ def test_a_file_read_in_blocks_gives_the_items_the_line_by_line_reader_gives(tmp
 def _flat(items):
     from parity.capture import Chunk
     return [pair for item in items for pair in (zip(item.records, item.locations) if type(item) is Chunk else [item])]
+
+
+def test_a_jsonl_file_that_starts_with_gzips_magic_but_is_no_gzip_stream_is_read_as_the_plain_text_it_is(tmp_path):
+    path = _write(tmp_path, b'\x1f\x8b\n{}\n{"trip_id": 3}\n')
+    records, locations, quarantined = _read(path)
+    assert records == [{}, {"trip_id": 3}]
+    assert locations == ["capture/trips.jsonl:2", "capture/trips.jsonl:3"]
+    assert [(q.location, q.reason) for q in quarantined] == [
+        ("capture/trips.jsonl:1", "invalid UTF-8 at byte 1: invalid start byte")]
+
+
+@pytest.mark.parametrize("name", ["trips.jsonl", "trips.jsonl.gz", "part-00000"])
+def test_a_gzipped_jsonl_file_is_decompressed_whatever_its_name(tmp_path, name):
+    import gzip
+
+    path = _write(tmp_path, gzip.compress(b'{"trip_id": 1}\n\n{"trip_id": 2}\n', mtime=0), name)
+    records, locations, quarantined = _read(path)
+    assert records == [{"trip_id": 1}, {"trip_id": 2}] and quarantined == []
+    assert locations == ["capture/trips.jsonl:1", "capture/trips.jsonl:3"]
+
+
+def test_an_empty_gzip_stream_is_a_jsonl_file_of_no_records(tmp_path):
+    import gzip
+
+    path = _write(tmp_path, gzip.compress(b"", mtime=0))
+    assert _read(path) == ([], [], [])

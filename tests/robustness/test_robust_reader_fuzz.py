@@ -13,11 +13,12 @@ import io
 import json
 import re
 import struct
+import zlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from parity.encoding import canonical
@@ -117,15 +118,50 @@ def _jsonl_non_blank_lines(data: bytes) -> list[int]:
     return numbers
 
 
+def _gzip_lines(data: bytes) -> list[bytes] | None:
+    """The lines `data` decompresses to when it starts a gzip stream (zlib takes its start and gives something:
+    data, or the end of an empty stream), as far as it decompresses; None for any other bytes, which a reader
+    takes as plain text."""
+    if not data.startswith(b"\x1f\x8b"):
+        return None
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data[:1 << 16])
+    except zlib.error:
+        return None
+    if not out and not inflater.eof:
+        return None
+    try:
+        out += inflater.decompress(data[1 << 16:])
+    except zlib.error:
+        pass
+    return out.split(b"\n")
+
+
 @READERS
 @given(_JSONL_FILES, st.booleans(), st.integers(1, 5))
+@example(data=b"\x1f\x8b\n{}", typed=False, batch_size=1)  # gzip's magic, then no gzip stream: plain text
+@example(data=b"\x1f\x8b", typed=True, batch_size=2)
+@example(data=gzip.compress(b'{}\n\n{"id": 1}\n[]\n', mtime=0), typed=False, batch_size=2)  # gzip, whatever its name
 def test_arbitrary_bytes_in_a_jsonl_file_give_one_item_per_non_blank_line(tmp_path_factory, data, typed,
                                                                          batch_size):
     tmp_path = tmp_path_factory.mktemp("jsonl")
     batches = _read(tmp_path, "f.jsonl", data, "jsonl", SCHEMA if typed else None, batch_size)
     assert not isinstance(batches, ParityError), "a jsonl file is never refused as a whole"
     items = _items(batches, "jsonl", batch_size)
-    assert sorted(_line_number(location) for location, _ in items) == _jsonl_non_blank_lines(data)
+    numbers = sorted(_line_number(location) for location, _ in items)
+    decompressed = _gzip_lines(data)
+    if decompressed is None:
+        assert numbers == _jsonl_non_blank_lines(data)
+        return
+    # a gzip stream: one item per non-blank line it decompresses to, up to where it breaks; the rest one entry
+    expected = _jsonl_non_blank_lines(b"\n".join(decompressed))
+    broken = [entry for _, entry in items
+              if isinstance(entry, Quarantined) and entry.reason.startswith("corrupt gzip stream")]
+    assert len(broken) <= 1 and len(numbers) == len(set(numbers))
+    kept = [n for n in numbers if not broken or n != _line_number(broken[0].location)]
+    assert kept == expected[:len(kept)]
+    assert broken or kept == expected
 
 
 # ---------------------------------------------------------------------------------------------- csv

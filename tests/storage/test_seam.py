@@ -54,9 +54,45 @@ def test_a_parquet_file_opens_with_its_footer_and_rows_from_a_local_path_and_a_u
     with storage.open_write(path) as sink:
         pq.write_table(TABLE, sink)
 
-    reader = storage.open_parquet(path)
-    assert reader.metadata.num_rows == 3
-    assert reader.read(columns=["rows"]).column("rows").to_pylist() == [1, 2, 3]
+    with storage.open_parquet(path) as reader:
+        assert reader.metadata.num_rows == 3
+        assert reader.read(columns=["rows"]).column("rows").to_pylist() == [1, 2, 3]
+    assert reader.closed
+
+
+def _keeping(storage: Storage) -> tuple[Storage, list]:
+    """`storage` with the same options, keeping what each `readable` call gave."""
+    sources: list = []
+
+    class Keeping(Storage):
+        def readable(self, path: str):
+            sources.append(super().readable(path))
+            return sources[-1]
+
+    return Keeping(storage.options), sources
+
+
+def test_a_parquet_file_closes_the_stream_it_reads_after_its_block_an_error_in_it_or_a_file_that_is_no_parquet(place):
+    storage, base = place
+    storage.makedirs(base)
+    path, bad = urls.child(base, "rows.parquet"), urls.child(base, "bad.parquet")
+    with storage.open_write(path) as sink:
+        pq.write_table(TABLE, sink)
+    storage.write_bytes(bad, b"not a parquet file")
+    keeping, sources = _keeping(storage)
+
+    with keeping.open_parquet(path) as reader:
+        assert reader.metadata.num_rows == 3
+    with pytest.raises(KeyError), keeping.open_parquet(path):
+        raise KeyError("the block raised")
+    with pytest.raises(pa.ArrowInvalid), keeping.open_parquet(bad):
+        pass
+
+    # locally Arrow is given the path and opens (and closes) the file itself; on a URL, the stream parity opened
+    assert sources == [path, path, bad] if not urls.is_url(base) else len(sources) == 3
+    streams = [source for source in sources if not isinstance(source, str)]
+    assert len(streams) == (3 if urls.is_url(base) else 0)
+    assert all(stream.closed for stream in streams)
 
 
 def test_a_stream_writer_writes_the_whole_file_or_leaves_the_old_one_on_a_local_path_and_a_url(place):
