@@ -15,6 +15,7 @@ locally exactly as before (each write whole or not at all: a local rename, or on
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any, Iterable, Iterator
@@ -135,7 +136,7 @@ def _read_parquet(path: str, columns: list[str], schema: pa.Schema, storage: Sto
     wanted = pa.schema([pa.field(f.name, pa.large_binary()) if pa.types.is_binary(f.type) else f
                         for f in (schema.field(name) for name in columns)])
     try:
-        with pq.ParquetFile(storage.readable(path)) as reader:
+        with storage.open_parquet(path) as reader:
             missing = [name for name in columns if name not in reader.schema_arrow.names]
             if missing:
                 raise FingerprintSetError(f"{path}: cannot read the values of a fingerprint set: no column "
@@ -157,7 +158,7 @@ def _read_fp_part(path: str, storage: Storage) -> pa.Table:
     if path.endswith(FP_PART_SUFFIX):
         with storage.open_arrow(path) as source:
             return pa.ipc.open_file(source).read_all()
-    return pq.read_table(storage.readable(path), schema=FP_SCHEMA)
+    return storage.read_parquet(path, schema=FP_SCHEMA)
 
 
 def _fp_part_rows(path: str, storage: Storage) -> int:
@@ -165,7 +166,8 @@ def _fp_part_rows(path: str, storage: Storage) -> int:
         with storage.open_arrow(path) as source:
             reader = pa.ipc.open_file(source)
             return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    return pq.read_metadata(storage.readable(path)).num_rows
+    with storage.open_parquet(path) as parquet_file:
+        return parquet_file.metadata.num_rows
 
 
 # Value parts: columns of mostly distinct canonical bytes, so no dictionary pages (they cost write time and save no
@@ -459,7 +461,7 @@ class FingerprintSet:
         if self._table is None:
             path = urls.child(self.path, FINGERPRINTS)
             try:
-                self._table = pq.read_table(self.storage.readable(path), schema=FP_SCHEMA)
+                self._table = self.storage.read_parquet(path, schema=FP_SCHEMA)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
         return self._table
@@ -474,7 +476,8 @@ class FingerprintSet:
             return self._table.num_rows
         if self.buckets is not None:
             return sum(b["rows"] for b in self.buckets)
-        return _open_fingerprints(self.path, self.storage).metadata.num_rows
+        with _open_fingerprints(self.path, self.storage) as reader:
+            return reader.metadata.num_rows
 
     def iter_tables(self, rows: int, skip: frozenset[int] = frozenset()) -> Iterator[pa.Table]:
         """The fingerprint rows in file order (sorted by key), about `rows` at a time, as FP_SCHEMA tables;
@@ -489,12 +492,12 @@ class FingerprintSet:
                 yield pa.Table.from_batches([batch], schema=self._table.schema).cast(FP_SCHEMA)
             return
         path = urls.child(self.path, FINGERPRINTS)
-        reader = _open_fingerprints(self.path, self.storage)
-        try:
-            for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
-                yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
-        except (OSError, pa.ArrowException) as exc:
-            raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
+        with _open_fingerprints(self.path, self.storage) as reader:
+            try:
+                for batch in reader.iter_batches(batch_size=rows, columns=FP_SCHEMA.names):
+                    yield pa.Table.from_batches([batch]).cast(FP_SCHEMA)
+            except (OSError, pa.ArrowException) as exc:
+                raise FingerprintSetError(f"{path}: cannot read: {exc}") from exc
 
     def keys_of_range(self, key_range: int) -> pa.Array:
         """The key texts of a bucketed set's key range (its bucket file's `key` column alone; empty when the range
@@ -505,7 +508,8 @@ class FingerprintSet:
             return pa.array([], pa.string())
         path = bucket_file(self.path, key_range)
         try:
-            return pq.ParquetFile(self.storage.readable(path)).read(columns=["key"]).column("key").combine_chunks()
+            with self.storage.open_parquet(path) as reader:
+                return reader.read(columns=["key"]).column("key").combine_chunks()
         except (OSError, pa.ArrowException, KeyError) as exc:
             raise FingerprintSetError(f"{path}: cannot read: {exc}; the set is damaged: replay the side "
                                       f"again") from exc
@@ -636,7 +640,7 @@ def remove_values(set_dir: str, storage: Storage, also: Iterable[str] = ()) -> N
     bucketed = storage.isfile(urls.child(set_dir, BUCKETS_FILE))
     for path in (storage.match(urls.join(set_dir, BUCKET_FILES_DIR, "*.parquet")) if bucketed
                  else [urls.child(set_dir, FINGERPRINTS)]):
-        table = pq.read_table(storage.readable(path))
+        table = storage.read_parquet(path)
         keys = pa.array([fp.hex() for fp in table.column("key_fp").to_pylist()], pa.string())
         table = table.set_column(table.schema.get_field_index("key"), table.schema.field("key"), keys)
         with storage.open_write(path) as target:
@@ -682,8 +686,8 @@ def read_set(path: str, storage: Storage = Storage()) -> FingerprintSet:
         # a bucketed set (its summaries refused when missing): its bucket files are opened when read
         return FingerprintSet(path=path, manifest=manifest, buckets=_read_buckets(path, storage)["buckets"],
                               storage=storage)
-    reader = _open_fingerprints(path, storage)  # the rows are read when used: `parity diff` streams them
-    missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
+    with _open_fingerprints(path, storage) as reader:  # the rows are read when used: `parity diff` streams them
+        missing = [name for name in FP_SCHEMA.names if name not in reader.schema_arrow.names]
     if missing:
         raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: columns {', '.join(missing)} are "
                                   f"missing; the set is damaged: replay the side again")
@@ -696,11 +700,16 @@ _MANIFEST_FIELDS = (("environment", dict, "a mapping of library to version"),
                     ("config_name", (str, type(None)), "a string"))
 
 
-def _open_fingerprints(path: str, storage: Storage) -> pq.ParquetFile:
-    try:
-        return pq.ParquetFile(storage.readable(urls.child(path, FINGERPRINTS)))
-    except (OSError, pa.ArrowException) as exc:
-        raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: {exc}") from exc
+@contextlib.contextmanager
+def _open_fingerprints(path: str, storage: Storage) -> Iterator[pq.ParquetFile]:
+    """The set's fingerprints file (`Storage.open_parquet`), closed when the block ends; a file that cannot be
+    opened is a damaged set."""
+    with contextlib.ExitStack() as stack:
+        try:
+            reader = stack.enter_context(storage.open_parquet(urls.child(path, FINGERPRINTS)))
+        except (OSError, pa.ArrowException) as exc:
+            raise FingerprintSetError(f"{path}/{FINGERPRINTS}: cannot read: {exc}") from exc
+        yield reader
 
 
 def _iter_parquet(path: str, rows: int, storage: Storage) -> Iterator[pa.Table]:

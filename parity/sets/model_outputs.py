@@ -80,5 +80,4 @@ def _parts(set_dir: str, storage: Storage) -> Iterator[pa.Table]:
         return
     for name in sorted(storage.list_names(folder)):
         if name.endswith(".parquet"):
-            with storage.open_read(urls.child(folder, name)) as handle:
-                yield pq.read_table(handle)
+            yield storage.read_parquet(urls.child(folder, name))

@@ -241,7 +241,7 @@ def _stage_rows(taps: list[dict], stage: str, sources: list[tuple[str, str, str]
             continue
         for path in storage.match(urls.child(tap["dir"], "_parts", "*.parquet")):
             try:
-                table = pq.read_table(storage.readable(path), schema=FP_SCHEMA, columns=columns)
+                table = storage.read_parquet(path, columns=columns, schema=FP_SCHEMA)
             except (OSError, pa.ArrowException) as exc:
                 raise FingerprintSetError(f"{path}: cannot read a tap part: {exc}") from exc
             n = table.num_rows
@@ -405,7 +405,7 @@ def iter_stage_keys(set_dir: str, storage: Storage = Storage()) -> dict[str, set
     for tap in _read_taps(set_dir, storage):
         keys = result.setdefault(tap["stage"], set())
         for path in storage.match(urls.child(tap["dir"], "_parts", "*.parquet")):
-            keys.update(pq.read_table(storage.readable(path), columns=["key_fp"]).column("key_fp").to_pylist())
+            keys.update(storage.read_parquet(path, columns=["key_fp"]).column("key_fp").to_pylist())
     return result
 
 

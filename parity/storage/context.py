@@ -8,12 +8,12 @@ options reach a harness started by an SDK worker pool. Nothing reads a "current"
 options in one process (a tap in a user's job beside parity's own run, two taps) each reach their own store.
 
 It is the one seam for paths: no caller asks whether a path is local or a URL to choose how to read, write,
-list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `open_write_stream`, `makedirs`,
-`local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL branch of each
-operation is here (the capture listing's, `list_capture`, in `parity.storage.capture_listing`: its local side
-refuses FIFOs and devices and tells parity's own output by its markers on disk, and its messages are the
-capture path's). Callers still ask `urls.is_url` for policy (a bigger batch for a URL out folder, where the
-diff runs, a path shown relative to the config's folder).
+list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `read_parquet`, `open_write_stream`,
+`makedirs`, `local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL
+branch of each operation is here (the capture listing's, `list_capture`, in `parity.storage.capture_listing`:
+its local side refuses FIFOs and devices, and its messages are the capture path's). Callers still ask
+`urls.is_url` for policy (a bigger batch for a URL out folder, where the diff runs, a path shown relative to the
+config's folder).
 
 A URL with a scheme (`s3://`, `gs://`, `hdfs://`, ...) goes through Beam's own file systems, with Beam's own
 pipeline options for credentials and endpoints (`--s3_endpoint_url`, `--s3_access_key_id`, ...): parity has no
@@ -274,13 +274,34 @@ class Storage:
         """
         import pyarrow.parquet as pq
 
-        source = self.readable(path)
-        try:
+        with self._reading(path) as source:
             parquet_file = pq.ParquetFile(source)
             try:
                 yield parquet_file
             finally:
                 parquet_file.close(force=True)
+
+    def read_parquet(self, path: str, columns: Sequence[str] | None = None, schema: Any = None) -> Any:
+        """The Parquet file `path` as a `pyarrow.Table`, as `pq.read_table(path, columns=..., schema=...)` reads
+        it (`schema`: the table's schema, its columns cast to it), with the stream it reads on a URL closed
+        before it returns (`open_parquet` for what reads a file in batches or only its footer).
+
+        Example:
+            keys = storage.read_parquet(path, columns=["key_fp"]).column("key_fp")
+        """
+        import pyarrow.parquet as pq
+
+        with self._reading(path) as source:
+            return pq.read_table(source, columns=None if columns is None else list(columns), schema=schema)
+
+    @contextlib.contextmanager
+    def _reading(self, path: str) -> Iterator[Any]:
+        """`readable(path)`, and the stream it opened on a URL closed when the block ends, however it ends: a
+        reader given a file object (pyarrow's) never closes it, and a check that reads many parts from an object
+        store would otherwise keep a stream (and its connection) per part."""
+        source = self.readable(path)
+        try:
+            yield source
         finally:
             if not isinstance(source, str):
                 source.close()
@@ -353,7 +374,9 @@ class Storage:
         return capture_listing.capture_files(pattern, base_dir, self)
 
     def match(self, pattern: str) -> list[str]:
-        """The files a glob names, sorted (`**` crosses folders, `*` does not, as glob.glob(recursive=True))."""
+        """The files a glob names, sorted, by glob.glob(recursive=True)'s rules on a URL too (`urls.glob_regex`):
+        `**` crosses folders, `*` does not, and a wildcard matches no hidden name the pattern does not start
+        with `.`."""
         if not urls.is_url(pattern):
             import glob
 

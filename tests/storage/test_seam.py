@@ -95,6 +95,27 @@ def test_a_parquet_file_closes_the_stream_it_reads_after_its_block_an_error_in_i
     assert all(stream.closed for stream in streams)
 
 
+def test_a_parquet_table_is_read_with_its_columns_and_schema_and_its_stream_closed_on_a_local_path_and_a_url(place):
+    storage, base = place
+    storage.makedirs(base)
+    path, bad = urls.child(base, "rows.parquet"), urls.child(base, "bad.parquet")
+    with storage.open_write(path) as sink:
+        pq.write_table(TABLE, sink)
+    storage.write_bytes(bad, b"not a parquet file")
+    keeping, sources = _keeping(storage)
+    wide = pa.schema([("key", pa.large_binary()), ("rows", pa.int64())])
+
+    assert keeping.read_parquet(path).equals(TABLE)
+    assert keeping.read_parquet(path, columns=["rows"]).column_names == ["rows"]
+    assert keeping.read_parquet(path, schema=wide).schema == wide
+    with pytest.raises(pa.ArrowInvalid):
+        keeping.read_parquet(bad)
+
+    streams = [source for source in sources if not isinstance(source, str)]
+    assert len(sources) == 4 and len(streams) == (4 if urls.is_url(base) else 0)
+    assert all(stream.closed for stream in streams)
+
+
 def test_a_stream_writer_writes_the_whole_file_or_leaves_the_old_one_on_a_local_path_and_a_url(place):
     storage, base = place
     storage.makedirs(base)
