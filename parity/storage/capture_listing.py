@@ -1,11 +1,11 @@
 """The files a capture path names (`capture.path`: a file, a folder or a glob, local or a URL), for
 `Storage.list_capture`, which is its one caller.
 
-A local path is listed with `glob.glob` and `os.listdir` (hidden names are not matched by `*`; a FIFO or a
-device among the files is refused before anything opens it, since it would block); a URL through the store's
-listings (`Storage.isfile`, `match`, `list_folder`, `list_tree`: the `Listing` it is given). Either way the
-files under a folder parity claimed as its output or under a fingerprint set (`parity.storage.marks`) are left
-out: `**/*.jsonl` with `--out` under the config's folder read an earlier side's quarantine.jsonl, and the counts
+A local path is listed with `glob.glob` and `os.listdir` (a FIFO or a device among the files is refused before
+anything opens it, since it would block); a URL through the store's listings (`Storage.isfile`, `match`,
+`list_folder`, `list_tree`: the `Listing` it is given), whose glob follows `glob.glob`'s rules. Either way hidden
+names are not matched by a wildcard, and the files under a folder parity claimed as its output or under a
+fingerprint set (`parity.storage.marks.is_parity_folder`, one rule for both) are left out: `**/*.jsonl` with `--out` under the config's folder read an earlier side's quarantine.jsonl, and the counts
 changed with every run.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Protocol
 from parity.errors import InputError
 from parity.storage import urls
 from parity.storage.files import special_kind
-from parity.storage.marks import MARKER, SET_FILES, has_marker
+from parity.storage.marks import is_parity_folder, local_holds
 
 
 class Listing(Protocol):
@@ -97,8 +97,7 @@ def is_parity_output(path: str, stop: str = os.sep) -> bool:
     stop = os.path.abspath(stop)
     folder = os.path.dirname(os.path.abspath(path))
     while True:
-        if has_marker(folder) or any(all(os.path.isfile(os.path.join(folder, name)) for name in names)
-                                     for names in SET_FILES):
+        if is_parity_folder(local_holds(folder)):
             return True
         if folder == stop or os.path.dirname(folder) == folder:
             return False
@@ -128,13 +127,12 @@ def _url_files(pattern: str, listing: Listing) -> list[str]:
 
 
 def _not_parity_output(files: list[str], listing: Listing, fixed: str) -> list[str]:
-    """The URLs of `files` outside parity's output folders and fingerprint sets below `fixed` (a folder holding
-    the `.parity-out` marker, or a manifest.json and a fingerprints.parquet), from one listing of `fixed`."""
+    """The URLs of `files` outside parity's output folders and fingerprint sets below `fixed`
+    (`parity.storage.marks.is_parity_folder`, the local listing's rule), from one listing of `fixed`."""
     names = set(listing.list_tree(fixed))
 
     def ours(folder: str) -> bool:
-        return f"{folder}/{MARKER}" in names or (f"{folder}/manifest.json" in names
-                                                 and f"{folder}/fingerprints.parquet" in names)
+        return is_parity_folder(lambda name: f"{folder}/{name}" in names)
 
     kept = []
     for path in files:

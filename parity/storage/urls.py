@@ -125,33 +125,22 @@ def glob_prefix(pattern: str) -> str:
 
 
 def glob_regex(pattern: str) -> re.Pattern:
-    """A glob as a regular expression over whole paths: `**` crosses folders, `*` does not (glob.glob(recursive=True)'s
-    rules)."""
-    parts = re.split(r"(\*\*/?)", pattern)
+    """A glob as a regular expression over whole paths, with glob.glob(recursive=True)'s rules: `**` as a whole
+    segment crosses folders, `*` does not, and a wildcard never matches a name that starts with `.` unless its
+    segment starts with `.` too (`**` crosses no hidden folder), so `s3://b/**/*.jsonl` leaves out `.x.jsonl` and
+    `.cache/x.jsonl` as the local glob does."""
+    segments = pattern.split("/")
     out = []
-    for part in parts:
-        if part in ("**", "**/"):
-            out.append("(?:.*/)?" if part == "**/" else ".*")
-        else:
-            # fnmatch's `*` crosses `/`: narrow it to one path segment
-            out.append(fnmatch.translate(part)[4:-3].replace(".*", "[^/]*"))
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":  # any visible segments: none before the next one, at least one at the end
+            out.append(r"[^/.][^/]*(?:/[^/.][^/]*)*" if last else r"(?:[^/.][^/]*/)*")
+            continue
+        # fnmatch's `*` crosses `/`: narrow it to one path segment
+        regex = fnmatch.translate(segment)[4:-3].replace(".*", "[^/]*")
+        hidden_ok = segment.startswith(".") or not any(char in segment for char in _GLOB)
+        out.append(("" if hidden_ok else r"(?!\.)") + regex + ("" if last else "/"))
     return re.compile("".join(out), re.DOTALL)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def parent(path: str) -> str:

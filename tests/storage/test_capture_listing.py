@@ -48,6 +48,27 @@ def test_a_glob_leaves_out_parity_output_folders_and_fingerprint_sets_on_a_local
     assert storage.list_capture(urls.join(base, "**/*.jsonl"), "/") == [urls.join(base, "cap/a.jsonl")]
 
 
+def test_a_glob_leaves_out_a_bucketed_fingerprint_set_on_a_local_path_and_a_url(place):
+    storage, base = place
+    _write(storage, base, "cap/a.jsonl", "set/manifest.json", "set/buckets.json", "set/quarantine.jsonl",
+           "set/fingerprints/00.jsonl", "half/manifest.json", "half/b.jsonl")
+
+    # a manifest alone makes no set: half/b.jsonl stays
+    assert storage.list_capture(urls.join(base, "**/*.jsonl"), "/") == [urls.join(base, "cap/a.jsonl"),
+                                                                         urls.join(base, "half/b.jsonl")]
+
+
+def test_a_glob_matches_no_hidden_file_or_folder_unless_the_pattern_names_it_on_a_local_path_and_a_url(place):
+    storage, base = place
+    _write(storage, base, "cap/a.jsonl", "cap/.a.jsonl", ".cache/b.jsonl", "cap/.tmp/c.jsonl", "cap/sub/d.jsonl")
+
+    assert storage.list_capture(urls.join(base, "**/*.jsonl"), "/") == [urls.join(base, "cap/a.jsonl"),
+                                                                         urls.join(base, "cap/sub/d.jsonl")]
+    assert storage.list_capture(urls.join(base, "cap/*"), "/") == [urls.join(base, "cap/a.jsonl")]
+    assert storage.list_capture(urls.join(base, ".cache/*.jsonl"), "/") == [urls.join(base, ".cache/b.jsonl")]
+    assert storage.list_capture(urls.join(base, "cap/.*.jsonl"), "/") == [urls.join(base, "cap/.a.jsonl")]
+
+
 def test_a_relative_local_path_starts_at_the_base_folder(tmp_path):
     _write(Storage(), str(tmp_path), "cap/a.jsonl")
     assert Storage().list_capture("cap/*.jsonl", str(tmp_path)) == [str(tmp_path / "cap" / "a.jsonl")]

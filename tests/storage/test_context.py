@@ -64,6 +64,23 @@ def test_no_module_keeps_a_current_run_setting_and_the_path_helpers_take_no_opti
     assert not urls.glob_regex("s3://b/*.json").fullmatch("s3://b/a/d.json")
 
 
+@pytest.mark.parametrize("pattern", ["**/*.jsonl", "*", "**", "*/*.jsonl", "cap/**/*.jsonl", ".cache/*",
+                                     "cap/.*", "**/.*", "c?p/*.jsonl", "[c.]*/*", "cap/**"])
+def test_a_url_glob_matches_the_files_the_local_glob_matches(tmp_path, pattern):
+    import glob
+
+    names = ["a.jsonl", ".a.jsonl", "cap/b.jsonl", "cap/.b.jsonl", "cap/sub/c.jsonl", "cap/.tmp/d.jsonl",
+             ".cache/e.jsonl", ".cache/sub/f.jsonl", "cap/sub/.hid/g.jsonl"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    local = sorted(os.path.relpath(p, tmp_path) for p in glob.glob(str(tmp_path / pattern), recursive=True)
+                   if os.path.isfile(p))
+    regex = urls.glob_regex(f"s3://b/{pattern}")
+
+    assert sorted(name for name in names if regex.fullmatch(f"s3://b/{name}")) == local
+
+
 def test_a_tap_takes_the_object_store_options_of_its_pipeline_and_no_others():
     from parity.taps import _store_options
 
