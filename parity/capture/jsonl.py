@@ -14,6 +14,7 @@ and other fields are kept as they are.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import zlib
@@ -45,9 +46,10 @@ def read(
     A line longer than `raw_limit(max_record_bytes)` is quarantined as `record too large`, read through in
     bounded pieces and never held whole (one line of a gzip bomb decompresses to gigabytes).
 
-    The file is read in blocks (`_read_blocks`) until a line that cannot be read as part of one: a line longer
-    than the limit, or a stream that breaks. The file is then opened again and read on line by line from that
-    line (`_read_lines`), which words both exactly as a reader of single lines finds them.
+    The file is opened once and read in blocks (`_read_blocks`) until a line longer than the limit: from that
+    line on it is read line by line (`_read_lines`), the bytes of the block not yet parsed first and then the
+    rest of the same stream. A stream that breaks (a corrupt or cut gzip stream) ends either reader with one
+    quarantined entry for the rest (`_broken_stream`).
 
     Raises:
         InputError: the file cannot be opened.
@@ -55,11 +57,12 @@ def read(
     del batch_size  # records are coerced a block at a time, whatever the caller's batches
     limit = raw_limit(max_record_bytes)
     with _open(path, storage) as handle:
-        done = yield from _read_blocks(handle, schema, display_path, limit)
-    if done is None:
-        return
-    with _open(path, storage) as handle:
-        yield from _read_lines(handle, schema, display_path, limit, max_record_bytes, skip=done)
+        stopped = yield from _read_blocks(handle, schema, display_path, limit)
+        if stopped is None:
+            return
+        number, unread = stopped
+        yield from _read_lines(io.BufferedReader(_Resumed(unread, handle)), schema, display_path, limit,
+                               max_record_bytes, start=number)
 
 
 def _open(path: str, storage: Storage) -> IO[bytes]:
@@ -70,21 +73,25 @@ def _open(path: str, storage: Storage) -> IO[bytes]:
 
 
 def _read_blocks(handle: IO[bytes], schema: dict[str, FieldType] | None, display_path: str,
-                 limit: int) -> Generator[ReadItem, None, int | None]:
+                 limit: int) -> Generator[ReadItem, None, tuple[int, bytes] | None]:
     """The read items of the file's lines, a block of lines at a time (`_block_items`); returns None at the end
-    of the file, or the number of lines read when the next one is longer than `limit` or the stream breaks
-    (a corrupt gzip stream): the lines from there on are for `_read_lines`."""
+    of the file or where the stream breaks (its entry yielded), or, when the next line is longer than `limit`,
+    the number of lines read and the bytes read past them: the lines from there on are for `_read_lines`.
+
+    A block is one `read1` of the stream: a gzip stream gives what it decompressed before it breaks, where a
+    `read` of many steps would lose the steps before the one that failed."""
     number = 0  # lines yielded so far
     pieces: list[bytes] = []  # the start of a line whose end has not been read yet
     held = 0
     while True:
         try:
-            block = handle.read(BLOCK)
-        except (OSError, EOFError, zlib.error):
-            return number
+            block = handle.read1(BLOCK)
+        except (OSError, EOFError, zlib.error) as exc:
+            yield _broken_stream(display_path, number, exc)
+            return None
         if not block:
             if held > limit:
-                return number
+                return number, b"".join(pieces)
             if held:
                 yield from _block_items(b"".join(pieces), number, schema, display_path)
             return None
@@ -93,14 +100,14 @@ def _read_blocks(handle: IO[bytes], schema: dict[str, FieldType] | None, display
             pieces.append(block)
             held += len(block)
             if held > limit:
-                return number
+                return number, b"".join(pieces)
             continue
         buffer = b"".join((*pieces, block[:end])) if pieces else block[:end]
         rest = block[end + 1:]
         pieces, held = ([rest], len(rest)) if rest else ([], 0)
         lines = buffer.split(b"\n")
         if max(map(len, lines)) >= limit:  # the line with its newline is longer than the limit: read alone
-            return number
+            return number, buffer + b"\n" + rest
         yield from _block_items(buffer, number, schema, display_path, lines)
         number += len(lines)
 
@@ -149,10 +156,10 @@ def _parse_block(buffer: bytes, lines: list[bytes]) -> list[dict] | None:
 
 
 def _read_lines(handle: IO[bytes], schema: dict[str, FieldType] | None, display_path: str, limit: int,
-                max_record_bytes: int, skip: int = 0) -> Iterator[ReadItem]:
-    """`read`'s items line by line, from the line after the first `skip` (read and passed over)."""
+                max_record_bytes: int, start: int = 0) -> Iterator[ReadItem]:
+    """`read`'s items line by line: `handle` holds the file's lines from line `start` + 1 on."""
     pending: list[tuple[str, bytes, dict | str]] = []
-    number = 0
+    number = start
     while True:
         try:
             raw, size = read_line(handle, limit)
@@ -160,13 +167,9 @@ def _read_lines(handle: IO[bytes], schema: dict[str, FieldType] | None, display_
                 break
         except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream: the rest is lost
             yield from _pending_items(pending, schema)
-            yield Quarantined(f"{display_path}:{number + 1}",
-                              f"corrupt gzip stream: {exc} after line {number}; the lines from here on "
-                              f"cannot be told apart and count as this one quarantined entry", "")
+            yield _broken_stream(display_path, number, exc)
             return
         number += 1
-        if number <= skip:
-            continue
         cut = size > len(raw)  # a line above the limit, read past
         if number == 1 and raw.startswith(_BOM):
             raw = raw[len(_BOM):]
@@ -181,6 +184,36 @@ def _read_lines(handle: IO[bytes], schema: dict[str, FieldType] | None, display_
             yield from _pending_items(pending, schema)
             pending = []
     yield from _pending_items(pending, schema)
+
+
+def _broken_stream(display_path: str, number: int, exc: BaseException) -> Quarantined:
+    """The one entry for the rest of a stream that broke after line `number` (a corrupt or cut gzip stream)."""
+    return Quarantined(f"{display_path}:{number + 1}",
+                       f"corrupt gzip stream: {exc} after line {number}; the lines from here on cannot be told "
+                       f"apart and count as this one quarantined entry", "")
+
+
+class _Resumed(io.RawIOBase):
+    """The bytes `_read_blocks` read past its last line, then the rest of `handle`, one `read1` of it at a time
+    (a read that fails loses nothing read before it); closing it leaves `handle` open, for its owner."""
+
+    def __init__(self, head: bytes, handle: IO[bytes]) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._handle = handle
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        data = self._handle.read1(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
 
 
 def _pending_items(pending: list[tuple[str, bytes, dict | str]],

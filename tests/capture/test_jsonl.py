@@ -291,3 +291,74 @@ def test_an_empty_gzip_stream_is_a_jsonl_file_of_no_records(tmp_path):
 
     path = _write(tmp_path, gzip.compress(b"", mtime=0))
     assert _read(path) == ([], [], [])
+
+
+def _counting_storage() -> tuple:
+    """A local storage noting each path it opens for reading."""
+    from parity.storage.context import Storage
+
+    opened: list[str] = []
+
+    class Counting(Storage):
+        def open_read(self, path: str):
+            opened.append(path)
+            return super().open_read(path)
+
+    return Counting(), opened
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("where", ["first", "middle", "last-without-newline"])
+def test_a_line_over_the_limit_is_read_on_from_where_the_blocks_stopped_opening_the_file_once(tmp_path, compress,
+                                                                                             where):
+    import gzip
+
+    from parity.capture import jsonl
+    from parity.capture.items import raw_limit
+
+    big = b'\xef\xbb\xbf{"trip_id": 99, "zone": "' + b"z" * (raw_limit(1000) + 10) + b'"}'
+    lines = [b'{"trip_id": %d, "fare": 1.5}' % i for i in range(40)] + [b"not json", b"", b'{"trip_id": "x"}']
+    lines = {"first": [big] + lines, "middle": lines[:20] + [big] + lines[20:], "last-without-newline": lines + [big]}[
+        where]
+    data = b"\n".join(lines) + (b"" if where == "last-without-newline" else b"\n")
+    path = _write(tmp_path, gzip.compress(data, mtime=0) if compress else data)
+    with open(_write(tmp_path, data, "plain.jsonl"), "rb") as handle:
+        by_line = _flat(jsonl._read_lines(handle, SCHEMA, "t.jsonl", raw_limit(1000), 1000))
+    storage, opened = _counting_storage()
+    for block in (7, 4096, 1 << 16):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(jsonl, "BLOCK", block)
+            in_blocks = _flat(jsonl.read(path, SCHEMA, "t.jsonl", max_record_bytes=1000, storage=storage))
+        assert in_blocks == by_line
+    assert opened == [path] * 3  # once a read
+    assert [q.location for q in by_line if not isinstance(q, tuple) and q.reason.startswith("record too large")] == [
+        f"t.jsonl:{lines.index(big) + 1}"]
+    assert len(by_line) == 43  # each non-blank line once
+
+
+@pytest.mark.parametrize("long_line", [False, True], ids=["blocks", "after-a-long-line"])
+def test_a_cut_gzip_stream_keeps_every_line_decompressed_before_the_cut_opening_the_file_once(tmp_path, long_line):
+    import gzip
+    import zlib
+
+    from parity.capture import Quarantined, jsonl
+    from parity.capture.items import raw_limit
+
+    lines = [b'{"trip_id": %d, "fare": %d.5}' % (i, i * 7919 % 1000) for i in range(20000)]
+    if long_line:
+        lines[5] = b'{"trip_id": 5, "zone": "' + b"z" * (raw_limit(1000) + 10) + b'"}'
+    packed = gzip.compress(b"\n".join(lines) + b"\n", mtime=0)
+    cut = packed[:len(packed) // 2]
+    decompressed = zlib.decompressobj(31).decompress(cut)
+    whole = decompressed.count(b"\n")  # the lines the cut stream holds whole
+    path = _write(tmp_path, cut, "trips.jsonl.gz")
+    storage, opened = _counting_storage()
+
+    items = _flat(jsonl.read(path, SCHEMA, "t.jsonl", max_record_bytes=1000, storage=storage))
+    records = [item for item in items if isinstance(item, tuple)]
+    assert [record["trip_id"] for record, _ in records] == [i for i in range(whole) if not (long_line and i == 5)]
+    [*too_large, broken] = [item for item in items if isinstance(item, Quarantined)]
+    assert broken.location == f"t.jsonl:{whole + 1}"
+    assert broken.reason.startswith("corrupt gzip stream: ") and f"after line {whole};" in broken.reason
+    assert [entry.location for entry in too_large] == (["t.jsonl:6"] if long_line else [])
+    assert opened == [path]
