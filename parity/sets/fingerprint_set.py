@@ -70,7 +70,9 @@ LATE_VALUE_SCHEMA = pa.schema([field for field in VALUE_SCHEMA if field.name not
 def part_fingerprints(part: str, fingerprints: dict[str, list | pa.Array]) -> pa.Table:
     """One batch's fingerprint rows as a table of FP_SCHEMA, from its columns (all but part and row)."""
     count = len(fingerprints["key_fp"])
-    columns = {**fingerprints, "part": [part] * count, "row": list(range(count))}
+    # the batch id and the row numbers made as Arrow arrays at once, not converted from a Python object per row
+    columns = {**fingerprints, "part": pa.repeat(pa.scalar(part, pa.string()), count),
+               "row": pa.array(np.arange(count, dtype=np.int32))}
     if isinstance(columns["features"], list):
         columns["features"] = pa.array(columns["features"], FEATURE_MAP)
     return pa.Table.from_pydict(columns, schema=FP_SCHEMA)
