@@ -27,6 +27,14 @@ def key_text(key: Any) -> str:
     return json.dumps(canonical.to_json(key), ensure_ascii=False, sort_keys=True)
 
 
+def key_texts(keys: list[Any]) -> list[str]:
+    """`key_text` of each of a batch's keys: a batch of int keys (the common key) in one `map` of `repr`, any
+    other key by `key_text`."""
+    if set(map(type, keys)) <= {int}:
+        return list(map(repr, keys))
+    return [key_text(key) for key in keys]
+
+
 # The phases a batch goes through, in order (`RecBatch.phase`); each names the slots that hold data then.
 READ = "read"
 """Filled by `ReadBatchesFn`: every slot but `part`, `values`, `value_bytes`, `value_fps` and

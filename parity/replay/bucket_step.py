@@ -48,7 +48,11 @@ class WriteBuckets(beam.PTransform):
 class _RouteRowsFn(beam.DoFn):
     """Gathers the batches' fingerprint rows, and per ROUTE_ROWS rows of a bundle writes each bucket's rows as one
     Arrow IPC file under `_parts/_routed/<bb>/` and hands on (bucket, its path): the GroupByKey carries paths,
-    never rows (the in-process runners hold what they group in memory), one per bucket and gathering."""
+    never rows (the in-process runners hold what they group in memory), one per bucket and gathering.
+
+    The routed files are whole or absent (a rename) but not fsynced: only this job's `WriteBucket` reads them,
+    finalize removes them, and a replay's claim of the folder removes `_parts` when it starts, so no run reads
+    one after a crash."""
 
     def __init__(self, out_dir: str, storage: Storage) -> None:
         self._out_dir = out_dir
@@ -82,7 +86,7 @@ class _RouteRowsFn(beam.DoFn):
         for bucket, rows in buckets.split_rows(pa.concat_tables(tables)):
             path = urls.join(self._out_dir, PARTS_DIR, ROUTED_DIR, f"{bucket:02x}", f"{name}{FP_PART_SUFFIX}")
             self._storage.makedirs(urls.parent(path))
-            self._storage.write_bytes(path, buckets.to_ipc(rows))
+            self._storage.write_bytes(path, buckets.to_ipc(rows), durable=False)
             yield bucket, path
 
 

@@ -73,7 +73,7 @@ def _replay_claimed(config: Config, side: SideConfig, out_dir: str, *, runner: s
         pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
         _ = pipeline | f"Replay[{side.name}]" >> ReplaySide(config, side, out_dir, graph, reorder=reorder,
                                                             gate=gate, spills=spill.SpillPolicy.for_runner(runner),
-                                                            storage=storage)
+                                                            fused_read=runner == "DirectRunner", storage=storage)
         rest = _flink_rest(options, job) if job else None
         earlier = _jobs_before(rest, job)
         result = watch = None

@@ -9,7 +9,8 @@ Stages that need the whole side (lateness in arrival order, session merging, per
 TFT analysis) are combines whose results reach the per-batch stages as side inputs. The batches waiting for
 those side inputs (the read batches before ApplyStages and the merges' and aggregates' steps; with TFT, the staged
 batches before Transform) are spilled to files and only their paths travel (`parity.replay.spill`), so a side
-never sits in the runner's memory;
+never sits in the runner's memory (on the in-process runner, a side with none of those side-wide results stages
+its batches as read, fused with the read, and spills none: `ReplaySide._staged`);
 a staged batch writes its stage values first (`WriteStageValuesFn`), so that its spill is mostly fingerprints.
 """
 from __future__ import annotations
@@ -57,7 +58,8 @@ class ReplaySide(beam.PTransform):
 
     def __init__(self, config: Config, side: SideConfig, out_dir: str, graph: FromSideGraph | None = None,
                  batch_size: int | None = None, reorder: bool = False, gate: TransformGate | None = None,
-                 spills: spill.SpillPolicy = spill.SpillPolicy.KEEP, *, storage: Storage):
+                 spills: spill.SpillPolicy = spill.SpillPolicy.KEEP, fused_read: bool = False, *,
+                 storage: Storage):
         super().__init__()
         self.storage = storage
         self.reorder = reorder  # the noise replay: other batching, files and records in reverse order
@@ -71,6 +73,9 @@ class ReplaySide(beam.PTransform):
         # written; a `saved: {from_side}` side stages every batch, then waits for that graph
         self.gate = gate
         self.spills = spills  # what becomes of a spill file once read (`parity.replay.spill`)
+        # the read fused with the stages where no side-wide result bears on them (`_staged`): only where the
+        # steps run in this process, whose progress counts each batch as it goes
+        self.fused_read = fused_read
 
     def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
         side = self.side
@@ -86,20 +91,42 @@ class ReplaySide(beam.PTransform):
                                                                    redact=self.config.report.redact,
                                                                    storage=self.storage))
                    .with_output_types(RecBatch))
-        spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read", self.storage))
-        late = self._lateness(batches)
-        merges = self._merges(spilled, late)
-        aggregates = self._aggregates(batches, spilled, late, merges)
-        staged = spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills, storage=self.storage),
-                                                       late=late, merges=merges,
-                                                       aggregates=aggregates).with_output_types(RecBatch)
-        transformed = self._transform(staged)
+        transformed = self._transform(self._staged(batches))
         if side.model is not None:
             transformed = transformed | "Model" >> beam.ParDo(ApplyModelFn(self.out_dir, side, storage=self.storage)) \
                 .with_output_types(RecBatch)
         rows = transformed | "WriteSet" >> beam.ParDo(WriteBatchFn(self.out_dir, side, storage=self.storage))
         _ = rows | "WriteBuckets" >> WriteBuckets(self.out_dir, self.storage)
         return rows
+
+    def _staged(self, batches: beam.PCollection) -> beam.PCollection:
+        """The read batches through the window, shard, coder and seed stages (`ApplyStagesFn`).
+
+        Where the side-wide results (lateness, merged windows, aggregates) bear on the stages, they are side
+        inputs: the runner cannot fuse the stages with the read, so the read batches are spilled and only their
+        paths wait for those results (`parity.replay.spill`). A side with none of them whose steps run in this
+        process (`self.fused_read`, the in-process DirectRunner) stages each batch as read, in the read's fused
+        step: no batch is pickled to a file and loaded back. On any other runner the read stays a step of its
+        own even then, so that a cluster's metrics count the records read while the later steps still hold
+        them (Flink reports a fused step's counters only when its bundle ends)."""
+        side = self.side
+        if self.fused_read and not self._has_side_results():
+            return batches | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills, storage=self.storage),
+                                                         late={}, merges={}, aggregates={}) \
+                .with_output_types(RecBatch)
+        spilled = batches | "SpillRead" >> beam.ParDo(spill.SpillFn(self.out_dir, "read", self.storage))
+        late = self._lateness(batches)
+        merges = self._merges(spilled, late)
+        aggregates = self._aggregates(batches, spilled, late, merges)
+        return spilled | "ApplyStages" >> beam.ParDo(ApplyStagesFn(side, self.spills, storage=self.storage),
+                                                     late=late, merges=merges,
+                                                     aggregates=aggregates).with_output_types(RecBatch)
+
+    def _has_side_results(self) -> bool:
+        """Whether the stages take a side-wide result (lateness, merged windows, shard aggregates)."""
+        shard = self.side.shard
+        return self._has_lateness() or window_stage.is_merging(window_stage.build_windowfn(self.side.window)) \
+            or bool(shard is not None and shard.aggregates)
 
     def _lateness(self, batches: beam.PCollection) -> Any:
         if not self._has_lateness():

@@ -10,12 +10,14 @@ import operator
 from typing import Any, Iterator, Sequence
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from parity.capture import detect_format, read_file, reason_kind
 from parity.config import SideConfig
 from parity.encoding import canonical
-from parity.encoding.fingerprint import encode_fingerprints, fingerprint_bytes
+from parity.encoding.fingerprint import encode_columns, fingerprint_bytes
 from parity.errors import UserCodeError
 from parity.replay import counters
 from parity.replay.batch import RecBatch, key_text
@@ -97,20 +99,12 @@ class ReadBatchesFn(beam.DoFn):
         max_bytes = side.capture.max_record_bytes
         count = len(records)
         reasons: dict[int, str] = {}  # record index -> why it is quarantined
-        if _reader_encoded(records, read_encoded, read_fps):
-            encoded: list[bytes | str] = read_encoded  # type: ignore[assignment]
-            fps: list[int] = read_fps  # type: ignore[assignment]
-        else:
-            try:
-                encoded, fps = encode_fingerprints(records)  # type: ignore[assignment]
-            except TypeError:  # a reader value parity cannot fingerprint (e.g. a Parquet extension type)
-                encoded = [_encode_or_reason(record) for record in records]
-                fps = [0 if isinstance(data, str) else fingerprint_bytes(data) for data in encoded]
-                reasons.update((i, data) for i, data in enumerate(encoded) if isinstance(data, str))
-        if count and max(map(len, encoded)) > max_bytes:
-            for i, data in enumerate(encoded):
-                if len(data) > max_bytes and i not in reasons:
-                    reasons[i] = f"record too large: {len(data)} bytes above capture.max_record_bytes {max_bytes}"
+        encoded, fps = _input_columns(records, read_encoded, read_fps, reasons)
+        sizes = pc.binary_length(encoded).to_numpy(zero_copy_only=False)
+        if count and sizes.max() > max_bytes:
+            for i in np.flatnonzero(sizes > max_bytes).tolist():
+                if i not in reasons:
+                    reasons[i] = f"record too large: {int(sizes[i])} bytes above capture.max_record_bytes {max_bytes}"
         keys = self._keys(records, fps, reasons)
         alive = [i for i in range(count) if i not in reasons] if reasons else range(count)
         timestamps = self._event_times(records, keys, alive, reasons)
@@ -119,13 +113,14 @@ class ReadBatchesFn(beam.DoFn):
             for i in sorted(reasons):
                 quarantined.append(_quarantine_entry(locations[i], reasons[i], repr(records[i])))
             kept = [i for i in range(count) if i not in reasons]
-            rids, locations, records, keys, encoded, fps, timestamps, arrivals = (
+            rids, locations, records, keys, fps, timestamps, arrivals = (
                 [column[i] for i in kept]
-                for column in (rids, locations, records, keys, encoded, fps, timestamps, arrivals))
+                for column in (rids, locations, records, keys, fps, timestamps, arrivals))
+            encoded = encoded.take(pa.array(kept, pa.int64()))
         batch.rids, batch.records, batch.keys = list(rids), list(records), keys
         # only written (with the settled stages' columns): as Arrow, they spill and load as buffers
         batch.locations = pa.array(locations, pa.string())  # type: ignore[assignment]
-        batch.input_bytes, batch.input_fps = pa.array(encoded, pa.binary()), list(fps)  # type: ignore[assignment]
+        batch.input_bytes, batch.input_fps = encoded, list(fps)  # type: ignore[assignment]
         batch.timestamps, batch.arrivals = timestamps, arrivals
         self._key_windows_groups(batch)
 
@@ -242,6 +237,30 @@ class ReadBatchesFn(beam.DoFn):
             raise UserCodeError(f"record {batch.key_text(index)}: window or shard key function "
                                 f"{raised(exc)}") from exc
         return windows, groups
+
+
+def _input_columns(records: list[dict], read_encoded: list | None, read_fps: list | None,
+                   reasons: dict[int, str]) -> tuple[pa.Array, list[int]]:
+    """The canonical bytes of each record as read (a binary Arrow array: the input stage's value, only written)
+    and its fingerprint; a reason in `reasons` for each record that has no canonical encoding (its bytes are
+    then empty, its fingerprint 0: it is quarantined).
+
+    The reader's own where it computed them from columns (`read_encoded`, `read_fps`: one per record); else
+    the C encoder's buffers made into the array as they are (`encode_columns`), with no Python bytes per
+    record; record by record only for a batch with a value parity cannot fingerprint (e.g. a Parquet extension
+    type) or past 2 GiB of bytes."""
+    if _reader_encoded(records, read_encoded, read_fps):
+        return pa.array(read_encoded, pa.binary()), list(read_fps)  # type: ignore[arg-type]
+    try:
+        data, offsets, fps = encode_columns(records)
+    except (TypeError, OverflowError):
+        encoded = [_encode_or_reason(record) for record in records]
+        reasons.update((i, item) for i, item in enumerate(encoded) if isinstance(item, str))
+        return (pa.array([b"" if isinstance(item, str) else item for item in encoded], pa.binary()),
+                [0 if isinstance(item, str) else fingerprint_bytes(item) for item in encoded])
+    count = len(records)
+    return (pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]),
+            np.frombuffer(fps, np.uint64).tolist())
 
 
 def _encode_or_reason(record: dict) -> bytes | str:

@@ -73,10 +73,8 @@ class ApplyStagesFn(beam.DoFn):
         # values in every batch, and only read after (encoded), so shared by its records (`_on_time_values`)
         self._apart: tuple[dict[tuple, list], dict[bytes, dict]] = ({}, {})
 
-    def process(self, path: str, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
-        # The read batch comes as its spill file: loaded here, inside the step that waits for the side inputs,
-        # since the runner materialises whatever reaches this step (parity.replay.spill).
-        batch: RecBatch = self._spills.load(path, self._storage)
+    def process(self, element: str | RecBatch, late: dict, merges: dict, aggregates: dict) -> Iterator[RecBatch]:
+        batch = self._read_batch(element)
         batch.expect(READ)
         count = len(batch)
         window_values, shard_values, live = self._window_and_shard(batch, late, merges, aggregates)
@@ -101,6 +99,14 @@ class ApplyStagesFn(beam.DoFn):
         batch.settle(SETTLED_STAGES, encoded)
         self._counts.add(counters.STAGED, count)
         yield batch
+
+    def _read_batch(self, element: str | RecBatch) -> RecBatch:
+        """The read batch this step stages: loaded from its spill file when the step waits for side inputs (the
+        runner materialises whatever reaches such a step: parity.replay.spill), else the batch itself, from the
+        read this step is fused with (`ReplaySide._staged`)."""
+        if isinstance(element, RecBatch):
+            return element
+        return self._spills.load(element, self._storage)
 
     def _window_and_shard(self, batch: RecBatch, late: dict, merges: dict,
                           aggregates: dict) -> tuple[list[Any], list[Any], list[int]]:

@@ -124,22 +124,31 @@ class ApplyTransformFn(beam.DoFn):
         if self._saved is not None:
             outputs = self._apply_saved(batch, todo)
         elif self._python is not None:
-            outputs = []
-            apply_one = self._python.apply_one
-            for i in todo:
-                try:
-                    outputs.append(apply_one(inputs[i]))
-                except UserCodeError as exc:
-                    raise UserCodeError(f"record {batch.key_text(i)}: {exc}") from exc
-                except (Exception, SystemExit) as exc:  # sys.exit() in a step: Beam's "SystemExit: 0", unnamed
-                    raise UserCodeError(f"record {batch.key_text(i)}: transform.python "
-                                        f"'{self._side.transform.ref.text}' {raised(exc)}") from exc  # type: ignore[union-attr]
+            outputs = self._apply_python(batch, todo)
         else:
             outputs = [dict(inputs[i]) for i in todo]
         values = batch.values["transform"]
         for i, features in zip(todo, outputs):
             values[i] = features
         yield batch
+
+    def _apply_python(self, batch: RecBatch, todo: list[int]) -> list[dict]:
+        """The python transform of the records `todo` of the batch, all at once (`PythonTransform.apply_many`).
+        When that raises, the function runs again on each record alone, in order, to name the one it fails on
+        (`first_failing`), with the message the record would get alone."""
+        python = self._python
+        inputs = batch.transform_inputs
+        records = inputs if len(todo) == len(inputs) else [inputs[i] for i in todo]
+        try:
+            return python.apply_many(records)  # type: ignore[union-attr]
+        except (Exception, SystemExit) as batch_exc:  # sys.exit() in a step: Beam's "SystemExit: 0", unnamed
+            found = first_failing(records, python.apply_one, (Exception, SystemExit))  # type: ignore[union-attr]
+            n, exc = found if found is not None else (None, batch_exc)
+            where = f"record {batch.key_text(todo[n])}: " if n is not None else ""
+            if isinstance(exc, UserCodeError):
+                raise UserCodeError(f"{where}{exc}") from exc
+            raise UserCodeError(f"{where}transform.python '{self._side.transform.ref.text}' "  # type: ignore[union-attr]
+                                f"{raised(exc)}") from exc
 
     def _apply_saved(self, batch: RecBatch, todo: list[int]) -> list[dict]:
         saved = self._saved

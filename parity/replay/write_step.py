@@ -17,7 +17,7 @@ from parity.encoding.fingerprint import (encode_columns, encode_fingerprints, fe
                                         key_fingerprint_bytes)
 from parity.errors import UserCodeError
 from parity.replay import counters
-from parity.replay.batch import SETTLED, STAGED, RecBatch, key_text
+from parity.replay.batch import SETTLED, STAGED, RecBatch, key_texts
 from parity.replay.culprit import first_failing
 from parity.sets.feature_columns import feature_columns
 from parity.sets.fingerprint_set import part_fingerprints, write_values
@@ -105,8 +105,8 @@ class WriteBatchFn(beam.DoFn):
         count = len(batch)
         hash128 = key_fingerprint_bytes
         fp_columns: dict[str, list | pa.Array] = {
-            "key_fp": [hash128(b) for b in batch.key_bytes],
-            "key": [key_text(k) for k in batch.keys],
+            "key_fp": list(map(hash128, batch.key_bytes)),
+            "key": key_texts(batch.keys),
             "input_fp": batch.input_fps}  # hashed from input_bytes when the batch was read
         value_columns: dict[str, list | pa.Array] = {"key_bytes": batch.key_bytes}
         batch.expect(SETTLED, STAGED)

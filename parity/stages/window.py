@@ -238,8 +238,8 @@ def window_value(timestamp_us: int | None, window_lists: list[list], expired: Se
 
 def on_time_window_values(timestamps: Sequence[int | None], window_lists: Sequence[list[list]]) -> list[dict]:
     """`window_value` of each record of a batch that is on time for all of its windows (one per record, paired
-    by position): its event time and window lists."""
-    return [window_value(timestamp_us, lists, None, False) for timestamp_us, lists in zip(timestamps, window_lists)]
+    by position): its event time and window lists, built in one comprehension rather than a call per record."""
+    return [{"timestamp_us": timestamp_us, "windows": lists} for timestamp_us, lists in zip(timestamps, window_lists)]
 
 
 def max_timestamp_us(win: Window) -> int:

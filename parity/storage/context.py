@@ -120,17 +120,17 @@ class Storage:
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    def write_bytes(self, path: str, data: bytes) -> None:
-        """Writes `path` whole or not at all. Locally: `parity.storage.files.write_bytes`. On an object store:
-        one upload, which becomes visible only once complete (S3, GCS), so a reader never sees part of it and a
-        retried writer replaces it.
+    def write_bytes(self, path: str, data: bytes, durable: bool = True) -> None:
+        """Writes `path` whole or not at all. Locally: `parity.storage.files.write_bytes` (fsynced unless `durable`
+        is False, for a file that no run reads after a crash). On an object store: one upload, which becomes
+        visible only once complete (S3, GCS), so a reader never sees part of it and a retried writer replaces it.
 
         Raises:
             OSError: also for empty `data` on a URL: Beam's S3 upload (2.77) completes a multipart upload of no
                 part, which S3 refuses; callers write no file where it would be empty.
         """
         if not urls.is_url(path):
-            files.write_bytes(path, data)  # the project's one atomic local write
+            files.write_bytes(path, data, durable=durable)  # the project's one atomic local write
             return
         if not data:
             raise OSError(f"{path}: an empty object cannot be written through Beam's FileSystems (an S3 multipart "
@@ -149,23 +149,33 @@ class Storage:
         self.write_bytes(path, text.encode("utf-8"))
 
     @contextlib.contextmanager
-    def open_write(self, path: str) -> Iterator[Any]:
+    def open_write(self, path: str, durable: bool = True) -> Iterator[Any]:
         """Yields where a streaming writer that takes a file name or a file object (pyarrow's `pq.write_table`,
         `pq.ParquetWriter`, `pa.ipc.new_file`) writes `path` whole or not at all: locally a temporary path beside
-        it, renamed to `path` when the block ends (`parity.storage.files.replacing`); on an object store a binary
-        file object from the store's `create`, one upload that becomes visible only when it is closed at the end
-        of the block (a block that raises leaves the object as it was: the upload is not completed).
+        it, renamed to `path` when the block ends (`parity.storage.files.replacing`: fsynced unless `durable` is
+        False, for a file whose folder `sync_folder` makes durable later, or that no run reads after a crash); on
+        an object store a binary file object from the store's `create`, one upload that becomes visible only when
+        it is closed at the end of the block (a block that raises leaves the object as it was: the upload is not
+        completed).
 
         Example:
             with storage.open_write(path) as sink:
                 pq.write_table(table, sink)
         """
         if not urls.is_url(path):
-            with files.replacing(path) as temporary:
+            with files.replacing(path, durable=durable) as temporary:
                 yield temporary
             return
         with self._uploading(path) as handle:
             yield handle
+
+    def sync_folder(self, path: str) -> None:
+        """Makes every file in the folder `path` and the folder's entries durable, for files written with
+        `durable=False` that must be on the disk before a later write (a set's value parts, before its
+        manifest): locally `parity.storage.files.sync_folder` (a missing folder is none to sync); on an object
+        store nothing, since an upload is durable once it is complete."""
+        if not urls.is_url(path):
+            files.sync_folder(path)
 
     @contextlib.contextmanager
     def open_write_stream(self, path: str, durable: bool = True) -> Iterator[IO[bytes]]:

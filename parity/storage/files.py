@@ -16,7 +16,7 @@ import stat
 import threading
 from typing import Iterator
 
-__all__ = ["replacing", "special_kind", "write_bytes", "write_text"]
+__all__ = ["replacing", "special_kind", "sync_folder", "write_bytes", "write_text"]
 
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -84,9 +84,23 @@ def _durable(path: str) -> None:
         os.close(fd)
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    """Writes `path` whole or not at all (`replacing`)."""
-    with replacing(path) as temporary, open(temporary, "wb") as handle:
+def sync_folder(path: str) -> None:
+    """fsync of every regular file directly in the folder `path`, then of the folder's entries: makes files that
+    `replacing(durable=False)` wrote there as durable as `replacing` would have, in one pass once they are all
+    written. A folder that does not exist has nothing to sync."""
+    try:
+        entries = list(os.scandir(path))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_file(follow_symlinks=False):
+            _durable(entry.path)
+    _durable(path)
+
+
+def write_bytes(path: str, data: bytes, durable: bool = True) -> None:
+    """Writes `path` whole or not at all (`replacing`; `durable` as there)."""
+    with replacing(path, durable=durable) as temporary, open(temporary, "wb") as handle:
         handle.write(data)
 
 

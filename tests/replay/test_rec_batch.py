@@ -48,3 +48,12 @@ def test_a_batch_pickles_with_its_phase():
             one.value_fps["window"])
         assert RecBatchCoder().estimate_size(one) > 64
     assert pickle.loads(pickle.dumps(batch)).phase == SETTLED
+
+
+def test_a_batchs_key_texts_are_each_keys_key_text_whatever_the_keys_types():
+    from parity.replay.batch import key_text, key_texts
+
+    assert key_texts([1, -20, 2**70]) == ["1", "-20", str(2**70)]
+    mixed = [1, True, "a", [1, "b"], None, 2.5]
+    assert key_texts(mixed) == [key_text(k) for k in mixed] == ["1", "true", '"a"', '[1, "b"]', "null", "2.5"]
+    assert key_texts([]) == []

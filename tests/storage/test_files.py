@@ -70,3 +70,24 @@ def test_a_write_that_need_not_be_durable_is_whole_under_its_name_and_never_sync
         handle.write(b"batch")
     assert synced == []
     assert target.read_bytes() == b"batch" and sorted(os.listdir(tmp_path)) == ["batch.pkl"]
+
+
+def test_a_folder_synced_at_once_has_each_of_its_files_and_then_its_entries_synced(tmp_path, monkeypatch):
+    for name in ("a.parquet", "b.parquet"):
+        with files.replacing(str(tmp_path / name), durable=False) as temporary, open(temporary, "wb") as handle:
+            handle.write(name.encode())
+    (tmp_path / "inner").mkdir()  # a folder in it: not a file to sync
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:  # the real fsync, recording what it synced
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    files.sync_folder(str(tmp_path))
+    assert sorted(synced[:2]) == [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]
+    assert synced[2:] == [str(tmp_path)]
+    synced.clear()
+    files.sync_folder(str(tmp_path / "missing"))  # nothing written there: nothing to sync, no error
+    assert synced == []
