@@ -16,6 +16,10 @@ parity reaches past Beam's public API where Beam gives no public way to do what 
   `boto3_client.Client`, whose boto3 client (its `client` attribute) it sets to one with parity's time limits, and
   calls S3IO's `open`, `exists`, `list_files` and `delete_paths`. Beam's classes are never changed. Public
   modules, but that constructor's signature, that attribute and those methods are not a promised API.
+- `beam_s3_client`: that thread's Beam `Client` is made around the process's one boto3 client with parity's
+  limits, not by `Client.__init__`, which would build (and parse S3's service model for) a boto3 session and
+  client of its own that parity replaces at once. Private: the download attributes `_download_request`,
+  `_download_stream`, `_download_pos` that `__init__` sets.
 - `flink_job_server_arguments`, `free_port`: parity launches Beam's Flink job server itself
   (`parity.replay.flink.JobServer` says why) with the arguments and the port Beam's own launcher would give it.
   Public names, but `FlinkJarJobServer` and `subprocess_server.pick_port` are not a promised API.
@@ -34,7 +38,8 @@ import contextlib
 from typing import Any, Iterator
 
 PRIVATE_NAMES = ("_uploader", "_metrics", "_job_service", "_use_process", "_container_executable",
-                 "_state_cache_size", "_data_buffer_time_limit_ms", "_worker_processes", "_pipeline_options")
+                 "_state_cache_size", "_data_buffer_time_limit_ms", "_worker_processes", "_pipeline_options",
+                 "_download_request", "_download_stream", "_download_pos")
 
 
 class _NoFinish:
@@ -99,6 +104,19 @@ def boto3_client_module() -> Any:
     except ImportError:
         return None
     return boto3_client
+
+
+def beam_s3_client(boto3_client: Any, client: Any) -> Any:
+    """Beam's `boto3_client.Client` around an existing boto3 S3 `client`, in the state Beam's constructor leaves
+    it (no download stream yet), without the boto3 session and client that constructor would build and parity
+    would throw away: `Client.__init__` always builds its own from the options, which costs a boto3 session's
+    S3 service model, parsed anew per session. Sets the download attributes `__init__` sets (private names)."""
+    built = boto3_client.Client.__new__(boto3_client.Client)
+    built.client = client
+    built._download_request = None
+    built._download_stream = None
+    built._download_pos = 0
+    return built
 
 
 def flink_job_server_arguments(flink_master: str, job_port: int, artifact_port: int, expansion_port: int,

@@ -96,6 +96,22 @@ def test_beams_s3_modules_have_the_constructor_the_methods_and_the_client_attrib
     assert hasattr(built.client, "get_object") and hasattr(built.client, "put_object")
 
 
+def test_a_beam_s3_client_around_a_given_boto3_client_has_the_attributes_beams_constructor_sets():
+    boto3_client = compat.boto3_client_module()
+    if boto3_client is None:
+        pytest.skip("this Beam has no [aws] extra: parity's S3 store is never built")
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    beams = boto3_client.Client(options=PipelineOptions(["--s3_region_name=us-east-1"]))
+    given = object()
+    ours = compat.beam_s3_client(boto3_client, given)
+
+    assert type(ours) is boto3_client.Client and ours.client is given
+    assert {name: value for name, value in vars(ours).items() if name != "client"} == \
+        {name: value for name, value in vars(beams).items() if name != "client"}  # no download stream yet
+    assert set(vars(ours)) == set(vars(beams))
+
+
 def test_beams_process_wide_options_that_a_pipeline_sets_are_put_back_when_the_block_ends():
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems

@@ -46,10 +46,15 @@ from dataclasses import dataclass
 _LOGGER = logging.getLogger("parity.replay.worker_pool")
 
 # What a parity job's harness imports, imported once in the zygote: Beam's SDK worker (grpc, Beam's runners,
-# numpy), parity's replay steps, stages, encoders and sets (through parity.replay.pipeline), pyarrow, orjson, xxhash.
+# numpy), parity's replay steps, stages, encoders and sets (through parity.replay.pipeline), the diff's job
+# (parity.compare.engine: a check whose diff runs on the engine), pyarrow, orjson, xxhash.
 # Not tensorflow: a pool cannot know whether its jobs use it, a zygote that imported it for jobs that do not would
 # hold its memory for nothing, and its import may start threads (`--harness_preload` adds it, docs/flink.md).
-PRELOAD = ("apache_beam.runners.worker.sdk_worker", "parity.replay.pipeline", "pyarrow", "orjson", "xxhash")
+PRELOAD = ("apache_beam.runners.worker.sdk_worker", "parity.replay.pipeline", "parity.compare.engine", "pyarrow",
+           "orjson", "xxhash")
+# Done once in the zygote after the imports, when its module was imported: botocore's parse of S3's service model,
+# which each harness of a run on s3:// would otherwise do again (`parity.storage.s3_clients.warm`).
+WARM = (("parity.storage.s3_clients", "warm"),)
 REQUIRED = "apache_beam.runners.worker.sdk_worker"
 # Set while the zygote imports: no thread is started by these libraries' loading.
 NO_THREADS_ENV = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
@@ -72,7 +77,8 @@ def _threads() -> list[str]:
 
 
 def _preload(modules: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
-    """Imports `modules` with NO_THREADS_ENV set; (imported, {failed: why}). The environment is put back."""
+    """Imports `modules` with NO_THREADS_ENV set, then does the WARM steps of the modules imported; (imported and
+    warmed, {failed: why}). The environment is put back."""
     kept = {name: os.environ.get(name) for name in NO_THREADS_ENV}
     os.environ.update(NO_THREADS_ENV)
     imported, failed = [], {}
@@ -83,6 +89,13 @@ def _preload(modules: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
                 imported.append(module)
             except Exception as exc:  # a module a job may not need: its harnesses import it, or fail, themselves
                 failed[module] = f"{type(exc).__name__}: {exc}"
+        for module, name in WARM:
+            if module in sys.modules:
+                try:
+                    getattr(sys.modules[module], name)()
+                    imported.append(f"{module}.{name}()")
+                except Exception as exc:  # noqa: BLE001 - the harnesses do it themselves, as without a zygote
+                    failed[f"{module}.{name}()"] = f"{type(exc).__name__}: {exc}"
     finally:
         for name, value in kept.items():
             if value is None:

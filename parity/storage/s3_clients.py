@@ -13,11 +13,19 @@ limits. Beam's classes are not changed and nothing is registered with Beam: a us
 `FileSystems` in the same process are exactly as Beam makes them, and two contexts with other options in one
 process (a tap in a user's job beside parity's own run) each use their own clients. Per thread, because Beam's
 client keeps its current download stream (a ranged read continues it when the position follows on, and reopens
-otherwise), which threads must not share; an SDK harness runs its bundles on a pool of threads that it reuses,
-so a thread's client is built once.
+otherwise), which threads must not share.
+
+The boto3 client inside is one per process and options (`bounded_client`), shared by the threads' Beam clients:
+boto3's low-level clients are thread-safe, and building one from a new session costs that session's parse of S3's
+service model, tenths of a CPU second: an SDK harness runs its bundles on threads it starts as it needs them, and
+paid that for each of its threads, twice (Beam's `Client.__init__` builds one of its own, which parity replaced).
+The boto3 session the clients are built from is the process's and outlives a fork: the harness zygote parses the
+model once (`warm`), and its forked harnesses build their clients from its session; a forked child never uses
+its parent's clients (their connections are the parent's).
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Iterator, Sequence
 
@@ -41,11 +49,11 @@ class S3Store:
 
     def _io(self) -> Any:
         s3io, boto3_client = compat.s3io_module(), compat.boto3_client_module()
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = boto3_client.Client(options=self._beam_options)
-            client.client = bounded_client(self._beam_options, self._options)  # what each method calls
-            self._local.client = client
+        pid, client = getattr(self._local, "client", (None, None))
+        if client is None or pid != os.getpid():  # a forked child's thread builds its own, as its boto3 client
+            # Beam's client, around the process's boto3 client (what each method calls)
+            client = compat.beam_s3_client(boto3_client, bounded_client(self._beam_options, self._options))
+            self._local.client = (os.getpid(), client)
         return s3io.S3IO(client=client, options=self._beam_options)
 
     def client(self) -> Any:
@@ -93,18 +101,61 @@ def _limits_config(options: Any) -> Any:
 
 
 def bounded_client(pipeline_options: Any, options: Sequence[str]) -> Any:
-    """A boto3 S3 client as Beam's `boto3_client.Client` builds one from `pipeline_options`, with the time limits
-    among `options` (the same options as strings): botocore's defaults (60 s to connect, 60 s per read, 5
-    attempts in legacy mode) left an unreachable endpoint hanging a run for minutes."""
-    import boto3
+    """This process's boto3 S3 client for `options` (`pipeline_options` the same options, parsed), built once as
+    Beam's `boto3_client.Client` builds one, with the time limits among `options`: botocore's defaults (60 s to
+    connect, 60 s per read, 5 attempts in legacy mode) left an unreachable endpoint hanging a run for minutes.
+    Shared by the process's threads (a boto3 low-level client is thread-safe)."""
+    key = tuple(options)
+    client = _CLIENTS.get(key)
+    if client is not None:
+        return client
     from apache_beam.options.pipeline_options import S3Options
 
     s3 = pipeline_options.view_as(S3Options)
-    return boto3.session.Session().client(
-        "s3", region_name=s3.s3_region_name, api_version=s3.s3_api_version, use_ssl=not s3.s3_disable_ssl,
-        verify=s3.s3_verify, endpoint_url=s3.s3_endpoint_url, aws_access_key_id=s3.s3_access_key_id,
-        aws_secret_access_key=s3.s3_secret_access_key, aws_session_token=s3.s3_session_token,
-        config=_limits_config(options))
+    with _LOCK:  # a boto3 session is not thread-safe: one thread builds from it at a time
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = _session().client(
+                "s3", region_name=s3.s3_region_name, api_version=s3.s3_api_version, use_ssl=not s3.s3_disable_ssl,
+                verify=s3.s3_verify, endpoint_url=s3.s3_endpoint_url, aws_access_key_id=s3.s3_access_key_id,
+                aws_secret_access_key=s3.s3_secret_access_key, aws_session_token=s3.s3_session_token,
+                config=_limits_config(options))
+    return client
+
+
+def warm() -> None:
+    """Parses S3's service model into the process's boto3 session (by building a client that is not kept, with
+    placeholder credentials: no credential look-up, no request, no thread): a process forked after this builds
+    its clients without parsing it again. For the harness zygote (`parity.replay.harness_zygote`)."""
+    with _LOCK:
+        _session().client("s3", region_name="us-east-1", aws_access_key_id="parity-warm",
+                          aws_secret_access_key="parity-warm")
+
+
+def _session() -> Any:
+    """The process's boto3 session (built on first use, under `_LOCK`), whose loader keeps the models it parsed."""
+    global _SESSION
+    if _SESSION is None:
+        import boto3
+
+        _SESSION = boto3.session.Session()
+    return _SESSION
+
+
+_SESSION: Any = None
+_CLIENTS: dict[tuple[str, ...], Any] = {}  # options -> this process's boto3 client for them
+_LOCK = threading.Lock()
+
+
+def _forked() -> None:
+    """In a forked child: the parent's clients (and their connections) are not the child's, and the lock may have
+    been held by a thread of the parent that the child does not have. The session, its parsed models, stays."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _CLIENTS.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 _probed: dict[tuple, Exception | None] = {}  # the outcome per bucket and options: a store is asked once

@@ -1,7 +1,8 @@
 """parity's own S3 access (parity/storage/s3_clients.py `S3Store`, one per storage context) reuses one Beam client
 per thread, on the test bed's S3 server through Beam's real S3IO: the objects read back are the ones written, two
-objects read in turn from one thread each come back whole, and another thread or another context gets a client of
-its own. Two storage contexts with other endpoints and time limits in one process each reach their own store. A
+objects read in turn from one thread each come back whole, and another thread or another context gets a Beam client
+of its own; the threads' Beam clients share the process's boto3 client for their options, and a forked child
+builds its own, which reads and writes the store. Two storage contexts with other endpoints and time limits in one process each reach their own store. A
 user's S3IO, Beam's S3IO class and Beam's process-wide FileSystems options in the same process are left exactly as
 Beam makes them, also after an in-process check and a tapped pipeline, and no parity module keeps the run's
 options."""
@@ -66,6 +67,34 @@ def test_another_thread_or_other_s3_options_get_a_client_of_their_own(s3):
 
     assert there and there[0] is not here
     assert other is not here
+    assert there[0].client is here.client  # the process's boto3 client for these options, shared
+    assert other.client is not here.client
+
+
+def test_a_forked_child_builds_a_boto3_client_of_its_own_that_reads_and_writes_the_store(s3):
+    storage = s3.storage
+    storage.write_bytes("s3://parity/s3-clients/before-fork", b"written by the parent")
+    parents = _store(storage).client().client
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh boto3 client (its parent's connections are not its own), same store
+        try:
+            os.close(read)
+            store = _store(storage)  # the same S3Store object, inherited
+            ok = {"own": store.client().client is not parents,
+                  "read": storage.read_bytes("s3://parity/s3-clients/before-fork") == b"written by the parent"}
+            storage.write_bytes("s3://parity/s3-clients/by-child", b"written by the child")
+            os.write(write, json.dumps(ok).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as handle:
+        said = json.loads(handle.read() or b"{}")
+    os.waitpid(pid, 0)
+
+    assert said == {"own": True, "read": True}
+    assert storage.read_bytes("s3://parity/s3-clients/by-child") == b"written by the child"
+    assert _store(storage).client().client is parents  # the parent's own is kept
 
 
 def test_a_users_s3io_in_the_same_process_is_built_as_beam_builds_it(s3):
