@@ -274,9 +274,9 @@ class Storage:
 
     @contextlib.contextmanager
     def open_parquet(self, path: str) -> Iterator[Any]:
-        """Yields a `pyarrow.parquet.ParquetFile` of `path` (`readable`: the path locally, so Arrow maps it; a
-        seekable stream on a URL, so only the footer and the columns read are fetched), and closes it and the
-        stream it reads when the block ends: pyarrow leaves a file object it was given open.
+        """Yields a `pyarrow.parquet.ParquetFile` of `path` (a local file, or a seekable stream on a URL, so only the
+        footer and the columns read are fetched), and closes it and the file it reads when the block ends: pyarrow
+        leaves a file object it was given open.
 
         Example:
             with storage.open_parquet(path) as parquet_file:
@@ -306,15 +306,19 @@ class Storage:
 
     @contextlib.contextmanager
     def _reading(self, path: str) -> Iterator[Any]:
-        """`readable(path)`, and the stream it opened on a URL closed when the block ends, however it ends: a
-        reader given a file object (pyarrow's) never closes it, and a check that reads many parts from an object
-        store would otherwise keep a stream (and its connection) per part."""
+        """A file object of `path`, closed when the block ends, however it ends: a reader given a file object
+        (pyarrow's) never closes it, and a check that reads many parts from an object store would otherwise keep a
+        stream (and its connection) per part. A local file is opened here too (an Arrow `OSFile`), not left to
+        Arrow by its path: Arrow's reads of a path close the file on its I/O threads, at times after the read has
+        returned, so a file could still be open when the caller goes on to replace or remove it."""
+        import pyarrow as pa
+
         source = self.readable(path)
+        stream = pa.OSFile(source) if isinstance(source, str) else source
         try:
-            yield source
+            yield stream
         finally:
-            if not isinstance(source, str):
-                source.close()
+            stream.close()
 
     # -- what is there ---------------------------------------------------------------------------------------
 

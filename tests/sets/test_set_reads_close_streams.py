@@ -66,7 +66,7 @@ def _open_files_under(base: str) -> list[str]:
 
 
 def _assert_all_closed(keeping: _Keeping, base: str) -> None:
-    """Each stream a read opened is closed; locally Arrow opened the paths itself and left no file open."""
+    """Each stream a read opened is closed; locally no file under `base` is left open."""
     assert keeping.sources, "the reads went through Storage.readable"
     streams = [source for source in keeping.sources if not isinstance(source, str)]
     if urls.is_url(base):
