@@ -191,14 +191,18 @@ class _GzipFile(gzip.GzipFile):
             self._raw.close()
 
 
-class _Replayed(io.RawIOBase):
-    """A stream's bytes from its start, once its first bytes have been read: `head`, then the rest of `raw`
-    (which it closes)."""
+class HeadThenRest(io.RawIOBase):
+    """A stream's bytes once some have been read from it: `head` (the bytes read), then the rest of `stream`, one
+    `read` call (`read1` for a buffered stream whose earlier reads must not be lost when one fails) per fill.
+    `open_capture` gives a file's first bytes back this way after telling gzip from them, and the JSON Lines reader
+    the bytes its blocks read past the last whole line. It closes `stream` with itself only when it `owns` it."""
 
-    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+    def __init__(self, head: bytes, stream: IO[bytes], *, owns: bool, read1: bool = False) -> None:
         super().__init__()
         self._head = memoryview(head)
-        self._raw = raw
+        self._stream = stream
+        self._owns = owns
+        self._read = stream.read1 if read1 else stream.read  # type: ignore[attr-defined]
 
     def readable(self) -> bool:
         return True
@@ -209,13 +213,14 @@ class _Replayed(io.RawIOBase):
             buffer[:size] = self._head[:size]
             self._head = self._head[size:]
             return size
-        data = self._raw.read(len(buffer))  # `read`: every store's stream has it
+        data = self._read(len(buffer))
         buffer[:len(data)] = data
         return len(data)
 
     def close(self) -> None:
         try:
-            self._raw.close()
+            if self._owns:
+                self._stream.close()
         finally:
             super().close()
 
@@ -230,5 +235,6 @@ def open_capture(path: str, storage: Storage = Storage()) -> IO[bytes]:
     except BaseException:
         raw.close()
         raise
-    stream = io.BufferedReader(_Replayed(head, raw), buffer_size=GZIP_PEEK)
+    # `read`, not `read1`: every store's stream has it
+    stream = io.BufferedReader(HeadThenRest(head, raw, owns=True), buffer_size=GZIP_PEEK)
     return _GzipFile(stream) if starts_gzip_stream(head) else stream

@@ -24,8 +24,8 @@ from typing import IO, Any
 
 import orjson
 
-from parity.capture.items import (MAX_FIELDS, MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, Quarantined, ReadItem,
-                                  open_capture, open_error, preview, raw_limit, read_line, too_deep,
+from parity.capture.items import (MAX_FIELDS, MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk, HeadThenRest, Quarantined,
+                                  ReadItem, open_capture, open_error, preview, raw_limit, read_line, too_deep,
                                   too_large_reason, too_many_fields)
 from parity.capture.reasons import reader_error
 from parity.capture.schema import FieldType, SchemaMismatch, coerce_records
@@ -61,8 +61,8 @@ def read(
         if stopped is None:
             return
         number, unread = stopped
-        yield from _read_lines(io.BufferedReader(_Resumed(unread, handle)), schema, display_path, limit,
-                               max_record_bytes, start=number)
+        rest = io.BufferedReader(HeadThenRest(unread, handle, owns=False, read1=True))  # `handle` is ours to close
+        yield from _read_lines(rest, schema, display_path, limit, max_record_bytes, start=number)
 
 
 def _open(path: str, storage: Storage) -> IO[bytes]:
@@ -191,29 +191,6 @@ def _broken_stream(display_path: str, number: int, exc: BaseException) -> Quaran
     return Quarantined(f"{display_path}:{number + 1}",
                        f"corrupt gzip stream: {exc} after line {number}; the lines from here on cannot be told "
                        f"apart and count as this one quarantined entry", "")
-
-
-class _Resumed(io.RawIOBase):
-    """The bytes `_read_blocks` read past its last line, then the rest of `handle`, one `read1` of it at a time
-    (a read that fails loses nothing read before it); closing it leaves `handle` open, for its owner."""
-
-    def __init__(self, head: bytes, handle: IO[bytes]) -> None:
-        super().__init__()
-        self._head = memoryview(head)
-        self._handle = handle
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._head:
-            size = min(len(buffer), len(self._head))
-            buffer[:size] = self._head[:size]
-            self._head = self._head[size:]
-            return size
-        data = self._handle.read1(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)
 
 
 def _pending_items(pending: list[tuple[str, bytes, dict | str]],
