@@ -34,15 +34,21 @@ def test_threads_writing_one_path_at_once_each_write_it_whole_and_leave_no_tempo
     assert sorted(os.listdir(tmp_path)) == ["part.bin"]
 
 
-def test_the_bytes_and_the_rename_are_synced_before_the_write_returns(tmp_path, monkeypatch):
+def _recording_fsync(monkeypatch) -> list[str]:
+    """The real `os.fsync`, recording the path of each descriptor it synced, in order, in the list returned."""
     synced: list[str] = []
     real = os.fsync
 
-    def fsync(fd: int) -> None:  # the real fsync, recording what it synced
+    def fsync(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_the_bytes_and_the_rename_are_synced_before_the_write_returns(tmp_path, monkeypatch):
+    synced = _recording_fsync(monkeypatch)
     files.write_text(str(tmp_path / "report.json"), "{}")
     assert len(synced) == 2 and synced[0].endswith(".tmp") and synced[1] == str(tmp_path), synced
     assert (tmp_path / "report.json").read_text() == "{}"
@@ -77,14 +83,7 @@ def test_a_folder_synced_at_once_has_each_of_its_files_and_then_its_entries_sync
         with files.replacing(str(tmp_path / name), durable=False) as temporary, open(temporary, "wb") as handle:
             handle.write(name.encode())
     (tmp_path / "inner").mkdir()  # a folder in it: not a file to sync
-    synced: list[str] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:  # the real fsync, recording what it synced
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = _recording_fsync(monkeypatch)
     files.sync_folder(str(tmp_path))
     assert sorted(synced[:2]) == [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]
     assert synced[2:] == [str(tmp_path)]

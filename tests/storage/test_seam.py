@@ -72,13 +72,19 @@ def _keeping(storage: Storage) -> tuple[Storage, list]:
     return Keeping(storage.options), sources
 
 
-def test_a_parquet_file_closes_the_stream_it_reads_after_its_block_an_error_in_it_or_a_file_that_is_no_parquet(place):
-    storage, base = place
+def _a_parquet_file_and_a_bad_one(storage: Storage, base: str) -> tuple[str, str]:
+    """`TABLE` as `base`/rows.parquet, and `base`/bad.parquet, which is no Parquet file."""
     storage.makedirs(base)
     path, bad = urls.child(base, "rows.parquet"), urls.child(base, "bad.parquet")
     with storage.open_write(path) as sink:
         pq.write_table(TABLE, sink)
     storage.write_bytes(bad, b"not a parquet file")
+    return path, bad
+
+
+def test_a_parquet_file_closes_the_stream_it_reads_after_its_block_an_error_in_it_or_a_file_that_is_no_parquet(place):
+    storage, base = place
+    path, bad = _a_parquet_file_and_a_bad_one(storage, base)
     keeping, sources = _keeping(storage)
 
     with keeping.open_parquet(path) as reader:
@@ -88,7 +94,7 @@ def test_a_parquet_file_closes_the_stream_it_reads_after_its_block_an_error_in_i
     with pytest.raises(pa.ArrowInvalid), keeping.open_parquet(bad):
         pass
 
-    # locally Arrow is given the path and opens (and closes) the file itself; on a URL, the stream parity opened
+    # locally `readable` gives the path (`Storage` opens and closes the file); on a URL, the stream it opened
     assert sources == [path, path, bad] if not urls.is_url(base) else len(sources) == 3
     streams = [source for source in sources if not isinstance(source, str)]
     assert len(streams) == (3 if urls.is_url(base) else 0)
@@ -97,11 +103,7 @@ def test_a_parquet_file_closes_the_stream_it_reads_after_its_block_an_error_in_i
 
 def test_a_parquet_table_is_read_with_its_columns_and_schema_and_its_stream_closed_on_a_local_path_and_a_url(place):
     storage, base = place
-    storage.makedirs(base)
-    path, bad = urls.child(base, "rows.parquet"), urls.child(base, "bad.parquet")
-    with storage.open_write(path) as sink:
-        pq.write_table(TABLE, sink)
-    storage.write_bytes(bad, b"not a parquet file")
+    path, bad = _a_parquet_file_and_a_bad_one(storage, base)
     keeping, sources = _keeping(storage)
     wide = pa.schema([("key", pa.large_binary()), ("rows", pa.int64())])
 
