@@ -202,9 +202,12 @@ class ApplyStagesFn(beam.DoFn):
                                                     shard_ids)
             return common
         key = (*windows,)
-        lists, shards = self._apart_values((key,), {group_bytes: group}, shard_ids)
-        shard_value = shards[group_bytes]
-        return lists[key], shard_value["aggregates"], shard_value
+        by_windows, by_group = self._apart
+        lists, shard_value = by_windows.get(key), by_group.get(group_bytes)
+        if lists is None or shard_value is None:  # a miss: built (and kept) by the one keeper
+            by_windows, by_group = self._apart_values((key,), {group_bytes: group}, shard_ids)
+            lists, shard_value = by_windows[key], by_group[group_bytes]
+        return lists, shard_value["aggregates"], shard_value
 
     def _shared(self, windows: list[tuple], group: Any, group_bytes: bytes, merges: dict, aggregates: dict,
                 names: list[str], shard_ids: dict[bytes, int]) -> tuple | None:
