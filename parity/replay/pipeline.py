@@ -124,9 +124,7 @@ class ReplaySide(beam.PTransform):
 
     def _has_side_results(self) -> bool:
         """Whether the stages take a side-wide result (lateness, merged windows, shard aggregates)."""
-        shard = self.side.shard
-        return self._has_lateness() or window_stage.is_merging(window_stage.build_windowfn(self.side.window)) \
-            or bool(shard is not None and shard.aggregates)
+        return self._has_lateness() or self._has_merges() or self._has_aggregates()
 
     def _lateness(self, batches: beam.PCollection) -> Any:
         if not self._has_lateness():
@@ -143,6 +141,12 @@ class ReplaySide(beam.PTransform):
     def _has_lateness(self) -> bool:
         return self.side.window is not None and self.side.window.lateness is not None
 
+    def _has_merges(self) -> bool:
+        return window_stage.is_merging(window_stage.build_windowfn(self.side.window))
+
+    def _has_aggregates(self) -> bool:
+        return self.side.shard is not None and bool(self.side.shard.aggregates)
+
     def _merges(self, spilled: beam.PCollection, late: Any) -> Any:
         windowfn = window_stage.build_windowfn(self.side.window)
         if not window_stage.is_merging(windowfn):
@@ -155,10 +159,9 @@ class ReplaySide(beam.PTransform):
         return beam.pvalue.AsSingleton(merged)
 
     def _aggregates(self, batches: beam.PCollection, spilled: beam.PCollection, late: Any, merges: Any) -> Any:
-        shard = self.side.shard
-        if shard is None or not shard.aggregates:
+        if not self._has_aggregates():
             return beam.pvalue.AsSingleton(spilled.pipeline | "NoAggregates" >> beam.Create([{}]))
-        specs = shard.aggregates
+        specs = self.side.shard.aggregates
         groups = (self._partials(batches, spilled, late, merges)
                   | "CombineGroups" >> beam.CombinePerKey(lambda states: _merge_partials(specs, states))
                   | "FinishGroups" >> beam.Map(lambda kv: (kv[0], shard_stage.finish_group(specs, kv[1])))
@@ -170,7 +173,7 @@ class ReplaySide(beam.PTransform):
         lateness, no merging windows), from the batches as read: the step fuses with the read, and no spill file
         is loaded again for it (a third of the spill loads of a TFT side). Else from the spilled batches, once
         the lateness and the merges are complete (`spill.OfSpilledFn`)."""
-        if not self._has_lateness() and not window_stage.is_merging(window_stage.build_windowfn(self.side.window)):
+        if not self._has_lateness() and not self._has_merges():
             return batches | "AggregatePartials" >> beam.FlatMap(aggregate_partials, self.side, {}, {})
         return spilled | "AggregatePartials" >> beam.ParDo(
             spill.OfSpilledFn(aggregate_partials, self.side, storage=self.storage), late=late, merges=merges)
