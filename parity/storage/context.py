@@ -456,12 +456,6 @@ class Storage:
 
     # -- local copies ----------------------------------------------------------------------------------------
 
-    def copy_tree_to_local(self, path: str, target: str) -> str:
-        """Copies every object under the URL folder `path` into the local folder `target` (made if missing),
-        keeping their relative names; returns `target`. For a reader that opens local files only (TensorFlow's
-        loader of a `saved` graph, where tf.io.gfile has no filesystem for the scheme)."""
-        return local_copies.copy_tree(self, path, target)
-
     def local_copy(self, path: str, prefix: str = "parity-copy-") -> str:
         """`path` where a library that opens only local files can read it (TensorFlow's loaders: tf.io.gfile has
         no `s3://` without tensorflow-io): `path` itself when local; for a URL, a copy of its object (when one
