@@ -23,7 +23,10 @@ class FrozenMap(dict):
 
 
 def frozen_json(value: Any) -> Any:
-    """A JSON value with its objects as read-only mappings and its arrays as tuples."""
+    """A JSON value with its objects as read-only mappings and its arrays as tuples (a `FrozenMap` is returned as
+    it is: what it holds was frozen when it was built)."""
+    if isinstance(value, FrozenMap):
+        return value
     if isinstance(value, (dict, MappingProxyType)):
         return FrozenMap({name: frozen_json(item) for name, item in value.items()})
     if isinstance(value, (list, tuple)):
