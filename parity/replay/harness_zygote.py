@@ -1,5 +1,5 @@
-"""SDK harnesses forked from one process that has already imported Beam's harness and parity (a "zygote"), for
-parity's worker pool (`parity.replay.worker_pool`, `--harness_start fork`, the default).
+"""The zygote's side of SDK harnesses forked from one process that has already imported Beam's harness and parity
+(a "zygote"), for parity's worker pool (`parity.replay.worker_pool`, `--harness_start fork`, the default).
 
 A harness the pool starts as a fresh `python -c "...SdkHarness(...).run()"` pays its interpreter's start and the
 imports of Beam's SDK worker, and, once its job's DoFns unpickle, of parity's replay, stage and encoding modules and
@@ -8,12 +8,12 @@ pays them once, when the pool starts; each StartWorker forks a child of it that 
 the arguments the fresh process would have had, and shares the imported modules' memory with its siblings until
 it writes to it.
 
-The zygote (`main`, started by `Zygote.start` with the pool's interpreter and environment, in the pool's process
-group and folder) talks to the pool over a Unix socket pair: a request names the harness's control URL, worker id,
-state cache size and data buffer time limit, and carries the pipe end the harness writes one byte to once it has
-connected (the pool's `connected_fd`); the answer is the child's pid, and the zygote reports each child's exit
-status when it reaps it (`ForkedHarness`, a `subprocess.Popen` to the pool). A child is the zygote's, not the
-pool's: the pool learns of its end from these reports only.
+The zygote (`main`) talks to the pool over a Unix socket pair: a request names the harness's control URL, worker
+id, state cache size and data buffer time limit, and carries the pipe end the harness writes one byte to once it
+has connected (the pool's `connected_fd`); the answer is the child's pid, and the zygote reports each child's exit
+status when it reaps it. A child is the zygote's, not the pool's: the pool learns of its end from these reports
+only. This module is the zygote's side of that protocol, with the messages both sides send (`HarnessRequest`,
+`send`); the pool's side, which starts the zygote and asks it for harnesses, is `parity.replay.zygote_client`.
 
 Fork safety: a process forked while another thread holds a lock keeps that lock held for ever. The zygote imports
 grpc but makes no channel or server (gRPC's fork notes: objects made after the fork are safe without
@@ -32,18 +32,12 @@ random state is reseeded (`_reseed`); the hash seed is the zygote's in every har
 from __future__ import annotations
 
 import json
-import logging
 import os
 import select
 import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
-
-_LOGGER = logging.getLogger("parity.replay.worker_pool")
 
 # What a parity job's harness imports, imported once in the zygote: Beam's SDK worker (grpc, Beam's runners,
 # numpy), parity's replay steps, stages, encoders and sets (through parity.replay.pipeline), the diff's job
@@ -58,10 +52,8 @@ WARM = (("parity.storage.s3_clients", "warm"),)
 REQUIRED = "apache_beam.runners.worker.sdk_worker"
 # Set while the zygote imports: no thread is started by these libraries' loading.
 NO_THREADS_ENV = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
-# Seconds the pool waits for the zygote's imports, and for one fork's answer.
-READY_TIMEOUT = 180.0
-FORK_TIMEOUT = 30.0
-_MESSAGE = 1 << 16
+# The largest message either side sends (a JSON object; a ready message lists the modules imported).
+MESSAGE_BYTES = 1 << 16
 
 
 def _threads() -> list[str]:
@@ -115,7 +107,8 @@ class HarnessRequest:
     connected_fd: int | None = None
 
 
-def _send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+def send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+    """One message of the protocol, as JSON, with `fds` passed along (the pool's `connected_fd`)."""
     data = json.dumps(message).encode()
     if fds:
         socket.send_fds(sock, [data], list(fds))
@@ -130,7 +123,7 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
     sock = socket.socket(fileno=fd)
     imported, failed = _preload(modules)
     if REQUIRED not in imported:
-        _send(sock, {"ready": False, "error": failed.get(REQUIRED, "not imported")})
+        send(sock, {"ready": False, "error": failed.get(REQUIRED, "not imported")})
         return None
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -139,7 +132,7 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
     interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the pool's group: the pool ends, and so
     # does the zygote when its socket closes; its harnesses get the pool's Ctrl-C as before
     signal.set_wakeup_fd(wake_write)
-    _send(sock, {"ready": True, "imported": imported, "failed": failed, "threads": _threads()})
+    send(sock, {"ready": True, "imported": imported, "failed": failed, "threads": _threads()})
     while True:
         readable, _, _ = select.select([sock, wake_read], [], [])
         if wake_read in readable:
@@ -153,7 +146,7 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
                 return None
         if sock in readable:
             try:
-                data, fds, _, _ = socket.recv_fds(sock, _MESSAGE, 1)
+                data, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 1)
             except ConnectionError:
                 data, fds = b"", []
             if not data:  # the pool ended: its children go on as they would have (they are not ours to stop)
@@ -162,7 +155,7 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
             connected = fds[0] if fds else None
             threads = _threads()
             if len(threads) > 1:
-                _send(sock, {"id": request["id"], "error": f"the zygote runs {len(threads)} threads "
+                send(sock, {"id": request["id"], "error": f"the zygote runs {len(threads)} threads "
                                                            f"({', '.join(threads)}): a fork is not safe"})
                 if connected is not None:
                     os.close(connected)
@@ -182,7 +175,7 @@ def serve(fd: int, modules: tuple[str, ...] = PRELOAD) -> HarnessRequest | None:
                                       int(request["data_buffer_time_limit_ms"]), connected)
             if connected is not None:
                 os.close(connected)
-            _send(sock, {"id": request["id"], "pid": pid})
+            send(sock, {"id": request["id"], "pid": pid})
 
 
 def _reseed() -> None:
@@ -203,7 +196,7 @@ def _report_exits(sock: socket.socket) -> bool:
         if pid == 0:
             return True
         try:
-            _send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
+            send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
         except OSError:
             return False
 
@@ -227,214 +220,3 @@ def main(fd: int, modules: tuple[str, ...] = PRELOAD) -> None:
     request = serve(fd, modules)
     if request is not None:
         run_harness(request)
-
-
-class ForkedHarness:
-    """A harness the zygote forked, as the pool's bookkeeping and Beam's `kill_process_gracefully` use a
-    `subprocess.Popen`: `pid`, `returncode`, `poll`, `wait`, `terminate`, `kill`, `send_signal`.
-
-    Its exit status comes from the zygote. When the zygote died first, the harness went on as an orphan, and its
-    end is seen in /proc only: `returncode` is then "unknown"."""
-
-    def __init__(self, pid: int, zygote: subprocess.Popen):
-        self.pid = pid
-        self.args = f"forked by the harness zygote (pid {zygote.pid})"
-        self.returncode: int | str | None = None
-        self._zygote = zygote  # this harness's zygote: one started again in its place is another process
-        self._ended = threading.Event()
-        self._start = _start_time(pid)
-
-    def _exited(self, returncode: int | str) -> None:
-        if self.returncode is None:
-            self.returncode = returncode
-        self._ended.set()
-
-    def poll(self) -> int | str | None:
-        if self.returncode is None and self._zygote.poll() is not None and (
-                self._start is None or _start_time(self.pid) != self._start):
-            self._exited("unknown")
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int | str:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(self.args, timeout)
-            self._ended.wait(0.2 if left is None else min(0.2, left))
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-
-def _start_time(pid: int) -> str | None:
-    """Process `pid`'s start time (/proc/PID/stat's 22nd field), None when it is gone or a zombie: tells a process
-    from a later one with its pid."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in ("Z", "X") else fields[19]
-
-
-class ZygoteError(OSError):
-    """The zygote could not start, or could not fork a harness: the pool starts a fresh process instead."""
-
-
-class Zygote:
-    """The pool's end of a zygote: `start` it, `fork` harnesses from it, `stop` it."""
-
-    def __init__(self, python: str, modules: tuple[str, ...] = PRELOAD):
-        self.python = python
-        self.modules = tuple(modules)
-        self.process: subprocess.Popen | None = None
-        self.ready: dict = {}
-        self._sock: socket.socket | None = None
-        self._send_lock = threading.Lock()
-        self._state = threading.Lock()
-        self._answers: dict[int, dict] = {}
-        self._answered = threading.Condition(self._state)
-        self._children: dict[int, ForkedHarness] = {}
-        self._next = 0
-        self._reader: threading.Thread | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None and self._reader is not None \
-            and self._reader.is_alive()
-
-    def start(self, timeout: float = READY_TIMEOUT) -> dict:
-        """Starts the zygote with the pool's environment and folder and waits for its imports; returns its ready
-        message (what it imported, what failed, its threads). Raises ZygoteError when it cannot fork harnesses."""
-        if self._sock is not None:  # a zygote that ended: its reader has read all it said
-            self._sock.close()
-            self._sock = None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = (f"from parity.replay.harness_zygote import main; "
-                f"main({theirs.fileno()}, {self.modules!r})")
-        try:
-            self.process = subprocess.Popen([self.python, "-c", code], close_fds=True,  # noqa: S603
-                                            pass_fds=(theirs.fileno(),))
-        except OSError as exc:
-            ours.close()
-            raise ZygoteError(f"cannot start the harness zygote with {self.python}: {exc}") from exc
-        finally:
-            theirs.close()
-        ours.settimeout(timeout)
-        try:
-            data = ours.recv(_MESSAGE)
-        except OSError as exc:  # socket.timeout is one
-            data = b""
-            why = f"no answer in {timeout:g} s ({exc})"
-        else:
-            why = f"it exited ({self.process.poll()})" if not data else ""
-        ready = json.loads(data) if data else {"ready": False, "error": why}
-        if not ready.get("ready"):
-            ours.close()
-            self._end_process()
-            raise ZygoteError(f"the harness zygote did not start: {ready.get('error')}")
-        ours.settimeout(None)
-        self._sock = ours
-        self.ready = ready
-        if len(ready.get("threads", ())) > 1:
-            self.stop()
-            raise ZygoteError(f"the harness zygote runs {len(ready['threads'])} threads after its imports "
-                              f"({', '.join(ready['threads'])}): forking it is not safe")
-        self._reader = threading.Thread(target=self._read, args=(ours, self.process), daemon=True,
-                                        name="parity-harness-zygote")
-        self._reader.start()
-        return ready
-
-    def fork(self, request: HarnessRequest, timeout: float = FORK_TIMEOUT) -> ForkedHarness:
-        """A harness forked for `request`; its `connected_fd` is sent to the child (the caller closes its own)."""
-        if not self.running or self._sock is None:
-            raise ZygoteError(f"the harness zygote (pid {self.pid}) is not running"
-                              f"{'' if self.process is None else f' (exit {self.process.poll()})'}")
-        with self._state:
-            self._next += 1
-            ask = self._next
-        message = {"id": ask, "control_url": request.control_url, "worker_id": request.worker_id,
-                   "state_cache_size": request.state_cache_size,
-                   "data_buffer_time_limit_ms": request.data_buffer_time_limit_ms}
-        fds = () if request.connected_fd is None else (request.connected_fd,)
-        try:
-            with self._send_lock:
-                _send(self._sock, message, fds)
-        except OSError as exc:
-            raise ZygoteError(f"cannot ask the harness zygote (pid {self.pid}) for a harness: {exc}") from exc
-        deadline = time.monotonic() + timeout
-        with self._answered:
-            while ask not in self._answers:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
-                    raise ZygoteError(f"the harness zygote (pid {self.pid}) did not fork a harness"
-                                      f"{'' if self._reader.is_alive() else ': it ended'}")
-                self._answered.wait(min(left, 0.5))
-            answer = self._answers.pop(ask)
-        if "error" in answer:
-            raise ZygoteError(answer["error"])
-        return answer["harness"]
-
-    def _read(self, sock: socket.socket, zygote: subprocess.Popen) -> None:
-        """The zygote's answers and exit reports, until it ends."""
-        try:
-            while True:
-                try:
-                    data = sock.recv(_MESSAGE)
-                except OSError:
-                    data = b""
-                if not data:
-                    return
-                message = json.loads(data)
-                with self._answered:
-                    if "exited" in message:
-                        child = self._children.pop(message["exited"], None)
-                        if child is not None:
-                            child._exited(message["returncode"])
-                    else:
-                        if "pid" in message:
-                            child = ForkedHarness(message["pid"], zygote)
-                            self._children[child.pid] = child
-                            message["harness"] = child
-                        self._answers[message["id"]] = message
-                    self._answered.notify_all()
-        finally:
-            with self._answered:  # the harnesses left are orphans now, their ends seen in /proc (`poll`)
-                self._children.clear()
-                self._answered.notify_all()
-
-    def stop(self) -> None:
-        """Ends the zygote (not its harnesses: the pool stops those by pid)."""
-        if self._sock is not None:
-            try:
-                self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._sock.close()
-        self._end_process()
-
-    def _end_process(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()

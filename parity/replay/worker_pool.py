@@ -46,7 +46,7 @@ from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker import worker_pool_main
 
 from parity import compat
-from parity.replay import harness_zygote
+from parity.replay import harness_zygote, zygote_client
 
 _LOGGER = logging.getLogger("parity.replay.worker_pool")  # not `__main__` under `python -m`
 PYTHON_ENV = "PARITY_HARNESS_PYTHON"  # the interpreter the harnesses run, when --harness_python is not given
@@ -113,12 +113,12 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         self.harness_start = harness_start_mode(harness_start)
         self._lock = threading.Lock()
         self._harnesses: dict[str, list[subprocess.Popen]] = {}
-        self.zygote: harness_zygote.Zygote | None = None
+        self.zygote: zygote_client.Zygote | None = None
         settings = compat.pool_settings(self)
         if settings["use_process"] and not settings["container_executable"] \
                 and forks(self.python, self.harness_start):
             modules = tuple(dict.fromkeys((*harness_zygote.PRELOAD, *preload)))
-            self.zygote = harness_zygote.Zygote(self.python, modules)
+            self.zygote = zygote_client.Zygote(self.python, modules)
             self._start_zygote(again=False)
         atexit.register(self.stop_all)  # Beam's own exit hook sees only its (empty) dict
 
@@ -128,7 +128,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         ended = self.zygote.process.poll() if again and self.zygote.process is not None else None
         try:
             ready = self.zygote.start()
-        except harness_zygote.ZygoteError as exc:
+        except zygote_client.ZygoteError as exc:
             _LOGGER.error("%s%s: SDK harnesses start as fresh processes (--harness_start spawn) from now on",
                           f"the harness zygote had ended ({ended}); " if again else "", exc)
             self.zygote = None
@@ -192,7 +192,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
                          name=f"parity-harness-{request.worker_id}").start()
         return process
 
-    def _fork(self, request, settings: dict, connected_fd: int) -> harness_zygote.ForkedHarness | None:
+    def _fork(self, request, settings: dict, connected_fd: int) -> zygote_client.ForkedHarness | None:
         """A harness forked from the zygote (started again first if it ended), or None: no zygote, or it failed
         (logged; the caller starts a fresh process)."""
         if self.zygote is None:
@@ -203,7 +203,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             return self.zygote.fork(harness_zygote.HarnessRequest(
                 request.control_endpoint.url, request.worker_id, int(settings["state_cache_size"]),
                 int(settings["data_buffer_time_limit_ms"]), connected_fd))
-        except harness_zygote.ZygoteError as exc:
+        except zygote_client.ZygoteError as exc:
             # stopped, not left: a fork it still had queued would start a second harness under this id, which no
             # StopWorker knows of
             _LOGGER.error("cannot fork SDK harness %s from the harness zygote (%s): the zygote is stopped, and this "
@@ -286,7 +286,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
 
     def harness_processes(self, worker_id: str) -> list:
         """The harnesses kept under `worker_id`, oldest first (each a `subprocess.Popen` or a
-        `harness_zygote.ForkedHarness`), live or exited and not yet stopped."""
+        `zygote_client.ForkedHarness`), live or exited and not yet stopped."""
         with self._lock:
             return list(self._harnesses.get(worker_id, ()))
 
@@ -334,7 +334,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
 
 
 def _how(process) -> str:
-    return " (forked from the zygote)" if isinstance(process, harness_zygote.ForkedHarness) else ""
+    return " (forked from the zygote)" if isinstance(process, zygote_client.ForkedHarness) else ""
 
 
 def _check_harness_python(python: str, timeout: float = 120) -> None:
