@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 
+from parity.errors import RunnerError
 from parity.replay.harness_zygote import MESSAGE_BYTES, PRELOAD, HarnessRequest, send
 
 # Seconds the pool waits for the zygote's imports, and for one fork's answer.
@@ -80,8 +81,10 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-class ZygoteError(OSError):
-    """The zygote could not start, or could not fork a harness: the pool starts a fresh process instead."""
+class ZygoteError(RunnerError):
+    """The zygote could not start, or could not fork a harness: the pool starts a fresh process instead. Not an
+    OSError: the pool's `except OSError` around a harness's start means the harness's own process could not start,
+    and must not take a zygote's failure for one."""
 
 
 class Zygote:

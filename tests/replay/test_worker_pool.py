@@ -374,6 +374,31 @@ def test_a_zygote_that_died_is_started_again_at_the_next_harness_start_and_the_o
         servicer.stop_all()
 
 
+def test_a_zygote_that_cannot_start_again_is_reported_and_harnesses_start_as_fresh_processes(caplog):
+    """The zygote died and its interpreter is gone from disk (the venv replaced under a running pool): its start
+    again fails, and the harness is started all the same, as Beam's command, and so are the later ones."""
+    import sys
+
+    servicer = WorkerPoolServicer(use_process=True, python=sys.executable)
+    try:
+        zygote = servicer.zygote
+        zygote.python = "/nonexistent/python"
+        os.kill(zygote.pid, signal.SIGKILL)
+        _poll("the zygote's end", lambda: not zygote.running)
+        with caplog.at_level("ERROR", logger="parity.replay.worker_pool"):
+            assert not servicer.StartWorker(_start_request("1-1", f"localhost:{_free_port()}"), None).error
+        assert servicer.zygote is None
+        assert "cannot start the harness zygote with /nonexistent/python" in caplog.text
+        assert "SDK harnesses start as fresh processes (--harness_start spawn) from now on" in caplog.text
+        [harness] = _poll("harness 1-1", lambda: _harness_pids("1-1", servicer) or None)
+        assert _parent(harness) == os.getpid()
+        assert not servicer.StartWorker(_start_request("2-1", f"localhost:{_free_port()}"), None).error
+        [later] = _poll("harness 2-1", lambda: _harness_pids("2-1", servicer) or None)
+        assert _parent(later) == os.getpid()
+    finally:
+        servicer.stop_all()
+
+
 def test_a_zygote_that_cannot_fork_safely_is_reported_and_harnesses_start_as_fresh_processes(tmp_path, monkeypatch,
                                                                                               caplog):
     """A preloaded module that starts a thread on import: a fork would copy a process whose other thread may hold
