@@ -7,8 +7,9 @@ parity reaches past Beam's public API where Beam gives no public way to do what 
   `filesystemio.UploaderStream._uploader`.
 - `forget_metrics`: a portable `PipelineResult` keeps its first metrics answer for ever, so progress asked while
   a job runs would be the job's final count too. Private: `PipelineResult._metrics`, `._job_service`.
-- `pool_settings`, `take_harness`, `keep_harness`: parity's worker pool starts harnesses with its own
-  interpreter and keeps each by id (a harness Beam forgot cannot be stopped). Private: the servicer's
+- `pool_settings`, `take_harness`: parity's worker pool starts harnesses with its own interpreter and keeps each
+  by id (a harness Beam forgot cannot be stopped); one Beam's own StartWorker started (a `--container_executable`)
+  it takes out of Beam's dict. Private: the servicer's
   `_use_process`, `_container_executable`, `_state_cache_size`, `_data_buffer_time_limit_ms`,
   `_worker_processes`.
 - `s3io_module`, `boto3_client_module`: Beam's S3 file system builds a client per call; parity's own S3 store
@@ -80,11 +81,6 @@ def pool_settings(servicer: Any) -> dict[str, Any]:
 def take_harness(servicer: Any, worker_id: str) -> Any:
     """The harness process Beam's servicer keeps under `worker_id`, taken out of its dict (None when none)."""
     return servicer._worker_processes.pop(worker_id, None)
-
-
-def keep_harness(servicer: Any, worker_id: str, process: Any) -> None:
-    """Puts a harness process where Beam's servicer keeps its own (`take_harness` takes it)."""
-    servicer._worker_processes[worker_id] = process
 
 
 def s3io_module() -> Any:

@@ -7,7 +7,6 @@ import ast
 import inspect
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -67,17 +66,20 @@ def test_a_portable_result_caches_its_metrics_in_the_field_forget_metrics_clears
 
 
 def test_the_worker_pool_servicer_keeps_its_settings_and_harnesses_where_compat_reads_them():
+    from apache_beam.portability.api import beam_fn_api_pb2
     from apache_beam.runners.worker import worker_pool_main
 
     servicer = worker_pool_main.BeamFnExternalWorkerPoolServicer(
         use_process=True, container_executable=None, state_cache_size=7, data_buffer_time_limit_ms=11)
     assert compat.pool_settings(servicer) == {"use_process": True, "container_executable": None,
                                               "state_cache_size": 7, "data_buffer_time_limit_ms": 11}
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    compat.keep_harness(servicer, "worker-1", process)
-    assert compat.take_harness(servicer, "worker-1") is process
-    assert compat.take_harness(servicer, "worker-1") is None
+    container = worker_pool_main.BeamFnExternalWorkerPoolServicer(
+        use_process=True, container_executable="/bin/true", state_cache_size=0, data_buffer_time_limit_ms=-1)
+    assert not container.StartWorker(beam_fn_api_pb2.StartWorkerRequest(worker_id="worker-1"), None).error
+    process = compat.take_harness(container, "worker-1")
+    assert isinstance(process, subprocess.Popen) and process.wait() == 0
+    process.stdout.close()  # Beam pipes a harness's stdout
+    assert compat.take_harness(container, "worker-1") is None
 
 
 def test_beams_s3_modules_have_the_constructor_the_methods_and_the_client_attribute_parity_uses():

@@ -104,7 +104,11 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
     With `harness_start` fork (the default) and the pool's own interpreter, harnesses are forked from a zygote
     started here, once (`harness_zygote`, with `preload` modules imported beside its own list); a zygote that
     cannot start is logged and harnesses start as fresh processes; one that died is started again at the next
-    start of a harness, and if that fails the same follows."""
+    start of a harness, and if that fails the same follows.
+
+    The pool's lock guards the harnesses kept by id, and nothing slow: a harness is started (or forked) outside
+    it, and a zygote is started again and forked from under a lock of its own, so a StopWorker is not held up by a
+    zygote that waits for its imports (up to `zygote_client.READY_TIMEOUT`)."""
 
     def __init__(self, *args, python: str | None = None, harness_start: str | None = None,
                  preload: Sequence[str] = (), **kwargs):
@@ -112,6 +116,7 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         self.python = harness_python(python)
         self.harness_start = harness_start_mode(harness_start)
         self._lock = threading.Lock()
+        self._zygote_lock = threading.Lock()  # one start of the zygote at a time, and no fork while it starts
         self._harnesses: dict[str, list[subprocess.Popen]] = {}
         self.zygote: zygote_client.Zygote | None = None
         settings = compat.pool_settings(self)
@@ -145,35 +150,42 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         worker_id = start_worker_request.worker_id
         self._reap()
         settings = compat.pool_settings(self)
+        if settings["use_process"] and not settings["container_executable"]:
+            return self._start_harness(start_worker_request)
         with self._lock:  # Beam's StartWorker puts the process under the id: take it before another start can
-            if settings["use_process"] and not settings["container_executable"]:
-                response = self._start_harness(start_worker_request)
-            else:
-                response = super().StartWorker(start_worker_request, context)
+            response = super().StartWorker(start_worker_request, context)
             process = compat.take_harness(self, worker_id)
             if process is not None:
                 self._harnesses.setdefault(worker_id, []).append(process)
         if process is not None:
-            _LOGGER.info("started SDK harness %s: pid %d%s", worker_id, process.pid, _how(process))
+            _LOGGER.info("started SDK harness %s: pid %d", worker_id, process.pid)
         return response
 
     def _start_harness(self, request):
-        """Beam's process-mode start with `self.python`; the harness's stdout goes where the pool's does (Beam
-        pipes it and never reads it: a harness that printed 64 KB would block). A watcher starts it again under
-        the same id if it dies before it connects (`_watch`)."""
+        """Beam's process-mode start with `self.python`, outside the pool's lock (a zygote started again first
+        waits for its imports); the harness's stdout goes where the pool's does (Beam pipes it and never reads it:
+        a harness that printed 64 KB would block). It is kept under its id before its watcher starts, which starts
+        it again under the same id if it dies before it connects (`_watch`)."""
         try:
-            process = self._spawn(request, restarts=0)
+            process, connected = self._launch(request)
         except OSError as exc:
             _LOGGER.error("cannot start SDK harness %s with %s: %s", request.worker_id, self.python, exc)
             return beam_fn_api_pb2.StartWorkerResponse(
                 error=f"parity's worker pool cannot start an SDK harness with {self.python}: {exc}; start the pool "
                       f"with the interpreter that has parity and Beam, or pass --harness_python")
-        compat.keep_harness(self, request.worker_id, process)
+        with self._lock:
+            self._harnesses.setdefault(request.worker_id, []).append(process)
+        self._start_watch(request, process, connected, restarts=0)
+        _LOGGER.info("started SDK harness %s: pid %d%s", request.worker_id, process.pid, _how(process))
         return beam_fn_api_pb2.StartWorkerResponse()
 
-    def _spawn(self, request, restarts: int) -> subprocess.Popen:
+    def _start_watch(self, request, process: subprocess.Popen, connected: int, restarts: int) -> None:
+        threading.Thread(target=self._watch, args=(request, process, connected, restarts), daemon=True,
+                         name=f"parity-harness-{request.worker_id}").start()
+
+    def _launch(self, request) -> tuple[subprocess.Popen, int]:
         """A harness process for `request` (forked from the zygote when there is one, else a fresh interpreter)
-        and the thread that watches whether it connects."""
+        and the read end of the pipe it says it connected on, for its watcher."""
         settings = compat.pool_settings(self)
         connected, write_end = os.pipe()
         try:
@@ -188,29 +200,28 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             raise
         finally:
             os.close(write_end)
-        threading.Thread(target=self._watch, args=(request, process, connected, restarts), daemon=True,
-                         name=f"parity-harness-{request.worker_id}").start()
-        return process
+        return process, connected
 
     def _fork(self, request, settings: dict, connected_fd: int) -> zygote_client.ForkedHarness | None:
         """A harness forked from the zygote (started again first if it ended), or None: no zygote, or it failed
         (logged; the caller starts a fresh process)."""
-        if self.zygote is None:
-            return None
-        if not self.zygote.running and not self._start_zygote(again=True):
-            return None
-        try:
-            return self.zygote.fork(harness_zygote.HarnessRequest(
-                request.control_endpoint.url, request.worker_id, int(settings["state_cache_size"]),
-                int(settings["data_buffer_time_limit_ms"]), connected_fd))
-        except zygote_client.ZygoteError as exc:
-            # stopped, not left: a fork it still had queued would start a second harness under this id, which no
-            # StopWorker knows of
-            _LOGGER.error("cannot fork SDK harness %s from the harness zygote (%s): the zygote is stopped, and this "
-                          "harness and the later ones start as fresh processes", request.worker_id, exc)
-            self.zygote.stop()
-            self.zygote = None
-            return None
+        with self._zygote_lock:  # a start waits for the zygote another start is starting, not for the pool's lock
+            if self.zygote is None:
+                return None
+            if not self.zygote.running and not self._start_zygote(again=True):
+                return None
+            try:
+                return self.zygote.fork(harness_zygote.HarnessRequest(
+                    request.control_endpoint.url, request.worker_id, int(settings["state_cache_size"]),
+                    int(settings["data_buffer_time_limit_ms"]), connected_fd))
+            except zygote_client.ZygoteError as exc:
+                # stopped, not left: a fork it still had queued would start a second harness under this id, which
+                # no StopWorker knows of
+                _LOGGER.error("cannot fork SDK harness %s from the harness zygote (%s): the zygote is stopped, and "
+                              "this harness and the later ones start as fresh processes", request.worker_id, exc)
+                self.zygote.stop()
+                self.zygote = None
+                return None
 
     def _watch(self, request, process: subprocess.Popen, connected: int, restarts: int) -> None:
         """Starts another harness under the same id when `process` exits before it connected to its runner.
@@ -228,20 +239,28 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         process.wait()
         worker_id = request.worker_id
         with self._lock:
+            if process not in self._harnesses.get(worker_id, ()):  # stopped: StopWorker took it
+                return
+        if restarts >= MAX_RESTARTS:
+            _LOGGER.error("SDK harness %s (pid %d) exited (%s) before it connected, for the %d time: not started "
+                          "again; its job waits until PARITY_FLINK_JOB_TIMEOUT", worker_id, process.pid,
+                          process.returncode, restarts + 1)
+            return
+        try:
+            again, connected = self._launch(request)  # outside the pool's lock, as StartWorker's
+        except OSError as exc:
+            _LOGGER.error("cannot start SDK harness %s again with %s: %s", worker_id, self.python, exc)
+            return
+        with self._lock:
             kept = self._harnesses.get(worker_id, [])
-            if process not in kept:  # stopped (StopWorker took it), or never handed to StartWorker's bookkeeping
-                return
-            if restarts >= MAX_RESTARTS:
-                _LOGGER.error("SDK harness %s (pid %d) exited (%s) before it connected, for the %d time: not started "
-                              "again; its job waits until PARITY_FLINK_JOB_TIMEOUT", worker_id, process.pid,
-                              process.returncode, restarts + 1)
-                return
-            try:
-                again = self._spawn(request, restarts + 1)
-            except OSError as exc:
-                _LOGGER.error("cannot start SDK harness %s again with %s: %s", worker_id, self.python, exc)
-                return
-            kept[kept.index(process)] = again
+            replaced = process in kept
+            if replaced:
+                kept[kept.index(process)] = again
+        if not replaced:  # a stop took the dead harness while this one started: none would ever stop this one
+            os.close(connected)
+            worker_pool_main.kill_process_gracefully(again)
+            return
+        self._start_watch(request, again, connected, restarts + 1)
         _LOGGER.warning("SDK harness %s (pid %d) exited (%s) before it connected to its runner, which waits for that "
                         "id: started it again, pid %d%s", worker_id, process.pid, process.returncode, again.pid,
                         _how(again))
@@ -329,8 +348,9 @@ class WorkerPoolServicer(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             self._harnesses.clear()
         for process in processes:
             worker_pool_main.kill_process_gracefully(process)
-        if self.zygote is not None:
-            self.zygote.stop()
+        zygote = self.zygote  # not under its lock: a start of it may wait for its imports (it ends with the pool)
+        if zygote is not None:
+            zygote.stop()
 
 
 def _how(process) -> str:

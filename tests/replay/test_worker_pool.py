@@ -399,6 +399,62 @@ def test_a_zygote_that_cannot_start_again_is_reported_and_harnesses_start_as_fre
         servicer.stop_all()
 
 
+def _release(gate) -> bool:
+    """Lets a process blocked reading the FIFO `gate` go on; False when none reads it."""
+    try:
+        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader
+        return False
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_a_stop_is_answered_while_a_zygote_started_again_still_imports(tmp_path, monkeypatch):
+    """A zygote started again waits for its imports, up to READY_TIMEOUT: a StopWorker that comes meanwhile, for a
+    harness already started, is answered while the import is still held (here until the test lets it go)."""
+    import sys
+
+    hold, waiting, gate = tmp_path / "hold", tmp_path / "waiting", tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "held_import.py").write_text(
+        f"import os\nif os.path.exists({str(hold)!r}):\n    open({str(waiting)!r}, 'w').close()\n"
+        f"    with open({str(gate)!r}, 'rb') as gate:\n        gate.read(1)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    servicer = WorkerPoolServicer(use_process=True, python=sys.executable, preload=("held_import",))
+    answers = {}
+    starting = threading.Thread(target=lambda: answers.update(
+        start=servicer.StartWorker(_start_request("2-1", f"localhost:{_free_port()}"), None)), daemon=True)
+    try:
+        assert not servicer.StartWorker(_start_request("1-1", f"localhost:{_free_port()}"), None).error
+        [first] = _poll("harness 1-1", lambda: _harness_pids("1-1", servicer) or None)
+        hold.touch()
+        os.kill(servicer.zygote.pid, signal.SIGKILL)
+        _poll("the zygote's end", lambda: not servicer.zygote.running)
+        starting.start()  # starts the zygote again, whose import of held_import waits at the gate
+        _poll("the new zygote's held import", waiting.exists)
+        stopped = threading.Event()
+        threading.Thread(target=lambda: (servicer.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="1-1"),
+                                                             None), stopped.set()), daemon=True).start()
+
+        assert stopped.wait(TIMEOUT), "the stop waited for the zygote's start"
+        assert not _alive(first)
+        assert starting.is_alive() and waiting.exists()  # the zygote still imports: nothing let it go yet
+
+        assert _release(gate)
+        starting.join(TIMEOUT)
+        assert not starting.is_alive() and not answers["start"].error
+        [second] = _poll("harness 2-1", lambda: _harness_pids("2-1", servicer) or None)
+        assert _parent(second) == servicer.zygote.pid
+    finally:
+        _release(gate)
+        if starting.is_alive():
+            starting.join(TIMEOUT)
+        servicer.stop_all()
+
+
 def test_a_zygote_that_cannot_fork_safely_is_reported_and_harnesses_start_as_fresh_processes(tmp_path, monkeypatch,
                                                                                               caplog):
     """A preloaded module that starts a thread on import: a fork would copy a process whose other thread may hold
