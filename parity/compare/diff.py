@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Iterator
 
 import numpy as np
 
 from parity.compare import hashdiff, pair_values
+from parity.compare.frozen import FrozenMap
 from parity.compare.outcomes import PairOutcome
 from parity.compare.summary import DiffCounts, DiffSummary
 from parity.compare.tally import Tally
@@ -113,8 +113,8 @@ class DiffStream:
     def counts(self) -> DiffCounts:
         """The counts of an iterated stream."""
         return DiffCounts(self.left_rows, self.right_rows, self.paired, self.matched, self.left_only,
-                          self.right_only, self.duplicate_keys, MappingProxyType(dict(self.stage_diverged)),
-                          MappingProxyType(dict(self.stage_within)), tuple(self.left_only_keys),
+                          self.right_only, self.duplicate_keys, FrozenMap(self.stage_diverged),
+                          FrozenMap(self.stage_within), tuple(self.left_only_keys),
                           tuple(self.right_only_keys), self._keep)
 
     def __iter__(self) -> Iterator[PairOutcome]:

@@ -4,7 +4,6 @@ its way back to plain JSON for the report.
 """
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
 
@@ -27,7 +26,7 @@ def frozen_json(value: Any) -> Any:
     it is: what it holds was frozen when it was built)."""
     if isinstance(value, FrozenMap):
         return value
-    if isinstance(value, (dict, MappingProxyType)):
+    if isinstance(value, dict):
         return FrozenMap({name: frozen_json(item) for name, item in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(frozen_json(item) for item in value)
@@ -36,7 +35,7 @@ def frozen_json(value: Any) -> Any:
 
 def thawed(value: Any) -> Any:
     """A frozen JSON value (`frozen_json`) as plain JSON: dicts and lists, new ones, which the caller owns."""
-    if isinstance(value, (dict, MappingProxyType)):
+    if isinstance(value, dict):
         return {name: thawed(item) for name, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [thawed(item) for item in value]

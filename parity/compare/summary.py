@@ -7,10 +7,10 @@ by anything else that splits a diff by key range, and give the same report byte 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from types import MappingProxyType
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from parity.compare.frozen import FrozenMap
 from parity.compare.model_stage import ModelStage
 from parity.compare.tallied import FrozenTally
 from parity.stages import STAGES
@@ -44,24 +44,14 @@ class DiffCounts:
 
         return DiffCounts(
             **{name: getattr(self, name) + getattr(later, name) for name in self._SUMS},
-            stage_diverged=MappingProxyType({s: self.stage_diverged[s] + later.stage_diverged[s] for s in STAGES}),
-            stage_within=MappingProxyType({s: self.stage_within[s] + later.stage_within[s] for s in STAGES}),
+            stage_diverged=FrozenMap({s: self.stage_diverged[s] + later.stage_diverged[s] for s in STAGES}),
+            stage_within=FrozenMap({s: self.stage_within[s] + later.stage_within[s] for s in STAGES}),
             left_only_keys=first(self.left_only_keys, later.left_only_keys),
             right_only_keys=first(self.right_only_keys, later.right_only_keys), keep=self.keep)
 
-    def __reduce__(self) -> tuple[Any, ...]:  # a MappingProxyType does not pickle (a child process sends these)
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values["stage_diverged"], values["stage_within"] = dict(self.stage_diverged), dict(self.stage_within)
-        return (_counts, (values,))
-
 
 def _per_stage(counts: Mapping[str, int]) -> Mapping[str, int]:
-    return MappingProxyType({s: counts.get(s, 0) for s in STAGES})
-
-
-def _counts(values: dict[str, Any]) -> DiffCounts:
-    return DiffCounts(**{**values, "stage_diverged": MappingProxyType(values["stage_diverged"]),
-                         "stage_within": MappingProxyType(values["stage_within"])})
+    return FrozenMap({s: counts.get(s, 0) for s in STAGES})
 
 
 @dataclass(frozen=True)

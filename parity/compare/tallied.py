@@ -3,20 +3,18 @@
 
 Nothing in it can be changed once built: counts are read-only mappings, examples and histograms frozen JSON
 (read-only mappings and tuples; `thawed` gives them back as plain JSON for the report), the numbers behind the
-histograms packed bytes. Two frozen tallies of consecutive key ranges merge (`FrozenTally.merged`) into a new one,
-exactly the tally of both ranges read in order; both are left as they were. A read-only mapping does not pickle,
-so each class pickles as its plain state and is frozen again when unpickled (a child process or an engine worker
-sends these).
+histograms packed bytes. The read-only mappings are `FrozenMap`s (parity.compare.frozen), which pickle as they are
+(a child process or an engine worker sends these). Two frozen tallies of consecutive key ranges merge
+(`FrozenTally.merged`) into a new one, exactly the tally of both ranges read in order; both are left as they were.
 """
 from __future__ import annotations
 
 from array import array
 from collections import Counter
-from dataclasses import dataclass, fields, replace
-from types import MappingProxyType
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from parity.compare.frozen import frozen_json, thawed
+from parity.compare.frozen import FrozenMap, frozen_json, thawed
 from parity.compare.histograms import histograms_of
 from parity.compare.model_stage import Upstream
 
@@ -49,14 +47,14 @@ class FrozenFeatureStats:
             for name, (lefts, rights) in later.numbers.items():
                 mine_left, mine_right = joined.get(name, (b"", b""))
                 joined[name] = (mine_left + lefts, mine_right + rights)
-            numbers = MappingProxyType(joined)
-        return FrozenFeatureStats(MappingProxyType(stats), numbers)
+            numbers = FrozenMap(joined)
+        return FrozenFeatureStats(FrozenMap(stats), numbers)
 
     def with_histograms(self, histograms: Mapping[str, Any]) -> FrozenFeatureStats:
         """These statistics with every feature's histograms given (a feature absent has none), which `features`
         then gives instead of binning numbers of its own; the numbers are dropped."""
-        return FrozenFeatureStats(self.stats, MappingProxyType({}) if self.numbers is not None else None,
-                                  MappingProxyType({name: frozen_json(h) for name, h in histograms.items()}))
+        return FrozenFeatureStats(self.stats, FrozenMap({}) if self.numbers is not None else None,
+                                  FrozenMap({name: frozen_json(h) for name, h in histograms.items()}))
 
     def features(self, feature_names: tuple[list[str], list[str]], redact: bool = False) -> list[dict]:
         """The report's `features`: one entry per feature named by either side or counted here, by name."""
@@ -77,15 +75,6 @@ class FrozenFeatureStats:
             features.append(feature)
         return features
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_feature_stats, (dict(self.stats), None if self.numbers is None else dict(self.numbers),
-                                 None if self.histograms is None else thawed(self.histograms)))
-
-
-def _feature_stats(stats: dict, numbers: dict | None, histograms: dict | None) -> FrozenFeatureStats:
-    return FrozenFeatureStats(MappingProxyType(stats), None if numbers is None else MappingProxyType(numbers),
-                              None if histograms is None else frozen_json(histograms))
-
 
 @dataclass(frozen=True)
 class FrozenNoise:
@@ -96,13 +85,6 @@ class FrozenNoise:
 
     def merged(self, later: FrozenNoise) -> FrozenNoise:
         return FrozenNoise(self.records + later.records, _summed(self.features, later.features))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_noise, (self.records, dict(self.features)))
-
-
-def _noise(records: int, features: dict[str, int]) -> FrozenNoise:
-    return FrozenNoise(records, MappingProxyType(features))
 
 
 @dataclass(frozen=True)
@@ -133,7 +115,7 @@ class FrozenTally:
                 examples.append(example)
         upstream = self.upstream
         if upstream is not None and later.upstream is not None:
-            upstream = MappingProxyType({**upstream, **later.upstream})
+            upstream = FrozenMap({**upstream, **later.upstream})
         return FrozenTally(self.examples, self.redact,
                            _summed(self.first_counts, later.first_counts),
                            _summed(self.cause_counts, later.cause_counts),
@@ -144,27 +126,9 @@ class FrozenTally:
         """This tally with its features' histograms computed elsewhere (`FrozenFeatureStats.with_histograms`)."""
         return replace(self, feature_stats=self.feature_stats.with_histograms(histograms))
 
-    def _fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        values = self._fields()
-        values["first_counts"], values["cause_counts"] = dict(self.first_counts), dict(self.cause_counts)
-        values["example_list"] = [thawed(example) for example in self.example_list]
-        values["upstream"] = None if self.upstream is None else dict(self.upstream)
-        return (_tally, (values,))
-
 
 def _summed(mine: Mapping[Any, int], theirs: Mapping[Any, int]) -> Mapping[Any, int]:
     summed = dict(mine)
     for name, count in theirs.items():
         summed[name] = summed.get(name, 0) + count
-    return MappingProxyType(summed)
-
-
-def _tally(values: dict[str, Any]) -> FrozenTally:
-    upstream = values["upstream"]
-    return FrozenTally(**{**values, "first_counts": MappingProxyType(values["first_counts"]),
-                          "cause_counts": MappingProxyType(values["cause_counts"]),
-                          "example_list": tuple(frozen_json(example) for example in values["example_list"]),
-                          "upstream": None if upstream is None else MappingProxyType(upstream)})
+    return FrozenMap(summed)

@@ -14,7 +14,6 @@ import math
 import re
 from array import array
 from collections import Counter
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from parity.compare.noise import AnalysisNoise
 from parity.compare.outcomes import resolved
 from parity.config import ToleranceSpec
 from parity.encoding import canonical
-from parity.compare.frozen import frozen_json
+from parity.compare.frozen import FrozenMap, frozen_json
 from parity.compare.tallied import FrozenFeatureStats, FrozenNoise, FrozenTally
 
 
@@ -95,12 +94,12 @@ class Tally:
     def frozen(self, upstream: bool = True) -> FrozenTally:
         """What this tally gathered so far, as one frozen value (a copy: adding to this tally leaves it as it
         is); without the judgements for the model stage unless `upstream`."""
-        return FrozenTally(self.examples, self.redact, MappingProxyType(dict(self.first_counts)),
-                           MappingProxyType(dict(self.cause_counts)),
+        return FrozenTally(self.examples, self.redact, FrozenMap(self.first_counts),
+                           FrozenMap(self.cause_counts),
                            tuple(frozen_json(example) for example in self.example_list), self.within,
-                           FrozenNoise(self.noise_records, MappingProxyType(dict(self.noise_features))),
+                           FrozenNoise(self.noise_records, FrozenMap(self.noise_features)),
                            self.feature_stats.frozen(),
-                           MappingProxyType(dict(self.upstream)) if upstream and self.upstream is not None else None)
+                           FrozenMap(self.upstream) if upstream and self.upstream is not None else None)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_classified": {}}  # a memo: not worth its pickled bytes
@@ -152,7 +151,7 @@ class FeatureStats:
                  for name, entry in self._stats.items()}
         numbers = None if self._pairs is None else \
             {name: (lefts.tobytes(), rights.tobytes()) for name, (lefts, rights) in self._pairs.items()}
-        return FrozenFeatureStats(MappingProxyType(stats), None if numbers is None else MappingProxyType(numbers))
+        return FrozenFeatureStats(FrozenMap(stats), None if numbers is None else FrozenMap(numbers))
 
 
 def _numbers(value: Any) -> list[float] | None:

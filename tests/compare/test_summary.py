@@ -3,6 +3,7 @@ built, and merging two of them gives a new one, leaving both as they were. Pure:
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 from operator import setitem
 
@@ -106,3 +107,12 @@ def test_a_frozen_summary_pickles_and_comes_back_equal_and_frozen():
     assert back == summary
     with pytest.raises(TypeError):
         setitem(back.tally.example_list[0]["left"], "y", 0.0)
+
+
+def test_a_frozen_summary_converts_with_dataclasses_asdict_and_its_counts_write_as_json():
+    summary = _summary(range(10), model_stage=True)
+    plain = dataclasses.asdict(summary)
+    assert plain["counts"]["stage_diverged"] == dict(summary.counts.stage_diverged)
+    assert plain["tally"]["first_counts"] == {"transform": 6}
+    assert json.loads(json.dumps(summary.tally.first_counts)) == {"transform": 6}
+    assert json.loads(json.dumps(summary.counts.stage_within)) == dict(summary.counts.stage_within)
