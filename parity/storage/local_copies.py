@@ -20,6 +20,17 @@ _LOCAL_COPIES: dict[tuple[str, tuple[str, ...]], str] = {}  # (URL, options) -> 
 _COPYING = threading.Lock()
 
 
+def _forked() -> None:
+    """In a forked child (a harness of the pool's zygote): the lock may have been held by a thread of the parent
+    that the child does not have, and would never be let go. The copies made stay: they are files the child reads
+    as well."""
+    global _COPYING
+    _COPYING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class Source(Protocol):
     """What a copy reads a URL through (`Storage`)."""
 
