@@ -25,6 +25,7 @@ from parity.capture.items import (MAX_NESTING, MAX_RECORD_BYTES, TOO_DEEP, Chunk
 from parity.capture.schema import FieldType
 from parity.choices import FORMATS
 from parity.errors import InputError
+from parity.storage import capture_listing
 from parity.storage.context import Storage
 
 __all__ = ["FORMATS", "MAX_NESTING", "TOO_DEEP", "Chunk", "Quarantined", "ReadBatch", "detect_format",
@@ -62,7 +63,8 @@ class ReadBatch:
 
 
 def list_capture_files(pattern: str, base_dir: str, storage: Storage = Storage()) -> list[str]:
-    """The files a capture `path` names, sorted: `Storage.list_capture`, local or a URL alike.
+    """The files a capture `path` names, sorted, local or a URL alike (`parity.storage.capture_listing`), leaving
+    out parity's own output folders and fingerprint sets.
 
     Args:
         pattern: a file, a folder (its files, not its subfolders nor hidden files: an ExampleGen split such as
@@ -71,9 +73,10 @@ def list_capture_files(pattern: str, base_dir: str, storage: Storage = Storage()
         storage: the run's storage context, for a URL.
 
     Raises:
-        InputError: nothing matches; the message names the pattern.
+        InputError: nothing matches, a local match is a FIFO or a device, or a URL cannot be listed; the message
+            names the pattern.
     """
-    return storage.list_capture(pattern, base_dir)
+    return capture_listing.capture_files(pattern, base_dir, storage)
 
 
 def detect_format(path: str, storage: Storage = Storage()) -> str:

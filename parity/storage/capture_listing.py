@@ -1,12 +1,13 @@
 """The files a capture path names (`capture.path`: a file, a folder or a glob, local or a URL), for
-`Storage.list_capture`, which is its one caller.
+`parity.capture.list_capture_files`.
 
 A local path is listed with `glob.glob` and `os.listdir` (a FIFO or a device among the files is refused before
-anything opens it, since it would block); a URL through the store's listings (`Storage.isfile`, `match`,
-`list_folder`, `list_tree`: the `Listing` it is given), whose glob follows `glob.glob`'s rules. Either way hidden
-names are not matched by a wildcard, and the files under a folder parity claimed as its output or under a
-fingerprint set (`parity.storage.marks.is_parity_folder`, one rule for both) are left out: `**/*.jsonl` with `--out` under the config's folder read an earlier side's quarantine.jsonl, and the counts
-changed with every run.
+anything opens it, since it would block); a URL through the store's listings (`Storage.isfile`, `list_folder`,
+`list_tree`: the `Listing` it is given), whose glob follows `glob.glob`'s rules (`urls.glob_regex`) over one
+listing of the glob's fixed folder. Either way hidden names are not matched by a wildcard, and the files under a
+folder parity claimed as its output or under a fingerprint set (`parity.storage.marks.is_parity_folder`, one rule
+for both) are left out: `**/*.jsonl` with `--out` under the config's folder read an earlier side's
+quarantine.jsonl, and the counts changed with every run.
 """
 from __future__ import annotations
 
@@ -25,21 +26,19 @@ class Listing(Protocol):
 
     def isfile(self, path: str) -> bool: ...
 
-    def match(self, pattern: str) -> list[str]: ...
-
     def list_folder(self, path: str) -> list[str]: ...
 
     def list_tree(self, path: str) -> list[str]: ...
 
 
 def capture_files(pattern: str, base_dir: str, listing: Listing) -> list[str]:
-    """The files a capture `path` names, sorted (`Storage.list_capture`).
+    """The files a capture `path` names, sorted.
 
     Args:
         pattern: a file, a folder (its files, not its subfolders nor hidden files: an ExampleGen split such as
             `Split-train/`) or a glob (`**` allowed), relative to `base_dir` unless absolute.
         base_dir: the folder of the config file.
-        listing: the store's listings, for a URL.
+        listing: the store's listings, for a URL (the run's `Storage`).
 
     Raises:
         InputError: nothing matches; the message names the pattern.
@@ -109,12 +108,17 @@ def _url_files(pattern: str, listing: Listing) -> list[str]:
     try:
         if listing.isfile(pattern):
             return [pattern]
-        globbed = any(char in pattern for char in "*?[")
-        files = listing.match(pattern) if globbed else listing.list_folder(pattern)
-        found = len(files)
-        if globbed and files:  # never parity's own output (an out URL under the glob's folder), as on disk
-            files = _not_parity_output(files, listing, pattern[:pattern.rfind("/", 0, min(
-                pattern.index(c) for c in "*?[" if c in pattern)) + 1])
+        if any(char in pattern for char in "*?["):
+            fixed = urls.glob_prefix(pattern)
+            names = listing.list_tree(fixed)  # the matches, and the marks of parity's folders among them
+            regex = urls.glob_regex(pattern)
+            files = [name for name in names if regex.fullmatch(name)]
+            found = len(files)
+            # never parity's own output (an out URL under the glob's folder), as on disk
+            files = _not_parity_output(files, set(names), fixed)
+        else:
+            files = listing.list_folder(pattern)
+            found = len(files)
     except OSError as exc:
         raise InputError(f"capture path {pattern!r} cannot be listed: {exc}") from exc
     if files:
@@ -126,10 +130,9 @@ def _url_files(pattern: str, listing: Listing) -> list[str]:
                      f"(e.g. -- --s3_endpoint_url=...)")
 
 
-def _not_parity_output(files: list[str], listing: Listing, fixed: str) -> list[str]:
+def _not_parity_output(files: list[str], names: set[str], fixed: str) -> list[str]:
     """The URLs of `files` outside parity's output folders and fingerprint sets below `fixed`
-    (`parity.storage.marks.is_parity_folder`, the local listing's rule), from one listing of `fixed`."""
-    names = set(listing.list_tree(fixed))
+    (`parity.storage.marks.is_parity_folder`, the local listing's rule), from `names`, every object under `fixed`."""
 
     def ours(folder: str) -> bool:
         return is_parity_folder(lambda name: f"{folder}/{name}" in names)

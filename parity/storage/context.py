@@ -10,8 +10,9 @@ options in one process (a tap in a user's job beside parity's own run, two taps)
 It is the one seam for paths: no caller asks whether a path is local or a URL to choose how to read, write,
 list or make a folder; each asks `Storage` (`open_arrow`, `open_parquet`, `read_parquet`, `open_write_stream`,
 `makedirs`, `local_scratch`, `write_text_or_absent`, `prune_empty_folders`, ...), and the one local-or-URL
-branch of each operation is here (the capture listing's, `list_capture`, in `parity.storage.capture_listing`:
-its local side refuses FIFOs and devices, and its messages are the capture path's). Callers still ask
+branch of each operation is here (but the capture listing's, in `parity.storage.capture_listing`, which lists a
+URL through these listings: its local side refuses FIFOs and devices, and its messages are the capture path's;
+`parity.capture.list_capture_files` calls it). Callers still ask
 `urls.is_url` for policy (a bigger batch for a URL out folder, where the diff runs, a path shown relative to the
 config's folder).
 
@@ -53,7 +54,7 @@ import shutil
 from typing import IO, Any, Iterator, Sequence
 
 from parity.errors import ParityError
-from parity.storage import capture_listing, files, local_copies, stores, urls
+from parity.storage import files, local_copies, stores, urls
 
 __all__ = ["Storage"]
 
@@ -375,17 +376,6 @@ class Storage:
             if rest and "/" not in rest and not rest.startswith("."):
                 found.append(found_path)
         return sorted(found)
-
-    def list_capture(self, pattern: str, base_dir: str) -> list[str]:
-        """The files a capture path names (a file, a folder's files or a glob, relative to `base_dir` unless
-        absolute; a URL alike), sorted, leaving out parity's own output folders and fingerprint sets
-        (`parity.storage.capture_listing`).
-
-        Raises:
-            InputError: nothing matches, a local match is a FIFO or a device, or a URL cannot be listed; the
-                message names the pattern.
-        """
-        return capture_listing.capture_files(pattern, base_dir, self)
 
     def match(self, pattern: str) -> list[str]:
         """The files a glob names, sorted, by glob.glob(recursive=True)'s rules on a URL too (`urls.glob_regex`):
