@@ -10,8 +10,8 @@ wrote (docs/taps.md):
     SET/_taps/<stage>/<label>/_parts/<part>.quarantine.jsonl   elements the tap could not key or encode
 
 `finalize_tap_set` (parity/sets/tap_finalize.py) merges them into a standard `parity.fingerprints/1` set
-(docs/fingerprint-set.md): one row per record key, each tapped stage's fingerprint from the tap of that stage, plus the tap fields of the
-manifest (`stages_tapped`, `sample_rate`, `values`, `taps`).
+(docs/fingerprint-set.md): one row per record key, each tapped stage's fingerprint from the tap of that stage,
+plus the tap fields of the manifest (`stages_tapped`, `sample_rate`, `values`, `taps`).
 
 Stages a record has no tapped value for are filled with documented sentinels:
 
