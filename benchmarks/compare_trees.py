@@ -5,7 +5,10 @@
 Both trees run the same check (the taxi config of benchmarks/run.py, `fixed` variant unless `--variant`) on the
 same generated capture, each in its own process through the public `parity.check`, with the tree first on
 `PYTHONPATH` and the same interpreter and packages. The rounds are fixed before the run and the order alternates
-(before, after; after, before; ...), so that neither tree always runs on the quieter machine. Every round is
+(before, after; after, before; ...), so that neither tree always runs on the quieter machine. With `--at-once`
+each round starts both trees' checks at the same moment instead: on a shared machine whose load moves from minute
+to minute, whatever else runs then falls on both alike (the two checks share the cores, so each one's figures are
+higher than alone; their ratio is what it measures). Every round is
 reported (wall, CPU seconds with the child process, peak RSS, the replay and diff times parity recorded, the load
 average before it), then the medians, their spread, and after/before ratios. The two reports must be
 byte-identical, or the comparison is void: the script says so and exits 1.
@@ -16,6 +19,7 @@ folder's history files.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -76,7 +80,8 @@ def summarize(rounds: list[dict]) -> dict:
 def render(result: dict) -> str:
     lines = [f"# Two trees, one check: {result['records']} records, variant {result['variant']}", "",
              f"before `{result['before']}` ({result['machine_before']}), after `{result['after']}` "
-             f"({result['machine'].get('commit')}); {result['rounds']} rounds each, alternating; "
+             f"({result['machine'].get('commit')}); {result['rounds']} rounds each, "
+             f"{'both at once' if result.get('at_once') else 'alternating'}; "
              f"reports identical: {result['reports_identical']}", "",
              "| round | tree | wall s | CPU s | peak RSS MiB | replays and diff (s) | load before |",
              "|---|---|---|---|---|---|---|"]
@@ -105,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per tree, fixed before the run")
     parser.add_argument("--work", default=os.environ.get("PARITY_BENCH_WORK", "/tmp/parity-bench"))
     parser.add_argument("--results", default=None)
+    parser.add_argument("--at-once", action="store_true",
+                        help="start both trees' checks together in each round, rather than one after the other")
     args = parser.parse_args(argv)
     files = bench.ensure_capture(args.records, args.seed, args.work)
     run_dir = os.path.join(args.work, "runs", f"trees-n{args.records}-{args.variant}-{int(time.time())}")
@@ -116,16 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     for index in range(1, args.rounds + 1):
         order = ("before", "after") if index % 2 else ("after", "before")
-        for label in order:
-            bench.log(f"round {index}: {label} ({trees[label]})")
-            rounds.append(one_round(trees[label], label, config, run_dir, index))
-            bench.log(f"  {rounds[-1]['process_s']:.1f} s wall, {rounds[-1]['cpu_s']:.1f} s CPU, exit {rounds[-1]['exit']}")
+        if args.at_once:
+            bench.log(f"round {index}: {' and '.join(order)} at once")
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                started = [pool.submit(one_round, trees[label], label, config, run_dir, index) for label in order]
+                finished = [future.result() for future in started]
+        else:
+            finished = []
+            for label in order:
+                bench.log(f"round {index}: {label} ({trees[label]})")
+                finished.append(one_round(trees[label], label, config, run_dir, index))
+        for done in finished:
+            bench.log(f"  {done['tree']}: {done['process_s']:.1f} s wall, {done['cpu_s']:.1f} s CPU, exit {done['exit']}")
+        rounds.extend(finished)
     failed = [r for r in rounds if r["exit"] != 0]
     reports = {r["report_sha256"] for r in rounds}
     before_commit = os.popen(f"git -C {args.before} rev-parse --short HEAD 2>/dev/null").read().strip()
     result = {"records": args.records, "variant": args.variant, "rounds": args.rounds, "before": args.before,
               "after": args.after, "machine_before": before_commit, "machine": machine,
               "reports_identical": len(reports) == 1 and None not in reports, "every_round": rounds,
+              "at_once": args.at_once,
               "summary": summarize(rounds) if not failed else None}
     if failed:
         print(f"{len(failed)} round(s) failed; logs in {run_dir}", file=sys.stderr)
