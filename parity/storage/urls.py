@@ -57,10 +57,6 @@ def resolved(path: str, what: str) -> str:
     return path
 
 
-
-
-
-
 def join(base: str, *parts: str) -> str:
     """`base` joined with `parts`; an absolute path or a URL among `parts` starts again from there, as
     os.path.join does. Local results are normalized; URLs keep their `/`."""
@@ -83,10 +79,6 @@ def child(folder: str, *names: str) -> str:
     return "/".join((folder.rstrip("/"), *names))
 
 
-
-
-
-
 def _filesystem_classes() -> list[Any]:
     from apache_beam.io import filesystems  # noqa: F401  (imports the file systems the installed extras provide)
     from apache_beam.io.filesystem import FileSystem
@@ -103,18 +95,6 @@ def filesystem_class(name: str) -> Any:
 def scheme(path: str) -> str:
     """`s3` of `s3://b/k`; `` for a local path."""
     return path.split("://", 1)[0].lower() if is_url(path) else ""
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def glob_prefix(pattern: str) -> str:
