@@ -6,7 +6,8 @@
 #                scripts/run_tests.sh: the engines' tier beside the rest, the profiles installed meanwhile and run by
 #                whichever of the two lanes is free first
 #   make test-fast  set up, then the suite without its `slow` tests (Flink, cluster, benchmarks, the scenario suites,
-#                the robustness modules that run whole checks) nor the profiles: the developer's loop, under 5 min
+#                the robustness modules that run whole checks) nor the profiles, in two pytest workers: the developer's
+#                loop, aimed at under 5 min
 #   make explore set up, then run the property tests with new random examples (see tests/conftest.py)
 #   make soak    set up, then the SDK harness soak on the cluster test bed (scripts/soak_harness.py, docs/flink.md):
 #                one undisturbed check and 10 with a harness SIGKILLed at a drawn moment; ~15 min, not in `make test`
@@ -34,8 +35,11 @@ test: setup
 # Everything but the tests marked `slow` (by path in tests/conftest.py: Flink, the cluster test bed, the benchmarks'
 # harness; by a mark in their module: the scenario suites, the robustness modules that run whole checks, a few single
 # heavy tests) and the oldest/TFX profiles: the developer's loop. CI runs `make test`, which runs every test.
+# Two pytest workers (pytest-xdist), a test module to each in turn (`--dist loadfile`: a module's fixtures are built
+# once, in one worker); FAST_WORKERS=1 runs them in this process.
+FAST_WORKERS ?= 2
 test-fast: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not slow" tests
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not slow" $(if $(filter 1,$(FAST_WORKERS)),,-n $(FAST_WORKERS) --dist loadfile) tests
 
 # The plan (which moment each kill hits, after which delay) is fixed by the seed; SOAK_ARGS="--failover region" tries
 # Flink's default failover strategy. Exit 1 when a planned kill was not made or a check did not give the same report.

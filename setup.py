@@ -51,7 +51,7 @@ setup(
     ],
     extras_require={
         # moto[server]: the cluster test bed's S3 server (tests/cluster)
-        "test": ["pytest", "hypothesis", "xmlschema", "build", "wheel", "moto[server]>=5"],
+        "test": ["pytest", "pytest-xdist", "hypothesis", "xmlschema", "build", "wheel", "moto[server]>=5"],
     },
     entry_points={"console_scripts": ["parity=parity.cli:main"]},
 )
