@@ -334,3 +334,18 @@ def test_the_plain_benchmark_with_sides_in_turn_also_runs_the_check_with_its_sid
     timings = json.loads((tmp_path / "work" / "plain-runs" / "parity_in_turn" / "out" / "timings.json").read_text(
         encoding="utf-8"))
     assert "sides_at_once" not in timings and data["in_turn_over_parity_cpu"] > 0
+
+
+def test_compare_trees_at_once_runs_both_trees_in_each_round_and_finds_their_reports_identical(tmp_path):
+    results = tmp_path / "trees.md"
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "compare_trees.py"), "--before", REPO,
+                           "--after", REPO, "--records", "300", "--rounds", "1", "--at-once", "--work", str(tmp_path),
+                           "--results", str(results)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = results.read_text()
+    assert "1 rounds each, both at once; reports identical: True" in text
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| 1 |")]
+    assert sorted(row[1].strip() for row in rows) == ["after", "before"]
+    # both started in the same round: each one's CPU seconds are its own process tree's
+    assert all(float(row[3]) > 0 for row in rows)
+    assert "at once" in done.stderr + done.stdout
