@@ -3,7 +3,7 @@
 
 A local path is listed with `glob.glob` and `os.listdir` (a FIFO or a device among the files is refused before
 anything opens it, since it would block); a URL through the store's listings (`Storage.isfile`, `list_folder`,
-`list_tree`: the `Listing` it is given), whose glob follows `glob.glob`'s rules (`urls.glob_regex`) over one
+`list_tree`: the `Listing` it is given), whose glob follows `glob.glob`'s rules (`urls.glob_matches`) over one
 listing of the glob's fixed folder. Either way hidden names are not matched by a wildcard, and the files under a
 folder parity claimed as its output or under a fingerprint set (`parity.storage.marks.is_parity_folder`, one rule
 for both) are left out: `**/*.jsonl` with `--out` under the config's folder read an earlier side's
@@ -111,8 +111,7 @@ def _url_files(pattern: str, listing: Listing) -> list[str]:
         if any(char in pattern for char in "*?["):
             fixed = urls.glob_prefix(pattern)
             names = listing.list_tree(fixed)  # the matches, and the marks of parity's folders among them
-            regex = urls.glob_regex(pattern)
-            files = [name for name in names if regex.fullmatch(name)]
+            files = urls.glob_matches(pattern, names)
             found = len(files)
             # never parity's own output (an out URL under the glob's folder), as on disk
             files = _not_parity_output(files, set(names), fixed)

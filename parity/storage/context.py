@@ -378,15 +378,14 @@ class Storage:
         return sorted(found)
 
     def match(self, pattern: str) -> list[str]:
-        """The files a glob names, sorted, by glob.glob(recursive=True)'s rules on a URL too (`urls.glob_regex`):
+        """The files a glob names, sorted, by glob.glob(recursive=True)'s rules on a URL too (`urls.glob_matches`):
         `**` crosses folders, `*` does not, and a wildcard matches no hidden name the pattern does not start
         with `.`."""
         if not urls.is_url(pattern):
             import glob
 
             return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-        regex = urls.glob_regex(pattern)
-        return sorted(p for p in self._match_prefix(urls.glob_prefix(pattern)) if regex.fullmatch(p))
+        return urls.glob_matches(pattern, self._match_prefix(urls.glob_prefix(pattern)))
 
     # -- removing --------------------------------------------------------------------------------------------
 

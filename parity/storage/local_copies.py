@@ -9,26 +9,15 @@ import atexit
 import os
 import shutil
 import tempfile
-import threading
 from typing import IO, Protocol
 
 from parity.storage import urls
+from parity.storage.fork_lock import ForkLock
 
 __all__ = ["Source", "copy_tree", "local_copy"]
 
 _LOCAL_COPIES: dict[tuple[str, tuple[str, ...]], str] = {}  # (URL, options) -> its local copy, made once
-_COPYING = threading.Lock()
-
-
-def _forked() -> None:
-    """In a forked child (a harness of the pool's zygote): the lock may have been held by a thread of the parent
-    that the child does not have, and would never be let go. The copies made stay: they are files the child reads
-    as well."""
-    global _COPYING
-    _COPYING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+_COPYING = ForkLock()  # new and free in a forked child (a harness of the pool's zygote)
 
 
 class Source(Protocol):

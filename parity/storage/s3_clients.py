@@ -31,6 +31,7 @@ from typing import Any, Iterator, Sequence
 
 from parity import compat
 from parity.storage import limits
+from parity.storage.fork_lock import ForkLock
 
 _MIME = "application/octet-stream"  # what Beam's S3 file system writes an uncompressed object as
 
@@ -144,14 +145,12 @@ def _session() -> Any:
 
 _SESSION: Any = None
 _CLIENTS: dict[tuple[str, ...], Any] = {}  # options -> this process's boto3 client for them
-_LOCK = threading.Lock()
+_LOCK = ForkLock()  # new and free in a forked child
 
 
 def _forked() -> None:
-    """In a forked child: the parent's clients (and their connections) are not the child's, and the lock may have
-    been held by a thread of the parent that the child does not have. The session, its parsed models, stays."""
-    global _LOCK
-    _LOCK = threading.Lock()
+    """In a forked child: the parent's clients (and their connections) are not the child's. The session, its parsed
+    models, stays."""
     _CLIENTS.clear()
 
 

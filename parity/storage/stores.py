@@ -10,30 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import threading
 from typing import Any, Iterator, Sequence
 
 from parity import compat
 from parity.errors import ParityError
 from parity.storage import gcs_probe, s3_clients, urls
+from parity.storage.fork_lock import ForkLock
 
 __all__ = ["BeamStore", "abandon", "exists_quietly", "local_store", "os_error", "store_of"]
 
 
 _STORES: dict[tuple[str, tuple[str, ...]], Any] = {}  # (scheme, options) -> its file system, built once
-_BUILDING = threading.Lock()
-
-
-def _forked() -> None:
-    """In a forked child (a harness of the pool's zygote): the lock may have been held by a thread of the parent
-    that the child does not have, and would never be let go. The stores built stay: each builds its clients again
-    in a child of its own accord (`S3Store` by pid, `s3_clients`' own fork hook)."""
-    global _BUILDING
-    _BUILDING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+# new and free in a forked child (a harness of the pool's zygote); the stores built stay, each building its clients
+# again in a child of its own accord (`S3Store` by pid, `s3_clients`' own fork hook)
+_BUILDING = ForkLock()
 
 
 def store_of(path: str, options: tuple[str, ...]) -> Any:

@@ -11,12 +11,12 @@ import fnmatch
 import os
 import posixpath
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from parity.errors import InputError
 
-__all__ = ["basename", "child", "filesystem_class", "glob_prefix", "glob_regex", "is_url", "join", "makedirs",
-           "parent", "resolved", "scheme"]
+__all__ = ["basename", "child", "filesystem_class", "glob_matches", "glob_prefix", "glob_regex", "is_url", "join",
+           "makedirs", "parent", "resolved", "scheme"]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = "*?["
@@ -121,6 +121,13 @@ def glob_regex(pattern: str) -> re.Pattern:
         hidden_ok = segment.startswith(".") or not any(char in segment for char in _GLOB)
         out.append(("" if hidden_ok else r"(?!\.)") + regex + ("" if last else "/"))
     return re.compile("".join(out), re.DOTALL)
+
+
+def glob_matches(pattern: str, names: Iterable[str]) -> list[str]:
+    """The names of a listing (every object under `glob_prefix(pattern)`) that the glob `pattern` matches, by
+    `glob_regex`'s rules, sorted."""
+    regex = glob_regex(pattern)
+    return sorted(name for name in names if regex.fullmatch(name))
 
 
 def parent(path: str) -> str:
